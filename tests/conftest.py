@@ -1,0 +1,42 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A fresh TOOLPATH_HOME per test, so runs never leak between tests."""
+    h = tmp_path / "home"
+    monkeypatch.setenv("TOOLPATH_HOME", str(h))
+    return h
+
+
+@pytest.fixture
+def store(home):
+    from toolpath.runs import Store
+
+    s = Store(home)
+    yield s
+    s.close()
+
+
+def toolpath_cli(*args, home=None, env=None, timeout=120, cwd=None):
+    """Run the real console entry point in a subprocess, as a user would."""
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
+    if home is not None:
+        e["TOOLPATH_HOME"] = str(home)
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-m", "toolpath.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=e, cwd=cwd or ROOT)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path

@@ -1,0 +1,54 @@
+"""Test doubles that stand in for a model (never for the code under test) and a side-effect tool."""
+
+import os
+import re
+from pathlib import Path
+
+from toolpath.policies.base import Response
+from toolpath.state import ToolCall
+from toolpath.tools.registry import tool
+
+
+class ArithPolicy:
+    """Reads the arithmetic out of the question, calls the calculator, then answers with its result."""
+
+    def __init__(self, spec=None):
+        self.name = "python:arith"
+
+    def respond(self, messages, tools, **gen):
+        last = messages[-1]
+        if last.role == "tool":
+            return Response(text="", tool_calls=[ToolCall(id="c2", name="final_answer", arguments={"answer": last.content})],
+                            tokens_in=10, tokens_out=5)
+        q = next(m.content for m in messages if m.role == "user")
+        m = re.search(r"What is (.+?)\?", q)
+        expr = m.group(1).replace("times", "*").replace("divided by", "/")
+        return Response(text="", tool_calls=[ToolCall(id="c1", name="calculator", arguments={"expression": expr})],
+                        tokens_in=20, tokens_out=8)
+
+
+@tool(timeout=5.0, cost=0.0, quality=1.0)
+def tick(label: str) -> str:
+    """Append a label to $TICK_FILE: a side effect that shows whether a tool call ran twice.
+
+    Args:
+        label: the text to append
+    """
+    with Path(os.environ["TICK_FILE"]).open("a") as f:
+        f.write(label + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return f"ticked {label}"
+
+
+@tool(timeout=0.3)
+def slow(seconds: float) -> str:
+    """Sleep, to test tool timeouts.
+
+    Args:
+        seconds: how long
+    """
+    import time
+
+    time.sleep(seconds)
+    return "done"

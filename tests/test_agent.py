@@ -1,0 +1,146 @@
+"""The react loop end to end on a real SQLite store, with scripted policies standing in for the model."""
+
+import pytest
+
+from toolpath.agents.episode import EpisodeError, run_episode
+from toolpath.policies.base import PolicyError, Response
+from toolpath.policies.scripted import ScriptedPolicy
+from toolpath.spec import parse_spec
+
+
+def spec(**kw):
+    return parse_spec({"id": "t", "instruction": "What is 2+3?", "model": "scripted:none.yaml", **kw})
+
+
+def calc(expr):
+    return {"tool_calls": [{"name": "calculator", "arguments": {"expression": expr}}]}
+
+
+def answer(a):
+    return {"tool_calls": [{"name": "final_answer", "arguments": {"answer": a}}]}
+
+
+def test_tool_then_answer_records_every_step(store):
+    r = run_episode(spec(), store, policy=ScriptedPolicy([calc("2+3"), answer("5")]))
+    assert (r.status, r.answer, r.steps) == ("finished", "5", 2)
+    steps = store.steps(r.run_id)
+    assert [s["node"] for s in steps] == ["task", "policy", "tools", "policy", "tools"]
+    assert steps[2]["payload"]["observations"][0]["content"] == "5"
+    run = store.get_run(r.run_id)
+    assert run["status"] == "finished" and run["answer"] == "5" and run["steps"] == 2
+
+
+def test_plain_text_reply_is_the_answer(store):
+    r = run_episode(spec(), store, policy=ScriptedPolicy(["It is 5."]))
+    assert (r.status, r.answer, r.steps) == ("finished", "It is 5.", 1)
+
+
+def test_budget_guard_ends_the_run(store):
+    script = [calc(f"{i}+1") for i in range(10)]
+    r = run_episode(spec(limits={"max_steps": 3}), store, policy=ScriptedPolicy(script))
+    assert r.status == "budget_exhausted" and r.steps == 3 and "max_steps=3" in r.error
+    assert r.answer is None
+
+
+def test_token_budget(store):
+    script = [{**calc(f"{i}+1"), "tokens_in": 400, "tokens_out": 100} for i in range(10)]
+    r = run_episode(spec(limits={"max_tokens": 1200}), store, policy=ScriptedPolicy(script))
+    assert r.status == "budget_exhausted" and r.steps == 3 and "max_tokens" in r.error
+
+
+def test_loop_guard_after_identical_calls(store):
+    r = run_episode(spec(limits={"loop_repeats": 3}), store, policy=ScriptedPolicy([calc("1+1")] * 10))
+    assert r.status == "looping" and r.steps == 3 and "3 times in a row" in r.error
+
+
+def test_different_calls_do_not_trip_the_loop_guard(store):
+    script = [calc("1+1"), calc("1+2"), calc("1+1"), answer("2")]
+    r = run_episode(spec(limits={"loop_repeats": 2}), store, policy=ScriptedPolicy(script))
+    assert r.status == "finished"
+
+
+def test_malformed_call_is_reported_back_and_the_run_goes_on(store):
+    script = ['<tool_call>{"name": "calculator", "arguments": {"expression": </tool_call>', calc("2+3"), answer("5")]
+    r = run_episode(spec(), store, policy=ScriptedPolicy(script))
+    assert r.status == "finished" and r.answer == "5"
+    feedback = store.steps(r.run_id)[1]["payload"]["messages"][1]
+    assert feedback["role"] == "user" and "not valid JSON" in feedback["content"]
+
+
+def test_unknown_tool_and_bad_arguments_become_error_observations(store):
+    script = [{"tool_calls": [{"name": "teleport", "arguments": {}}]},
+              {"tool_calls": [{"name": "calculator", "arguments": {"expr": "1"}}]}, answer("ok")]
+    r = run_episode(spec(), store, policy=ScriptedPolicy(script))
+    assert r.status == "finished"
+    obs = [s["payload"]["observations"][0] for s in store.steps(r.run_id) if s["node"] == "tools"]
+    assert obs[0]["error"] and "unknown tool 'teleport'" in obs[0]["content"] and "calculator" in obs[0]["content"]
+    assert obs[1]["error"] and "expr: unknown argument" in obs[1]["content"]
+
+
+def test_tool_outside_the_allow_list_is_unknown(store):
+    r = run_episode(spec(tools=["final_answer"]), store, policy=ScriptedPolicy([calc("1+1"), answer("x")]))
+    obs = store.steps(r.run_id)[2]["payload"]["observations"][0]
+    assert obs["error"] and "unknown tool 'calculator'" in obs["content"]
+
+
+def test_calls_after_final_answer_are_not_run_and_say_so(store):
+    both = {"tool_calls": [{"name": "final_answer", "arguments": {"answer": "5"}},
+                           {"name": "calculator", "arguments": {"expression": "1"}}]}
+    r = run_episode(spec(), store, policy=ScriptedPolicy([both]))
+    assert r.answer == "5" and "not run: calculator" in r.error
+
+
+class Failing:
+    name = "failing"
+
+    def respond(self, messages, tools, **gen):
+        raise PolicyError("server said 500", transient=True)
+
+
+def test_policy_error_fails_the_run_and_keeps_what_was_done(store):
+    r = run_episode(spec(), store, policy=Failing())
+    assert r.status == "failed" and "server said 500" in r.error
+    assert store.get_run(r.run_id)["status"] == "failed"
+
+
+def test_scripted_policy_running_out_is_a_clear_failure(store):
+    r = run_episode(spec(), store, policy=ScriptedPolicy([calc("1+1")]))
+    assert r.status == "failed" and "ran out of responses at turn 2" in r.error
+
+
+def test_unknown_agent_or_tool_fails_before_anything_is_stored(store):
+    with pytest.raises(EpisodeError, match="unknown agent 'nope'"):
+        run_episode(spec(agent="nope"), store, policy=ScriptedPolicy([]))
+    with pytest.raises(EpisodeError, match="unknown tool 'warp'"):
+        run_episode(spec(tools=["warp"]), store, policy=ScriptedPolicy([]))
+    assert store.list_runs() == []
+
+
+def test_checkpoints_are_lean_and_pruned_after_the_run(store):
+    script = [calc(f"{i}+1") for i in range(20)] + [answer("done")]
+    r = run_episode(spec(limits={"max_steps": 30}), store, policy=ScriptedPolicy(script))
+    assert r.status == "finished"
+    saver = store.checkpointer()
+    rows = saver.conn.execute("SELECT COUNT(*), MAX(LENGTH(checkpoint)) FROM checkpoints WHERE thread_id = ?",
+                              (r.run_id,)).fetchone()
+    assert rows[0] == 1  # only the last one is kept once the run is over
+    assert rows[1] < 2000  # the transcript is in the steps table, not in the checkpoint
+
+
+def test_images_go_to_artifacts_not_the_state(store, tmp_path):
+    img = tmp_path / "cat.png"
+    img.write_bytes(b"\x89PNG\r\n\x1a\n" + b"x" * 5000)
+    s = parse_spec({"id": "t", "instruction": "Describe", "inputs": {"images": [str(img)]}, "model": "scripted:x"})
+    seen = {}
+
+    class Look:
+        name = "look"
+
+        def respond(self, messages, tools, **gen):
+            seen["images"] = messages[1].images
+            return Response(text="a cat")
+
+    r = run_episode(s, store, policy=Look())
+    assert r.answer == "a cat"
+    ref = seen["images"][0]
+    assert ref.mime == "image/png" and ref.size == 5008 and ref.path.startswith(str(store.artifact_dir))

@@ -1,0 +1,124 @@
+"""The CLI as a user runs it: subprocesses, real store, exit codes and output shapes."""
+
+import json
+import subprocess
+import sys
+
+from conftest import ROOT, toolpath_cli, write
+
+
+def scripted_task(tmp_path, responses, **extra):
+    write(tmp_path / "r.yaml", responses)
+    lines = ["id: cli-task", "instruction: What is (17 + 4) * 3?", f"model: scripted:{tmp_path / 'r.yaml'}",
+             "evaluator: {name: numeric, expected: 63}"] + [f"{k}: {v}" for k, v in extra.items()]
+    return write(tmp_path / "task.yaml", "\n".join(lines) + "\n")
+
+
+GOOD = """
+- '<tool_call>{"name": "calculator", "arguments": {"expression": "(17 + 4) * 3"}}</tool_call>'
+- '<tool_call>{"name": "final_answer", "arguments": {"answer": "63"}}</tool_call>'
+"""
+
+
+def test_run_json_prints_exactly_one_object(tmp_path, home):
+    r = toolpath_cli("run", scripted_task(tmp_path, GOOD), "--json", home=home)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)  # the whole of stdout is one JSON document
+    assert set(out) == {"run_id", "status", "answer", "steps", "tokens", "seconds", "score"}
+    assert (out["status"], out["answer"], out["steps"], out["score"]) == ("finished", "63", 2, 1.0)
+    assert out["tokens"] > 0
+    assert "step   1" in r.stderr and "calculator" in r.stderr  # progress goes to stderr
+
+
+def test_run_human_output_and_runs_show(tmp_path, home):
+    r = toolpath_cli("run", scripted_task(tmp_path, GOOD), home=home)
+    assert r.returncode == 0
+    assert "finished: 63" in r.stdout and "score 1" in r.stdout
+    run_id = r.stdout.split("run ")[1].split()[0]
+    listing = toolpath_cli("runs", "list", home=home)
+    assert run_id in listing.stdout and "finished" in listing.stdout
+    shown = toolpath_cli("runs", "show", run_id[:17], home=home)
+    assert shown.returncode == 0
+    for want in ("call calculator", "observation from calculator: 63", "output: <tool_call>", "tokens", "ms"):
+        assert want in shown.stdout, want
+    data = json.loads(toolpath_cli("runs", "show", run_id, "--json", home=home).stdout)
+    assert [s["node"] for s in data["steps"]] == ["task", "policy", "tools", "policy", "tools"]
+    assert data["run"]["spec"]["id"] == "cli-task"
+
+
+def test_exit_1_when_the_budget_runs_out(tmp_path, home):
+    loop = "\n".join(f"- '<tool_call>{{\"name\": \"calculator\", \"arguments\": {{\"expression\": \"{i}+1\"}}}}</tool_call>'"
+                     for i in range(5))
+    r = toolpath_cli("run", scripted_task(tmp_path, loop), "--max-steps", "2", "--json", home=home)
+    assert r.returncode == 1
+    out = json.loads(r.stdout)
+    assert out["status"] == "budget_exhausted" and out["steps"] == 2 and out["score"] == 0.0
+
+
+def test_exit_2_for_bad_input(tmp_path, home):
+    assert toolpath_cli("run", tmp_path / "missing.yaml", home=home).returncode == 2
+    assert toolpath_cli("resume", "no-such-run", home=home).returncode == 2
+    assert toolpath_cli("runs", "show", "nope", home=home).returncode == 2
+    r = toolpath_cli("run", scripted_task(tmp_path, GOOD, tools="[warp]"), home=home)
+    assert r.returncode == 2 and "unknown tool 'warp'" in r.stderr and "Traceback" not in r.stderr
+    r = toolpath_cli("run", scripted_task(tmp_path, "just: a mapping"), home=home)
+    assert r.returncode == 2 and "expected a YAML list" in r.stderr
+
+
+def test_tools_commands(home):
+    listing = toolpath_cli("tools", "list", home=home)
+    assert all(n in listing.stdout for n in ("calculator", "read_file", "final_answer"))
+    schema = json.loads(toolpath_cli("tools", "show", "calculator", home=home).stdout)
+    assert schema["parameters"]["required"] == ["expression"]
+    call = toolpath_cli("tools", "call", "calculator", "--arg", "expression=6*7", home=home)
+    assert call.returncode == 0 and call.stdout.strip() == "42"
+    bad = toolpath_cli("tools", "call", "calculator", "--arg", "nope=1", home=home)
+    assert bad.returncode == 2 and "unknown argument" in bad.stderr
+    fail = toolpath_cli("tools", "call", "calculator", "--arg", "expression=1/0", home=home)
+    assert fail.returncode == 1 and "division by zero" in fail.stderr
+    assert toolpath_cli("tools", "show", "warp", home=home).returncode == 2
+
+
+def test_models_list_says_what_runs_here(home):
+    r = toolpath_cli("models", "list", "--json", home=home, env={"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""})
+    rows = {k["kind"]: k for k in json.loads(r.stdout)}
+    assert set(rows) == {"local", "hf", "openai", "scripted", "python"}
+    assert rows["openai"]["available"] is False and "OPENAI_BASE_URL" in rows["openai"]["reason"]
+    assert rows["scripted"]["available"] is True
+
+
+def test_eval_runs_scores_and_stores_each_sample(home):
+    r = toolpath_cli("eval", "arith", "--limit", "5", "--model", "python:helpers:ArithPolicy", "--json", home=home,
+                     env={"PYTHONPATH": str(ROOT / "tests") + ":" + str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert set(out) == {"eval_id", "benchmark", "n", "score", "by_category", "tokens", "seconds"}
+    assert out["n"] == 5 and out["score"] == 1.0
+    assert set(out["by_category"]) == {"add", "sub", "mul", "div", "mixed"}
+    from toolpath.runs import Store
+
+    s = Store(home)
+    samples = s.eval_samples(out["eval_id"])
+    assert len(samples) == 5 and all(x["score"] == 1.0 and x["run_id"] for x in samples)
+    assert len(s.list_runs(eval_id=out["eval_id"])) == 5
+
+
+def test_eval_table_and_bad_benchmark(home):
+    r = toolpath_cli("eval", "arith", "--limit", "2", "--model", "python:helpers:ArithPolicy", home=home,
+                     env={"PYTHONPATH": str(ROOT / "tests") + ":" + str(ROOT)})
+    assert r.returncode == 0 and "CATEGORY" in r.stdout and "all" in r.stdout
+    bad = toolpath_cli("eval", "nope", home=home)
+    assert bad.returncode == 2 and "available: arith" in bad.stderr
+
+
+def test_help_and_tools_list_import_no_heavy_library(home):
+    code = ("import sys; from toolpath.cli import main\n"
+            "for argv in (['--help'], ['tools', 'list']):\n"
+            "    try: main(argv)\n"
+            "    except SystemExit: pass\n"
+            "heavy = [m for m in ('torch', 'transformers', 'langgraph', 'playwright', 'open3d', 'ray', 'diffusers', 'numpy')"
+            " if m in sys.modules]\n"
+            "print('HEAVY', heavy)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       env={"TOOLPATH_HOME": str(home), "PATH": "/usr/bin:/bin"})
+    assert "HEAVY []" in r.stdout, r.stdout + r.stderr

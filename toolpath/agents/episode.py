@@ -1,0 +1,143 @@
+"""One episode: create the run, build its graph, run it to the end (or resume it), and record the outcome.
+
+This is the one place the CLI, the eval runner and Python users go through, so a run started from any of
+them is stored, resumable and shown the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from ..policies.base import Policy, PolicyError, load
+from ..runs import Store
+from ..spec import TaskSpec
+from ..state import TERMINAL, AgentState, Message, initial_state
+from ..tools.registry import ToolContext, ToolError, select_tools
+from . import agent_module
+from .nodes import Event, Runtime
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    status: str
+    answer: str | None
+    steps: int
+    tokens_in: int
+    tokens_out: int
+    seconds: float
+    error: str | None = None
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "tokens": self.tokens}
+
+
+class EpisodeError(RuntimeError):
+    """The episode could not start: bad spec content, unknown agent or tool, a model that cannot load."""
+
+
+def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
+             on_event: Callable[[Event], None] | None):
+    agent = agent_module(spec.agent.name)
+    tools = {t.name: t for t in select_tools(spec.tools, agent.DEFAULT_TOOLS)}
+    if policy is None:
+        policy = load(spec.model)
+    ctx = ToolContext(run_id=run_id, inputs=list(spec.inputs.files) + list(spec.inputs.images),
+                      save_artifact=store.put_artifact)
+    return agent, Runtime(run_id=run_id, spec=spec, policy=policy, tools=tools, store=store, ctx=ctx, on_event=on_event)
+
+
+def _first_messages(rt: Runtime, system_prompt: str) -> list[Message]:
+    images = [rt.store.put_artifact(p, name=p.name) for p in rt.spec.inputs.images]
+    text = rt.spec.instruction
+    if rt.spec.inputs.files:
+        text += "\n\nInput files (read them with read_file): " + ", ".join(p.name for p in rt.spec.inputs.files)
+    if rt.spec.inputs.urls:
+        text += "\n\nURLs: " + ", ".join(rt.spec.inputs.urls)
+    return [Message(role="system", content=system_prompt), Message(role="user", content=text, images=images)]
+
+
+def _drive(graph, rt: Runtime, graph_input, run_id: str) -> RunResult:
+    config = {"configurable": {"thread_id": run_id}, "recursion_limit": 4 * rt.spec.limits.max_steps + 16}
+    store = rt.store
+    try:
+        # durability="sync": each node's checkpoint is on disk before the next node starts, so kill -9 loses
+        # at most the node that was running.
+        final: AgentState = graph.invoke(graph_input, config, durability="sync")
+    except Exception as err:  # a bug or a crash inside a node: the run is failed, not lost
+        from langgraph.errors import GraphRecursionError
+
+        status = "budget_exhausted" if isinstance(err, GraphRecursionError) else "failed"
+        snapshot = graph.get_state(config).values or {}
+        store.update_run(run_id, status=status, error=f"{type(err).__name__}: {err}")
+        rt.emit({"type": "error", "error": f"{type(err).__name__}: {err}"})
+        return RunResult(run_id, status, None, snapshot.get("steps", 0), snapshot.get("tokens_in", 0),
+                         snapshot.get("tokens_out", 0), snapshot.get("seconds", 0.0), f"{type(err).__name__}: {err}")
+    return _finish(store, run_id, final)
+
+
+def _finish(store: Store, run_id: str, final: dict) -> RunResult:
+    result = RunResult(run_id=run_id, status=final["status"], answer=final.get("answer"), steps=final["steps"],
+                       tokens_in=final["tokens_in"], tokens_out=final["tokens_out"], seconds=final["seconds"],
+                       error=final.get("error"))
+    store.update_run(run_id, status=result.status, answer=result.answer, error=result.error, steps=result.steps,
+                     tokens_in=result.tokens_in, tokens_out=result.tokens_out, seconds=result.seconds)
+    if result.status in TERMINAL:
+        store.prune_checkpoints(run_id)
+    return result
+
+
+def run_episode(spec: TaskSpec, store: Store, on_event: Callable[[Event], None] | None = None,
+                policy: Policy | None = None, eval_id: str | None = None, run_id: str | None = None) -> RunResult:
+    """Run a task to its end. Raises EpisodeError (nothing stored) if it cannot start."""
+    try:
+        agent, rt = _runtime(spec, run_id or "", store, policy, on_event)
+    except (PolicyError, ToolError, ValueError) as err:
+        raise EpisodeError(str(err)) from err
+    rt.run_id = run_id = store.create_run(spec.to_json(), spec.id, spec.model.name, spec.agent.name, run_id, eval_id)
+    rt.ctx.run_id = run_id
+    rt.emit({"type": "start", "run_id": run_id, "model": spec.model.name, "agent": spec.agent.name})
+    first = _first_messages(rt, agent.SYSTEM_PROMPT)
+    rt.record(0, "task", first, time.time(), 0.0)
+    graph = agent.build(rt, checkpointer=store.checkpointer())
+    return _drive(graph, rt, initial_state(), run_id)
+
+
+def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] | None = None,
+                   policy: Policy | None = None) -> RunResult:
+    """Continue a run from its last checkpoint. Completed steps are neither repeated nor lost."""
+    run = store.find_run(run_id)
+    if run is None:
+        raise EpisodeError(f"no run with id {run_id!r} in {store.db_path}")
+    run_id = run["id"]
+    spec = TaskSpec.model_validate_json(run["spec"])
+    if run["status"] in TERMINAL:
+        return RunResult(run_id, run["status"], run["answer"], run["steps"], run["tokens_in"], run["tokens_out"],
+                         run["seconds"], run["error"])
+    try:
+        agent, rt = _runtime(spec, run_id, store, policy, on_event)
+    except (PolicyError, ToolError, ValueError) as err:
+        raise EpisodeError(str(err)) from err
+    graph = agent.build(rt, checkpointer=store.checkpointer())
+    config = {"configurable": {"thread_id": run_id}}
+    snapshot = graph.get_state(config)
+    values = snapshot.values or {}
+    if not values:  # killed before the first checkpoint: start the graph over on the recorded task
+        store.drop_steps_after(run_id, 0)
+        rt.transcript = store.transcript(run_id)
+        if not rt.transcript:
+            rt.record(0, "task", _first_messages(rt, agent.SYSTEM_PROMPT), time.time(), 0.0)
+        rt.emit({"type": "resume", "run_id": run_id, "from_step": 0})
+        return _drive(graph, rt, initial_state(), run_id)
+    dropped = store.drop_steps_after(run_id, values["seq"])
+    rt.transcript = store.transcript(run_id)
+    rt.emit({"type": "resume", "run_id": run_id, "from_step": values["steps"], "dropped": dropped})
+    if not snapshot.next:  # the graph had ended; only the run row was not updated before the kill
+        return _finish(store, run_id, values)
+    return _drive(graph, rt, None, run_id)

@@ -1,0 +1,195 @@
+"""The shared nodes every agent graph is built from: policy step, tool step, budget and loop guards, finish.
+
+Nodes close over a `Runtime` (the policy, the tools, the store, the in-memory transcript), which is rebuilt
+for every process that runs or resumes an episode; only `AgentState` is checkpointed. Each node writes its
+step row (keyed by `seq`) before it returns, so the store holds every completed step, and a node that is
+killed before its checkpoint simply runs again and overwrites its own row.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..policies.base import Policy, PolicyError
+from ..policies.formats import issue_feedback
+from ..runs import Store
+from ..spec import TaskSpec
+from ..state import AgentState, Message, Observation, ToolCall
+from ..tools.registry import Tool, ToolContext, ToolError, ToolResult
+
+Event = dict[str, Any]
+
+
+@dataclass
+class Runtime:
+    run_id: str
+    spec: TaskSpec
+    policy: Policy
+    tools: dict[str, Tool]
+    store: Store
+    ctx: ToolContext
+    transcript: list[Message] = field(default_factory=list)
+    on_event: Callable[[Event], None] | None = None
+
+    def __post_init__(self) -> None:
+        self.schemas = [t.schema() for t in self.tools.values()]
+
+    def emit(self, event: Event) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def record(self, seq: int, node: str, messages: list[Message], started: float, seconds: float,
+               tokens_in: int = 0, tokens_out: int = 0, **extra: Any) -> None:
+        payload = {"messages": [m.model_dump(exclude_defaults=True) for m in messages], **extra}
+        self.store.put_step(self.run_id, seq, node, payload, started, seconds, tokens_in, tokens_out)
+        self.transcript.extend(messages)
+
+
+# ---- guards -------------------------------------------------------------------------------------------
+
+def budget_status(state: AgentState, spec: TaskSpec) -> str | None:
+    """`budget_exhausted` once any limit of the spec is reached, else None."""
+    lim = spec.limits
+    if state["steps"] >= lim.max_steps:
+        return "budget_exhausted"
+    if state["seconds"] >= lim.max_seconds:
+        return "budget_exhausted"
+    if lim.max_tokens is not None and state["tokens_in"] + state["tokens_out"] >= lim.max_tokens:
+        return "budget_exhausted"
+    return None
+
+
+def call_signature(calls: list[dict]) -> str:
+    return json.dumps([[c["name"], c["arguments"]] for c in calls], sort_keys=True, default=str)
+
+
+def loop_update(state: AgentState, calls: list[dict], limit: int) -> dict:
+    """Count identical consecutive tool calls; `looping` once the same call comes `limit` times in a row."""
+    sig = call_signature(calls)
+    repeats = state["repeats"] + 1 if sig == state["last_call"] else 1
+    out: dict[str, Any] = {"last_call": sig, "repeats": repeats}
+    if repeats >= limit:
+        out["status"] = "looping"
+        out["error"] = f"the same tool call came {repeats} times in a row: {sig[:200]}"
+    return out
+
+
+# ---- nodes --------------------------------------------------------------------------------------------
+
+def make_policy_node(rt: Runtime) -> Callable[[AgentState], dict]:
+    spec = rt.spec
+
+    def policy_step(state: AgentState) -> dict:
+        started = time.time()
+        t0 = time.perf_counter()
+        seq, step = state["seq"] + 1, state["steps"] + 1
+        try:
+            resp = rt.policy.respond(rt.transcript, rt.schemas, temperature=spec.model.temperature,
+                                     max_new_tokens=spec.model.max_new_tokens, seed=spec.seed + step)
+        except PolicyError as err:
+            dt = time.perf_counter() - t0
+            rt.record(seq, "policy", [], started, dt, error=str(err))
+            rt.emit({"type": "error", "step": step, "error": str(err)})
+            return {"seq": seq, "steps": step, "pending": [], "status": "failed", "error": f"policy: {err}",
+                    "seconds": state["seconds"] + dt}
+        messages = [Message(role="assistant", content=resp.text, tool_calls=resp.tool_calls)]
+        update: dict[str, Any] = {"seq": seq, "steps": step, "pending": [c.model_dump() for c in resp.tool_calls],
+                                  "tokens_in": state["tokens_in"] + resp.tokens_in,
+                                  "tokens_out": state["tokens_out"] + resp.tokens_out}
+        if resp.issues:
+            messages.append(Message(role="user", content=issue_feedback(resp.issues)))
+        elif not resp.tool_calls:
+            if resp.text.strip():  # plain text and no call: that is the answer
+                update.update(status="finished", answer=resp.text.strip())
+            else:
+                messages.append(Message(role="user", content="Your reply was empty. Call a tool, or reply with the answer."))
+        dt = time.perf_counter() - t0
+        update["seconds"] = state["seconds"] + dt
+        rt.record(seq, "policy", messages, started, dt, resp.tokens_in, resp.tokens_out, raw=resp.raw,
+                  issues=resp.issues, latency=resp.latency_s)
+        if "status" not in update and not update["pending"]:
+            merged = {**state, **update}
+            if budget_status(merged, spec):
+                update.update(status="budget_exhausted", error=_budget_reason(merged, spec))
+        rt.store.update_run(rt.run_id, steps=step, tokens_in=update["tokens_in"], tokens_out=update["tokens_out"],
+                            seconds=update["seconds"])
+        rt.emit({"type": "policy", "step": step, "seconds": dt, "tokens_in": resp.tokens_in,
+                 "tokens_out": resp.tokens_out, "calls": [c.name for c in resp.tool_calls], "issues": resp.issues,
+                 "text": resp.text, "answer": update.get("answer")})
+        return update
+
+    return policy_step
+
+
+def run_call(rt: Runtime, call: ToolCall) -> tuple[Observation, ToolResult | None]:
+    """Execute one call; every failure (unknown tool, bad arguments, timeout, crash) becomes an error observation."""
+    tool = rt.tools.get(call.name)
+    if tool is None:
+        msg = f"unknown tool {call.name!r}; available tools: {', '.join(rt.tools)}"
+        return Observation(call_id=call.id, tool=call.name, content=msg, error=True), None
+    try:
+        result = tool.call(call.arguments, rt.ctx)
+    except ToolError as err:
+        return Observation(call_id=call.id, tool=call.name, content=str(err), error=True), None
+    return Observation(call_id=call.id, tool=call.name, content=result.content, artifacts=result.artifacts), result
+
+
+def make_tool_node(rt: Runtime) -> Callable[[AgentState], dict]:
+    spec = rt.spec
+
+    def tool_step(state: AgentState) -> dict:
+        started = time.time()
+        t0 = time.perf_counter()
+        seq = state["seq"] + 1
+        calls = [ToolCall.model_validate(c) for c in state["pending"]]
+        update: dict[str, Any] = {"seq": seq, "pending": []}
+        messages, observations = [], []
+        for i, call in enumerate(calls):
+            c0 = time.perf_counter()
+            obs, result = run_call(rt, call)
+            observations.append(obs.model_dump(exclude_defaults=True))
+            images = [a for a in obs.artifacts if a.mime.startswith("image/")]
+            messages.append(Message(role="tool", content=obs.content, tool_call_id=call.id, name=call.name, images=images))
+            rt.emit({"type": "tool", "step": state["steps"], "tool": call.name, "seconds": time.perf_counter() - c0,
+                     "error": obs.error, "content": obs.content})
+            if result is not None and result.final:
+                update.update(status="finished", answer=result.content)
+                skipped = [c.name for c in calls[i + 1:]]
+                if skipped:
+                    update["error"] = f"calls after final_answer were not run: {', '.join(skipped)}"
+                break
+        dt = time.perf_counter() - t0
+        update["seconds"] = state["seconds"] + dt
+        rt.record(seq, "tools", messages, started, dt, observations=observations)
+        if update.get("status") != "finished":
+            update.update(loop_update(state, state["pending"], spec.limits.loop_repeats))
+            merged = {**state, **update}
+            if "status" not in update and budget_status(merged, spec):
+                update.update(status="budget_exhausted", error=_budget_reason(merged, spec))
+        return update
+
+    return tool_step
+
+
+def _budget_reason(state: AgentState, spec: TaskSpec) -> str:
+    lim = spec.limits
+    if state["steps"] >= lim.max_steps:
+        return f"reached max_steps={lim.max_steps} without a final answer"
+    if state["seconds"] >= lim.max_seconds:
+        return f"used {state['seconds']:.1f} s of max_seconds={lim.max_seconds:g}"
+    return f"used {state['tokens_in'] + state['tokens_out']} tokens of max_tokens={lim.max_tokens}"
+
+
+# ---- routing ------------------------------------------------------------------------------------------
+
+def after_policy(state: AgentState) -> str:
+    if state["status"] != "running":
+        return "end"
+    return "tools" if state["pending"] else "policy"
+
+
+def after_tools(state: AgentState) -> str:
+    return "end" if state["status"] != "running" else "policy"

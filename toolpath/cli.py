@@ -1,0 +1,425 @@
+"""`toolpath`: run | resume | runs | tools | models | eval.
+
+Exit codes: 0 the agent finished, 1 it failed or ran out of budget, 2 bad input (spec, arguments, ids).
+Only argparse and the standard library load at start-up; everything else is imported by the command that
+needs it, so `toolpath --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class BadInput(Exception):
+    """Raised by a command for input the user must fix; printed without a traceback, exit 2."""
+
+
+def _err(msg: str) -> None:
+    print(f"toolpath: {msg}", file=sys.stderr)
+
+
+def _store(args):
+    from .runs import Store
+
+    return Store(args.home)
+
+
+def _fmt_tokens(n: int) -> str:
+    return f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
+
+
+def _one_line(text: str, n: int = 70) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+class Progress:
+    """Live progress on stderr: one line per policy and tool step, with elapsed time and tokens."""
+
+    def __init__(self, quiet: bool = False):
+        self.quiet = quiet
+        self.t0 = time.perf_counter()
+        self.tokens = 0
+
+    def __call__(self, ev: dict) -> None:
+        if self.quiet:
+            return
+        el = time.perf_counter() - self.t0
+        kind = ev["type"]
+        if kind == "start":
+            line = f"run {ev['run_id']}  model={ev['model']}  agent={ev['agent']}"
+        elif kind == "resume":
+            line = f"resuming {ev['run_id']} after step {ev['from_step']}"
+        elif kind == "policy":
+            self.tokens += ev["tokens_in"] + ev["tokens_out"]
+            what = ("→ " + ", ".join(ev["calls"])) if ev["calls"] else (
+                "answer: " + _one_line(ev["answer"] or "") if ev.get("answer") else _one_line(ev["text"]) or "(empty)")
+            if ev["issues"]:
+                what += f"  [{len(ev['issues'])} malformed call(s) reported back]"
+            line = f"  step {ev['step']:>3}  {el:7.1f}s  policy {ev['seconds']:6.2f}s  tokens {_fmt_tokens(self.tokens):>6}  {what}"
+        elif kind == "tool":
+            mark = "error: " if ev["error"] else ""
+            line = f"  step {ev['step']:>3}  {el:7.1f}s  tool {ev['tool']:<12} {ev['seconds']:6.2f}s  {mark}{_one_line(ev['content'], 60)}"
+        elif kind == "error":
+            line = f"  error: {ev['error']}"
+        else:
+            return
+        print(line, file=sys.stderr, flush=True)
+
+
+def _finish(result, args, score: float | None) -> int:
+    out = {"run_id": result.run_id, "status": result.status, "answer": result.answer, "steps": result.steps,
+           "tokens": result.tokens, "seconds": round(result.seconds, 3), "score": score}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"{result.status}: {result.answer if result.answer is not None else '(no answer)'}")
+        detail = f"{result.steps} steps, {result.tokens} tokens, {result.seconds:.1f} s"
+        if score is not None:
+            detail += f", score {score:g}"
+        print(f"run {result.run_id} ({detail})")
+        if result.error:
+            print(f"note: {result.error}")
+    return EXIT_OK if result.status == "finished" else EXIT_FAILED
+
+
+def _score_run(store, result, spec) -> float | None:
+    from .evals.scorers import score
+
+    value = score(spec.evaluator, result.answer)
+    if value is not None:
+        store.update_run(result.run_id, score=value)
+    return value
+
+
+# ---- commands -----------------------------------------------------------------------------------------
+
+def cmd_run(args) -> int:
+    from pydantic import ValidationError
+
+    from .agents.episode import EpisodeError, run_episode
+    from .spec import SpecError, TaskSpec, load_spec
+
+    try:
+        spec = load_spec(args.task)
+        data = spec.model_dump()
+        if args.model:
+            data["model"] = {**data["model"], "name": args.model}
+        if args.agent:
+            data["agent"] = {**data["agent"], "name": args.agent}
+        if args.max_steps is not None:
+            data["limits"]["max_steps"] = args.max_steps
+        spec = TaskSpec.model_validate(data)
+    except SpecError as err:
+        raise BadInput(str(err)) from None
+    except ValidationError as err:
+        from .spec import _problems
+
+        raise BadInput(str(SpecError(f"{args.task} (with command-line overrides)", _problems(err)))) from None
+    store = _store(args)
+    try:
+        result = run_episode(spec, store, on_event=Progress(quiet=args.quiet))
+    except EpisodeError as err:
+        raise BadInput(f"{args.task}: {err}") from None
+    return _finish(result, args, _score_run(store, result, spec))
+
+
+def cmd_resume(args) -> int:
+    from .agents.episode import EpisodeError, resume_episode
+    from .spec import TaskSpec
+
+    store = _store(args)
+    try:
+        result = resume_episode(args.run_id, store, on_event=Progress(quiet=args.quiet))
+    except EpisodeError as err:
+        raise BadInput(str(err)) from None
+    spec = TaskSpec.model_validate_json(store.get_run(result.run_id)["spec"])
+    return _finish(result, args, _score_run(store, result, spec))
+
+
+def _age(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def cmd_runs_list(args) -> int:
+    runs = _store(args).list_runs(limit=args.limit)
+    if args.json:
+        print(json.dumps([{k: r[k] for k in ("id", "task_id", "model", "agent", "status", "answer", "score", "steps",
+                                              "tokens_in", "tokens_out", "seconds", "created")} for r in runs]))
+        return EXIT_OK
+    if not runs:
+        print("no runs yet: try `toolpath run examples/hello.yaml`")
+        return EXIT_OK
+    print(f"{'RUN':<24} {'TASK':<20} {'MODEL':<22} {'STATUS':<17} {'STEPS':>5} {'TOKENS':>7} {'SECS':>7}  ANSWER")
+    for r in runs:
+        print(f"{r['id']:<24} {_one_line(r['task_id'], 20):<20} {_one_line(r['model'], 22):<22} {r['status']:<17} "
+              f"{r['steps']:>5} {r['tokens_in'] + r['tokens_out']:>7} {r['seconds']:>7.1f}  {_one_line(r['answer'] or '', 40)}")
+    return EXIT_OK
+
+
+def cmd_runs_show(args) -> int:
+    store = _store(args)
+    run = store.find_run(args.run_id)
+    if run is None:
+        raise BadInput(f"no run with id {args.run_id!r} in {store.db_path}")
+    steps = store.steps(run["id"])
+    if args.json:
+        run = {**run, "spec": json.loads(run["spec"])}
+        print(json.dumps({"run": run, "steps": steps}, ensure_ascii=False))
+        return EXIT_OK
+    print(f"run {run['id']}  task {run['task_id']}  model {run['model']}  agent {run['agent']}")
+    print(f"status {run['status']}  steps {run['steps']}  tokens {run['tokens_in']}→{run['tokens_out']}  "
+          f"{run['seconds']:.2f} s  created {_age(run['created'])}")
+    if run["answer"] is not None:
+        print(f"answer: {run['answer']}")
+    if run["score"] is not None:
+        print(f"score: {run['score']:g}")
+    if run["error"]:
+        print(f"note: {run['error']}")
+    for s in steps:
+        p = s["payload"]
+        head = f"\n[{s['seq']}] {s['node']}  {s['seconds'] * 1000:.1f} ms"
+        if s["tokens_in"] or s["tokens_out"]:
+            head += f"  tokens {s['tokens_in']}→{s['tokens_out']}"
+        print(head)
+        if s["node"] == "policy" and "raw" in p:
+            print("  output: " + p["raw"].replace("\n", "\n          "))
+        if p.get("error"):
+            print(f"  error: {p['error']}")
+        for m in p.get("messages", []):
+            role = m.get("role")
+            if role in ("system", "user") and s["node"] == "task":
+                print(f"  {role}: " + m.get("content", "").replace("\n", "\n    "))
+            for c in m.get("tool_calls", []):
+                print(f"  call {c['name']}({json.dumps(c.get('arguments', {}), ensure_ascii=False)})  id={c['id']}")
+            if role == "tool":
+                print(f"  observation from {m.get('name')}: " + _one_line(m.get("content", ""), 200))
+            if role == "user" and s["node"] != "task":
+                print("  feedback: " + _one_line(m.get("content", ""), 200))
+            for img in m.get("images", []):
+                print(f"  artifact {img.get('name') or ''} {img['path']}")
+        for o in p.get("observations", []):
+            for a in o.get("artifacts", []):
+                if not a.get("mime", "").startswith("image/"):
+                    print(f"  artifact {a.get('name') or ''} {a['path']}")
+    return EXIT_OK
+
+
+def cmd_tools_list(args) -> int:
+    from .tools.registry import load_tools
+
+    tools = load_tools()
+    if args.json:
+        print(json.dumps([{"name": t.name, "description": t.description, "cost": t.cost, "quality": t.quality,
+                           "timeout": t.timeout, "tags": list(t.tags)} for t in tools.values()]))
+        return EXIT_OK
+    print(f"{'TOOL':<16} {'COST s':>8} {'QUALITY':>8}  DESCRIPTION")
+    for t in sorted(tools.values(), key=lambda t: t.name):
+        print(f"{t.name:<16} {t.cost:>8g} {t.quality:>8.2f}  {_one_line(t.description, 80)}")
+    return EXIT_OK
+
+
+def _tool(name: str):
+    from .tools.registry import ToolError, get_tool
+
+    try:
+        return get_tool(name)
+    except ToolError as err:
+        raise BadInput(str(err)) from None
+
+
+def cmd_tools_show(args) -> int:
+    t = _tool(args.name)
+    print(json.dumps({**t.schema(), "cost": t.cost, "quality": t.quality, "timeout": t.timeout}, indent=2))
+    return EXIT_OK
+
+
+def _parse_args(items: list[str], tool) -> dict[str, Any]:
+    """KEY=VALUE pairs: a JSON value where it parses (numbers, lists, true), text otherwise; str parameters
+    always get the text as typed, so `--arg expression=2` stays the string "2"."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise BadInput(f"--arg {item!r}: expected KEY=VALUE")
+        key, raw = (part.strip() if i == 0 else part for i, part in enumerate(item.split("=", 1)))
+        field = tool.args_model.model_fields.get(key)
+        if field is not None and field.annotation is str:
+            out[key] = raw
+            continue
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def cmd_tools_call(args) -> int:
+    from pathlib import Path
+
+    from .tools.registry import ToolContext, ToolError
+
+    t = _tool(args.name)
+    arguments = _parse_args(args.arg or [], t)
+    try:
+        t.validate(arguments)
+    except ToolError as err:
+        raise BadInput(str(err)) from None
+    store = _store(args)
+    inputs = [Path(p).resolve() for p in args.input or []]
+    ctx = ToolContext(run_id="cli", inputs=inputs, save_artifact=store.put_artifact)
+    try:
+        result = t.call(arguments, ctx)
+    except ToolError as err:
+        _err(str(err))
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps({"content": result.content, "artifacts": [a.model_dump() for a in result.artifacts]}))
+    else:
+        print(result.content)
+        for a in result.artifacts:
+            print(f"artifact: {a.path}")
+    return EXIT_OK
+
+
+def cmd_models_list(args) -> int:
+    from .policies.base import kinds
+
+    rows = kinds()
+    if args.json:
+        print(json.dumps([r.__dict__ for r in rows]))
+        return EXIT_OK
+    print(f"{'KIND':<10} {'EXAMPLE':<26} {'HERE':<5} WHY")
+    for r in rows:
+        print(f"{r.kind:<10} {r.example:<26} {'yes' if r.available else 'no':<5} {r.reason}")
+    return EXIT_OK
+
+
+def cmd_eval(args) -> int:
+    from .evals.benchmarks import BENCHMARKS, UnknownBenchmark
+    from .evals.runner import run_eval
+    from .spec import ModelSpec
+
+    if args.benchmark not in BENCHMARKS:
+        raise BadInput(str(UnknownBenchmark(f"unknown benchmark {args.benchmark!r}; available: {', '.join(sorted(BENCHMARKS))}")))
+    if args.model:
+        from pydantic import ValidationError
+
+        try:
+            ModelSpec(name=args.model)
+        except ValidationError as err:
+            raise BadInput(f"--model {args.model!r}: {err.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+    store = _store(args)
+    t0 = time.perf_counter()
+
+    def on_sample(i: int, n: int, s) -> None:
+        if args.quiet:
+            return
+        mark = "ok " if s.score >= 1 else "   "
+        print(f"  [{i}/{n}] {mark}{s.sample_id:<16} {s.category:<8} {s.status:<17} score {s.score:g}  "
+              f"{time.perf_counter() - t0:6.1f}s  answer: {_one_line(s.answer or s.error or '', 40)}", file=sys.stderr, flush=True)
+
+    result = run_eval(args.benchmark, store, model=args.model, limit=args.limit, seed=args.seed, on_sample=on_sample)
+    summary = result.summary()
+    if args.json:
+        print(json.dumps({k: summary[k] for k in ("eval_id", "benchmark", "n", "score", "by_category", "tokens", "seconds")}))
+        return EXIT_OK
+    print(f"eval {summary['eval_id']}  benchmark {summary['benchmark']}  model {summary['model']}")
+    print(f"{'CATEGORY':<12} {'N':>4} {'SCORE':>7}")
+    for cat, v in summary["by_category"].items():
+        print(f"{cat:<12} {v['n']:>4} {v['score']:>7.3f}")
+    print(f"{'all':<12} {summary['n']:>4} {summary['score']:>7.3f}   tokens {summary['tokens']}  {summary['seconds']:.1f} s")
+    return EXIT_OK
+
+
+# ---- parser -------------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="toolpath", description="Run, resume, inspect and evaluate tool-using agents.")
+    p.add_argument("--home", default=os.environ.get("TOOLPATH_HOME"),
+                   help="where runs.db and artifacts live (default $TOOLPATH_HOME or ~/.toolpath)")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    r = sub.add_parser("run", help="run an agent on a task spec (YAML or JSON)")
+    r.add_argument("task", help="path to the task spec")
+    r.add_argument("--model", help="override the spec's model, e.g. local, openai:gpt-4.1-mini, scripted:r.yaml")
+    r.add_argument("--agent", help="override the spec's agent, e.g. react")
+    r.add_argument("--max-steps", type=int, help="override limits.max_steps")
+    r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    r.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    r.set_defaults(fn=cmd_run)
+
+    rs = sub.add_parser("resume", help="continue a run that was interrupted, from its last checkpoint")
+    rs.add_argument("run_id")
+    rs.add_argument("--json", action="store_true")
+    rs.add_argument("-q", "--quiet", action="store_true")
+    rs.set_defaults(fn=cmd_resume)
+
+    runs = sub.add_parser("runs", help="stored runs").add_subparsers(dest="sub", metavar="SUBCOMMAND", required=True)
+    rl = runs.add_parser("list", help="the most recent runs")
+    rl.add_argument("--limit", type=int, default=30)
+    rl.add_argument("--json", action="store_true")
+    rl.set_defaults(fn=cmd_runs_list)
+    rsh = runs.add_parser("show", help="every step of one run (id or unique prefix)")
+    rsh.add_argument("run_id")
+    rsh.add_argument("--json", action="store_true")
+    rsh.set_defaults(fn=cmd_runs_show)
+
+    tools = sub.add_parser("tools", help="registered tools").add_subparsers(dest="sub", metavar="SUBCOMMAND", required=True)
+    tl = tools.add_parser("list", help="all tools with their cost and quality priors")
+    tl.add_argument("--json", action="store_true")
+    tl.set_defaults(fn=cmd_tools_list)
+    ts = tools.add_parser("show", help="a tool's JSON schema")
+    ts.add_argument("name")
+    ts.set_defaults(fn=cmd_tools_show)
+    tc = tools.add_parser("call", help="call a tool directly")
+    tc.add_argument("name")
+    tc.add_argument("--arg", action="append", metavar="KEY=VALUE", help="an argument (JSON value or plain text)")
+    tc.add_argument("--input", action="append", metavar="PATH", help="a file the call may read (read_file)")
+    tc.add_argument("--json", action="store_true")
+    tc.set_defaults(fn=cmd_tools_call)
+
+    models = sub.add_parser("models", help="policy kinds").add_subparsers(dest="sub", metavar="SUBCOMMAND", required=True)
+    ml = models.add_parser("list", help="each policy kind and whether it can run here")
+    ml.add_argument("--json", action="store_true")
+    ml.set_defaults(fn=cmd_models_list)
+
+    ev = sub.add_parser("eval", help="run a benchmark's records as tasks and score them")
+    ev.add_argument("benchmark", help="benchmark name, e.g. arith")
+    ev.add_argument("--limit", type=int, help="at most N records")
+    ev.add_argument("--model", help="the model for every task (default: local)")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--json", action="store_true")
+    ev.add_argument("-q", "--quiet", action="store_true")
+    ev.set_defaults(fn=cmd_eval)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "fn", None):
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    for opt in ("limit", "max_steps"):
+        if getattr(args, opt, None) is not None and getattr(args, opt) <= 0:
+            _err(f"--{opt.replace('_', '-')} must be a positive number, got {getattr(args, opt)}")
+            return EXIT_BAD_INPUT
+    try:
+        return args.fn(args)
+    except BadInput as err:
+        _err(str(err))
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        _err("interrupted; `toolpath resume RUN_ID` continues a run from its last checkpoint")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

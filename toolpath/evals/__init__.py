@@ -1,0 +1,1 @@
+"""Scoring and benchmarks: adapters turn records into TaskSpecs and score the answers."""

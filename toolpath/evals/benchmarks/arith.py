@@ -1,0 +1,59 @@
+"""A small built-in benchmark: arithmetic word questions that the `calculator` tool solves exactly.
+
+Records are generated from a seed, so the same `--seed` gives the same questions on every machine.
+Categories: add, sub, mul, div, mixed. The scorer is numeric (last number in the answer, 1e-6 relative).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Iterable
+
+from ...spec import TaskSpec
+from ..scorers import numeric
+from . import Record
+
+N_RECORDS = 50
+
+
+def _question(rng: random.Random, category: str) -> tuple[str, str, float]:
+    a, b, c = rng.randint(12, 999), rng.randint(12, 999), rng.randint(2, 40)
+    if category == "add":
+        return f"What is {a} + {b}?", f"{a} + {b}", a + b
+    if category == "sub":
+        return f"What is {a} - {b}?", f"{a} - {b}", a - b
+    if category == "mul":
+        return f"What is {a} times {b}?", f"{a} * {b}", a * b
+    if category == "div":
+        return f"What is {a * c} divided by {c}?", f"{a * c} / {c}", a
+    return f"What is ({a} + {b}) * {c}?", f"({a} + {b}) * {c}", (a + b) * c
+
+
+class Arith:
+    name = "arith"
+    description = "arithmetic questions the calculator tool solves (built in, generated from a seed)"
+    categories = ("add", "sub", "mul", "div", "mixed")
+
+    def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
+        rng = random.Random(seed)
+        n = N_RECORDS if limit is None else min(limit, N_RECORDS)
+        for i in range(n):
+            cat = self.categories[i % len(self.categories)]
+            q, expr, ans = _question(rng, cat)
+            yield Record(id=f"arith-{seed}-{i:03d}", category=cat, data={"question": q, "expression": expr, "answer": ans})
+
+    def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
+        spec = {
+            "id": record.id,
+            "instruction": record.data["question"] + " Use the calculator tool, then give the number.",
+            "tools": ["calculator", "final_answer"],
+            "limits": {"max_steps": 4},
+            "evaluator": {"name": "numeric", "expected": record.data["answer"]},
+            "metadata": {"benchmark": self.name, "category": record.category, **record.data},
+        }
+        if model:
+            spec["model"] = model
+        return TaskSpec.model_validate(spec)
+
+    def score(self, record: Record, answer: str | None) -> float:
+        return numeric(answer, record.data["answer"], {})

@@ -1,0 +1,83 @@
+"""Run a benchmark's records as episodes, one after another, scoring and storing each as it finishes.
+
+Each sample's result is appended to the store the moment it is scored, so an interrupted eval keeps every
+sample it finished. (Parallel workers, Ray and --resume are the eval platform's work, on top of this.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..agents.episode import EpisodeError, run_episode
+from ..runs import Store
+from .benchmarks import Record, get_benchmark
+
+
+@dataclass
+class SampleResult:
+    sample_id: str
+    category: str
+    run_id: str | None
+    status: str
+    score: float
+    tokens: int
+    seconds: float
+    answer: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class EvalResult:
+    eval_id: str
+    benchmark: str
+    model: str
+    samples: list[SampleResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def summary(self) -> dict:
+        by_cat: dict[str, list[float]] = defaultdict(list)
+        for s in self.samples:
+            by_cat[s.category].append(s.score)
+        n = len(self.samples)
+        return {
+            "eval_id": self.eval_id,
+            "benchmark": self.benchmark,
+            "model": self.model,
+            "n": n,
+            "score": (sum(s.score for s in self.samples) / n) if n else 0.0,
+            "by_category": {k: {"n": len(v), "score": sum(v) / len(v)} for k, v in sorted(by_cat.items())},
+            "tokens": sum(s.tokens for s in self.samples),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int | None = None, seed: int = 0,
+             on_sample: Callable[[int, int, SampleResult], None] | None = None, on_event=None) -> EvalResult:
+    bench = get_benchmark(benchmark)
+    records: list[Record] = list(bench.records(limit=limit, seed=seed))
+    model_name = model or "local"
+    eval_id = store.create_eval(bench.name, model_name, {"limit": limit, "seed": seed}, len(records))
+    result = EvalResult(eval_id=eval_id, benchmark=bench.name, model=model_name)
+    started = time.perf_counter()
+    for i, rec in enumerate(records):
+        spec = bench.to_task(rec, model=model)
+        try:
+            run = run_episode(spec, store, on_event=on_event, eval_id=eval_id)
+        except EpisodeError as err:
+            sample = SampleResult(rec.id, rec.category, None, "failed", 0.0, 0, 0.0, error=str(err))
+        else:
+            value = bench.score(rec, run.answer)
+            store.update_run(run.run_id, score=value)
+            sample = SampleResult(rec.id, rec.category, run.run_id, run.status, value, run.tokens, run.seconds,
+                                  run.answer, run.error)
+        store.put_eval_sample(eval_id, rec.id, sample.run_id, rec.category, sample.status, sample.score, sample.tokens,
+                              sample.seconds, {"answer": sample.answer, "error": sample.error})
+        result.samples.append(sample)
+        if on_sample:
+            on_sample(i + 1, len(records), sample)
+    result.seconds = time.perf_counter() - started
+    store.finish_eval(eval_id, result.summary())
+    return result

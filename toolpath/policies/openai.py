@@ -1,0 +1,132 @@
+"""Any OpenAI-compatible chat server: vLLM, SGLang, Ollama, llama.cpp's server, OpenAI itself.
+
+Base URL and key come from the spec (`model.base_url`, `model.api_key_env`) or OPENAI_BASE_URL /
+OPENAI_API_KEY. Tools are sent as native function definitions; images go as data URLs. The server's
+tool-call arguments are a JSON string produced by a model: they are parsed tolerantly, and one that cannot
+be read becomes an issue the model is told about, never a crash.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ..spec import ModelSpec
+from ..state import Message, ToolCall
+from .base import PolicyError, Response
+from .formats import loads_lenient, parse_tool_calls
+
+_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+def _data_url(path: str, mime: str) -> str:
+    return f"data:{mime};base64,{base64.b64encode(Path(path).read_bytes()).decode()}"
+
+
+class OpenAIPolicy:
+    def __init__(self, model: str, spec: ModelSpec, retries: int = 3, timeout: float = 120.0):
+        self.model = model
+        self.spec = spec
+        self.name = f"openai:{model}"
+        self.base_url = (spec.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        self.api_key = os.environ.get(spec.api_key_env) or os.environ.get("OPENAI_API_KEY") or ""
+        self.retries = int(spec.options.get("retries", retries))
+        self.timeout = float(spec.options.get("timeout", timeout))
+
+    def _messages(self, messages: list[Message]) -> list[dict]:
+        out = []
+        for m in messages:
+            if m.role == "tool":
+                out.append({"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content})
+                if m.images:  # tool messages cannot carry images in the API: show them in a user turn
+                    out.append({"role": "user", "content": [{"type": "text", "text": f"Images from {m.name}:"}] + [
+                        {"type": "image_url", "image_url": {"url": _data_url(r.path, r.mime)}} for r in m.images]})
+                continue
+            entry: dict[str, Any] = {"role": m.role}
+            if m.images:
+                entry["content"] = [{"type": "text", "text": m.content}] + [
+                    {"type": "image_url", "image_url": {"url": _data_url(r.path, r.mime)}} for r in m.images]
+            else:
+                entry["content"] = m.content
+            if m.tool_calls:
+                entry["tool_calls"] = [{"id": c.id, "type": "function",
+                                        "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                                       for c in m.tool_calls]
+            out.append(entry)
+        return out
+
+    def _post(self, body: dict) -> dict:
+        import httpx
+
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        url = f"{self.base_url}/chat/completions"
+        last = ""
+        for attempt in range(self.retries + 1):
+            try:
+                r = httpx.post(url, json=body, headers=headers, timeout=self.timeout)
+            except httpx.HTTPError as err:
+                last = f"cannot reach {url}: {type(err).__name__}: {err}"
+            else:
+                if r.status_code == 200:
+                    try:
+                        return r.json()
+                    except ValueError:
+                        raise PolicyError(f"{url} answered 200 with a body that is not JSON: {r.text[:200]!r}") from None
+                last = f"{url} answered HTTP {r.status_code}: {r.text[:300]}"
+                if r.status_code not in _RETRY_STATUS:
+                    raise PolicyError(last)
+            if attempt < self.retries:
+                time.sleep(min(8.0, 0.5 * 2 ** attempt))
+        raise PolicyError(last, transient=True)
+
+    def respond(self, messages: list[Message], tools: list[dict], **generation: Any) -> Response:
+        started = time.perf_counter()
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": self._messages(messages),
+            "temperature": float(generation.get("temperature", self.spec.temperature)),
+            "max_tokens": int(generation.get("max_new_tokens", self.spec.max_new_tokens)),
+        }
+        if "seed" in generation:
+            body["seed"] = int(generation["seed"])
+        if tools:
+            body["tools"] = [{"type": "function", "function": t} for t in tools]
+        data = self._post(body)
+        try:
+            msg = data["choices"][0]["message"]
+        except (KeyError, IndexError, TypeError):
+            raise PolicyError(f"{self.base_url}: response has no choices[0].message: {json.dumps(data)[:300]}") from None
+        text = msg.get("content") or ""
+        if isinstance(text, list):  # some servers return content parts
+            text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
+        calls, issues = [], []
+        turn = sum(1 for m in messages if m.role == "assistant") + 1
+        for i, c in enumerate(msg.get("tool_calls") or []):
+            fn = (c or {}).get("function") or {}
+            name = fn.get("name")
+            if not isinstance(name, str) or not name:
+                issues.append(f"tool call {i + 1}: missing function name")
+                continue
+            raw_args = fn.get("arguments") or "{}"
+            try:
+                args = loads_lenient(raw_args) if isinstance(raw_args, str) else raw_args
+            except json.JSONDecodeError as err:
+                issues.append(f"tool call {i + 1} ({name}): arguments are not valid JSON ({err.msg}): {raw_args[:80]}")
+                continue
+            if not isinstance(args, dict):
+                issues.append(f"tool call {i + 1} ({name}): arguments must be a JSON object")
+                continue
+            calls.append(ToolCall(id=c.get("id") or f"call{turn}_{i + 1}", name=name, arguments=args))
+        if not calls and not issues and "<tool_call>" in text:  # a server without native tool parsing
+            parsed = parse_tool_calls(text, id_prefix=f"call{turn}")
+            text, calls, issues = parsed.content, parsed.calls, parsed.issues
+        usage = data.get("usage") or {}
+        return Response(text=text, tool_calls=calls, issues=issues, raw=json.dumps(msg),
+                        tokens_in=int(usage.get("prompt_tokens") or 0), tokens_out=int(usage.get("completion_tokens") or 0),
+                        latency_s=time.perf_counter() - started)

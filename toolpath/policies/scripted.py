@@ -1,0 +1,77 @@
+"""Replays recorded responses: tests, demos and regression traces, with no model at all.
+
+The file is a YAML list. Each entry is either the model's raw text (parsed with the JSON tool-call format,
+exactly as a local model's output would be) or a mapping:
+
+    - text: "Let me compute that."
+      tool_calls: [{name: calculator, arguments: {expression: "2+3"}}]
+      delay: 0.2          # seconds to wait first, to stand in for a model's latency
+    - "<tool_call>{\"name\": \"final_answer\", \"arguments\": {\"answer\": \"5\"}}</tool_call>"
+
+The n-th response answers the n-th assistant turn, counted from the conversation itself, so a resumed run
+continues where it stopped. Tokens are counted as whitespace-separated words.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..state import Message, ToolCall
+from .base import PolicyError, Response, word_count
+from .formats import parse_tool_calls
+
+
+class ScriptedPolicy:
+    def __init__(self, responses: list[Any], source: str = "<script>"):
+        self.name = f"scripted:{source}"
+        self.source = source
+        self.responses = [self._check(i, r) for i, r in enumerate(responses)]
+
+    @classmethod
+    def from_file(cls, path: str) -> "ScriptedPolicy":
+        p = Path(path)
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise PolicyError(f"scripted policy: file not found: {path}") from None
+        except (OSError, yaml.YAMLError) as err:
+            raise PolicyError(f"scripted policy: cannot read {path}: {err}") from None
+        if not isinstance(data, list):
+            raise PolicyError(f"scripted policy {path}: expected a YAML list of responses, got {type(data).__name__}")
+        return cls(data, source=str(p))
+
+    def _check(self, i: int, r: Any) -> dict:
+        if isinstance(r, str):
+            return {"raw": r}
+        if not isinstance(r, dict):
+            raise PolicyError(f"scripted policy {self.source}: response {i + 1} must be a string or a mapping")
+        unknown = set(r) - {"text", "tool_calls", "delay", "tokens_in", "tokens_out"}
+        if unknown:
+            raise PolicyError(f"scripted policy {self.source}: response {i + 1} has unknown keys {sorted(unknown)}")
+        return r
+
+    def respond(self, messages: list[Message], tools: list[dict], **generation: Any) -> Response:
+        turn = sum(1 for m in messages if m.role == "assistant")
+        if turn >= len(self.responses):
+            raise PolicyError(f"scripted policy {self.source}: ran out of responses at turn {turn + 1} "
+                              f"(it has {len(self.responses)})")
+        r = self.responses[turn]
+        started = time.perf_counter()
+        if r.get("delay"):
+            time.sleep(float(r["delay"]))
+        prompt_words = sum(word_count(m.content) for m in messages)
+        if "raw" in r:
+            parsed = parse_tool_calls(r["raw"], id_prefix=f"call{turn + 1}")
+            text, calls, issues, raw = parsed.content, parsed.calls, parsed.issues, r["raw"]
+        else:
+            calls = [ToolCall(id=f"call{turn + 1}_{j + 1}", name=c["name"], arguments=c.get("arguments") or {})
+                     for j, c in enumerate(r.get("tool_calls") or [])]
+            text, issues, raw = r.get("text", ""), [], r.get("text", "")
+        return Response(text=text, tool_calls=calls, issues=issues, raw=raw,
+                        tokens_in=int(r.get("tokens_in", prompt_words)),
+                        tokens_out=int(r.get("tokens_out", word_count(raw) + 3 * len(calls))),
+                        latency_s=time.perf_counter() - started)

@@ -1,0 +1,273 @@
+"""The run store: one SQLite file (WAL mode) holding runs, their steps, artifacts, evals and LangGraph checkpoints.
+
+Layout under `$TOOLPATH_HOME` (default `~/.toolpath`):
+    runs.db                 tables runs, steps, artifacts, evals, eval_samples + LangGraph's checkpoint tables
+    artifacts/ab/abcdef…    files named by their SHA-256, so the same screenshot is stored once
+
+Steps are keyed by (run_id, seq) and written with INSERT OR REPLACE: a node that was killed before its
+checkpoint and runs again on resume overwrites its own row instead of adding a second one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mimetypes
+import os
+import shutil
+import sqlite3
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Iterable
+
+from .state import ArtifactRef, Message
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    task_id TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    model TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    status TEXT NOT NULL,
+    answer TEXT,
+    error TEXT,
+    score REAL,
+    steps INTEGER NOT NULL DEFAULT 0,
+    tokens_in INTEGER NOT NULL DEFAULT 0,
+    tokens_out INTEGER NOT NULL DEFAULT 0,
+    seconds REAL NOT NULL DEFAULT 0,
+    eval_id TEXT,
+    created REAL NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_created ON runs(created);
+CREATE TABLE IF NOT EXISTS steps (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    node TEXT NOT NULL,
+    started REAL NOT NULL,
+    seconds REAL NOT NULL,
+    tokens_in INTEGER NOT NULL DEFAULT 0,
+    tokens_out INTEGER NOT NULL DEFAULT 0,
+    payload TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS artifacts (
+    sha256 TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    mime TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS evals (
+    id TEXT PRIMARY KEY,
+    benchmark TEXT NOT NULL,
+    model TEXT NOT NULL,
+    params TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    created REAL NOT NULL,
+    finished REAL,
+    summary TEXT
+);
+CREATE TABLE IF NOT EXISTS eval_samples (
+    eval_id TEXT NOT NULL,
+    sample_id TEXT NOT NULL,
+    run_id TEXT,
+    category TEXT NOT NULL,
+    status TEXT NOT NULL,
+    score REAL NOT NULL,
+    tokens INTEGER NOT NULL,
+    seconds REAL NOT NULL,
+    detail TEXT,
+    PRIMARY KEY (eval_id, sample_id)
+);
+"""
+
+RUN_FIELDS = ("status", "answer", "error", "score", "steps", "tokens_in", "tokens_out", "seconds", "eval_id")
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("TOOLPATH_HOME") or Path.home() / ".toolpath")
+
+
+def new_id(prefix: str = "") -> str:
+    # Time-ordered so `runs list` sorts naturally; the random tail keeps parallel runs apart.
+    return f"{prefix}{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, check_same_thread=False, timeout=30.0, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    # NORMAL in WAL mode: a commit survives the process being killed (kill -9), only not a power cut,
+    # and it saves an fsync per step, which is most of a checkpoint's cost.
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=30000")
+    return conn
+
+
+class Store:
+    """All persistent state of toolpath. Safe to share between threads of one process."""
+
+    def __init__(self, home: str | Path | None = None):
+        self.home = Path(home) if home else default_home()
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.artifact_dir = self.home / "artifacts"
+        self.db_path = self.home / "runs.db"
+        self._lock = threading.RLock()
+        self._conn = _connect(self.db_path)
+        self._conn.row_factory = sqlite3.Row
+        with self._lock:
+            self._conn.executescript(_SCHEMA)
+        self._saver = None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._saver is not None:
+                self._saver.conn.close()
+                self._saver = None
+            self._conn.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _exec(self, sql: str, args: Iterable[Any] = ()) -> sqlite3.Cursor:
+        with self._lock:
+            return self._conn.execute(sql, tuple(args))
+
+    # ---- runs -------------------------------------------------------------------------------------
+    def create_run(self, spec_json: str, task_id: str, model: str, agent: str, run_id: str | None = None,
+                   eval_id: str | None = None) -> str:
+        run_id = run_id or new_id()
+        now = time.time()
+        self._exec("INSERT INTO runs (id, task_id, spec, model, agent, status, eval_id, created, updated) "
+                   "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)", (run_id, task_id, spec_json, model, agent, eval_id, now, now))
+        return run_id
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        unknown = set(fields) - set(RUN_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown run fields: {sorted(unknown)}")
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        self._exec(f"UPDATE runs SET {cols}, updated = ? WHERE id = ?", (*fields.values(), time.time(), run_id))
+
+    def get_run(self, run_id: str) -> dict | None:
+        row = self._exec("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return dict(row) if row else None
+
+    def find_run(self, prefix: str) -> dict | None:
+        """A run by its id or by a unique prefix of it, as git does for commits."""
+        run = self.get_run(prefix)
+        if run:
+            return run
+        rows = self._exec("SELECT id FROM runs WHERE id LIKE ? LIMIT 2", (prefix.replace("%", "") + "%",)).fetchall()
+        return self.get_run(rows[0]["id"]) if len(rows) == 1 else None
+
+    def list_runs(self, limit: int = 50, eval_id: str | None = None) -> list[dict]:
+        if eval_id:
+            rows = self._exec("SELECT * FROM runs WHERE eval_id = ? ORDER BY created DESC LIMIT ?", (eval_id, limit))
+        else:
+            rows = self._exec("SELECT * FROM runs ORDER BY created DESC LIMIT ?", (limit,))
+        return [dict(r) for r in rows.fetchall()]
+
+    # ---- steps ------------------------------------------------------------------------------------
+    def put_step(self, run_id: str, seq: int, node: str, payload: dict, started: float, seconds: float,
+                 tokens_in: int = 0, tokens_out: int = 0) -> None:
+        self._exec("INSERT OR REPLACE INTO steps (run_id, seq, node, started, seconds, tokens_in, tokens_out, payload) "
+                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                   (run_id, seq, node, started, seconds, tokens_in, tokens_out, json.dumps(payload, ensure_ascii=False)))
+
+    def steps(self, run_id: str, upto: int | None = None) -> list[dict]:
+        sql = "SELECT * FROM steps WHERE run_id = ?" + (" AND seq <= ?" if upto is not None else "") + " ORDER BY seq"
+        rows = self._exec(sql, (run_id,) if upto is None else (run_id, upto)).fetchall()
+        out = []
+        for r in rows:
+            d = dict(r)
+            d["payload"] = json.loads(d["payload"])
+            out.append(d)
+        return out
+
+    def drop_steps_after(self, run_id: str, seq: int) -> int:
+        """Forget steps a killed process wrote after its last checkpoint; they will be run again."""
+        return self._exec("DELETE FROM steps WHERE run_id = ? AND seq > ?", (run_id, seq)).rowcount
+
+    def transcript(self, run_id: str, upto: int | None = None) -> list[Message]:
+        """The conversation so far, rebuilt from the steps' recorded messages."""
+        return [Message.model_validate(m) for s in self.steps(run_id, upto) for m in s["payload"].get("messages", [])]
+
+    # ---- artifacts --------------------------------------------------------------------------------
+    def put_artifact(self, data: bytes | str | Path, name: str = "", mime: str | None = None) -> ArtifactRef:
+        """Keep bytes or a file under its SHA-256; storing the same content twice costs nothing."""
+        if isinstance(data, (str, Path)):
+            src = Path(data)
+            raw = src.read_bytes()
+            name = name or src.name
+        else:
+            raw = bytes(data)
+        digest = hashlib.sha256(raw).hexdigest()
+        mime = mime or (mimetypes.guess_type(name)[0] if name else None) or "application/octet-stream"
+        ext = mimetypes.guess_extension(mime) or ""
+        path = self.artifact_dir / digest[:2] / (digest + ext)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(path.suffix + f".{uuid.uuid4().hex[:6]}.tmp")
+            tmp.write_bytes(raw)
+            os.replace(tmp, path)  # atomic: a reader never sees half a file
+        self._exec("INSERT OR IGNORE INTO artifacts (sha256, path, mime, size, created) VALUES (?, ?, ?, ?, ?)",
+                   (digest, str(path), mime, len(raw), time.time()))
+        return ArtifactRef(sha256=digest, path=str(path), mime=mime, name=name, size=len(raw))
+
+    def copy_artifact(self, ref: ArtifactRef, dest: str | Path) -> Path:
+        dest = Path(dest)
+        shutil.copyfile(ref.path, dest)
+        return dest
+
+    # ---- evals ------------------------------------------------------------------------------------
+    def create_eval(self, benchmark: str, model: str, params: dict, n: int, eval_id: str | None = None) -> str:
+        eval_id = eval_id or new_id("e")
+        self._exec("INSERT INTO evals (id, benchmark, model, params, n, created) VALUES (?, ?, ?, ?, ?, ?)",
+                   (eval_id, benchmark, model, json.dumps(params), n, time.time()))
+        return eval_id
+
+    def put_eval_sample(self, eval_id: str, sample_id: str, run_id: str | None, category: str, status: str,
+                        score: float, tokens: int, seconds: float, detail: dict | None = None) -> None:
+        self._exec("INSERT OR REPLACE INTO eval_samples (eval_id, sample_id, run_id, category, status, score, tokens, "
+                   "seconds, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                   (eval_id, sample_id, run_id, category, status, score, tokens, seconds, json.dumps(detail or {})))
+
+    def eval_samples(self, eval_id: str) -> list[dict]:
+        rows = self._exec("SELECT * FROM eval_samples WHERE eval_id = ? ORDER BY rowid", (eval_id,)).fetchall()
+        return [dict(r) for r in rows]
+
+    def finish_eval(self, eval_id: str, summary: dict) -> None:
+        self._exec("UPDATE evals SET finished = ?, summary = ? WHERE id = ?", (time.time(), json.dumps(summary), eval_id))
+
+    def get_eval(self, eval_id: str) -> dict | None:
+        row = self._exec("SELECT * FROM evals WHERE id = ?", (eval_id,)).fetchone()
+        return dict(row) if row else None
+
+    # ---- checkpoints ------------------------------------------------------------------------------
+    def checkpointer(self):
+        """LangGraph's SqliteSaver on this same database file (its own connection, same WAL settings)."""
+        if self._saver is None:
+            from langgraph.checkpoint.sqlite import SqliteSaver
+
+            self._saver = SqliteSaver(_connect(self.db_path))
+            self._saver.setup()
+        return self._saver
+
+    def prune_checkpoints(self, run_id: str) -> None:
+        """Keep only a finished run's last checkpoint: its steps table already holds the whole history."""
+        saver = self.checkpointer()
+        with saver.lock:
+            conn = saver.conn
+            last = conn.execute("SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? ORDER BY checkpoint_id DESC "
+                                "LIMIT 1", (run_id,)).fetchone()
+            if last:
+                conn.execute("DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id != ?", (run_id, last[0]))
+                conn.execute("DELETE FROM writes WHERE thread_id = ? AND checkpoint_id != ?", (run_id, last[0]))

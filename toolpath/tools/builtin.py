@@ -1,0 +1,124 @@
+"""The tools every agent has: calculator, read_file, final_answer."""
+
+from __future__ import annotations
+
+import ast
+import math
+import mimetypes
+import operator
+from pathlib import Path
+
+from .registry import ToolContext, ToolError, ToolResult, tool
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_UNOPS = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_FUNCS = {"sqrt": math.sqrt, "abs": abs, "round": round, "min": min, "max": max, "log": math.log,
+          "log10": math.log10, "log2": math.log2, "exp": math.exp, "sin": math.sin, "cos": math.cos,
+          "tan": math.tan, "floor": math.floor, "ceil": math.ceil, "factorial": math.factorial}
+_CONSTS = {"pi": math.pi, "e": math.e, "tau": math.tau}
+_MAX_EXPONENT = 10_000  # 9**9**9 would otherwise hang the process computing a number nobody asked for
+_MAX_DIGITS = 4_000
+
+
+def _eval(node: ast.AST) -> float | int:
+    if isinstance(node, ast.Expression):
+        return _eval(node.body)
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        left, right = _eval(node.left), _eval(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
+            raise ToolError(f"calculator: exponent {right} is too large (limit {_MAX_EXPONENT})")
+        result = _BINOPS[type(node.op)](left, right)
+        if isinstance(result, int) and result.bit_length() > _MAX_DIGITS * 3.33:
+            raise ToolError(f"calculator: result has more than {_MAX_DIGITS} digits")
+        return result
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNOPS:
+        return _UNOPS[type(node.op)](_eval(node.operand))
+    if isinstance(node, ast.Name) and node.id in _CONSTS:
+        return _CONSTS[node.id]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS and not node.keywords:
+        if node.func.id == "factorial":
+            arg = _eval(node.args[0]) if node.args else 0
+            if arg > 1000:
+                raise ToolError("calculator: factorial argument above 1000")
+        return _FUNCS[node.func.id](*[_eval(a) for a in node.args])
+    what = ast.unparse(node) if hasattr(ast, "unparse") else type(node).__name__
+    raise ToolError(f"calculator: {what!r} is not arithmetic; use numbers, + - * / // % **, parentheses, "
+                    f"{', '.join(sorted(_CONSTS))} and {', '.join(sorted(_FUNCS))}()")
+
+
+def _format_number(x: float | int) -> str:
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return repr(x) if isinstance(x, float) else str(x)
+
+
+@tool(timeout=5.0, cost=0.0005, quality=1.0, tags=("math",))
+def calculator(expression: str) -> str:
+    """Evaluate an arithmetic expression exactly and return the number.
+
+    Args:
+        expression: arithmetic such as "(17 + 4) * 3 / 2" or "sqrt(2) ** 2"; ^ means power
+    """
+    text = expression.strip().replace("^", "**").replace("×", "*").replace("÷", "/")
+    if not text:
+        raise ToolError("calculator: the expression is empty")
+    if len(text) > 2000:
+        raise ToolError("calculator: the expression is longer than 2000 characters")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as err:
+        raise ToolError(f"calculator: cannot parse {expression!r}: {err.msg} at column {err.offset}") from None
+    try:
+        return _format_number(_eval(tree))
+    except ZeroDivisionError:
+        raise ToolError(f"calculator: division by zero in {expression!r}") from None
+    except (OverflowError, ValueError, TypeError) as err:
+        raise ToolError(f"calculator: {err} in {expression!r}") from None
+
+
+_TEXT_LIMIT = 20_000
+
+
+@tool(timeout=10.0, cost=0.001, quality=1.0, tags=("io",))
+def read_file(path: str, ctx: ToolContext) -> ToolResult:
+    """Read one of the task's input files. Text comes back as text, images as an artifact.
+
+    Args:
+        path: the file's name or path as listed in the task's inputs
+    """
+    allowed = {p.resolve(): p for p in ctx.inputs}
+    candidate = Path(path)
+    match = None
+    if candidate.is_absolute():
+        match = candidate.resolve() if candidate.resolve() in allowed else None
+    else:
+        hits = [p for p in allowed if p.name == candidate.name or str(p).endswith("/" + path.lstrip("./"))]
+        match = hits[0] if len(hits) == 1 else None
+    if match is None:
+        names = ", ".join(sorted(p.name for p in allowed)) or "none"
+        raise ToolError(f"read_file: {path!r} is not one of this task's input files (inputs: {names})")
+    mime = mimetypes.guess_type(match.name)[0] or ""
+    if mime.startswith("image/"):
+        ref = ctx.artifact(match, name=match.name, mime=mime)
+        return ToolResult(content=f"[image {match.name}, {ref.size} bytes]", artifacts=[ref])
+    raw = match.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return ToolResult(content=f"[binary file {match.name}, {len(raw)} bytes; not text]")
+    if len(text) > _TEXT_LIMIT:
+        text = text[:_TEXT_LIMIT] + f"\n[... truncated: {len(text) - _TEXT_LIMIT} more characters]"
+    return ToolResult(content=text)
+
+
+@tool(timeout=None, cost=0.0, quality=1.0, tags=("control",))
+def final_answer(answer: str) -> ToolResult:
+    """Give the final answer to the task and end the run.
+
+    Args:
+        answer: the answer, as short as the task allows
+    """
+    return ToolResult(content=str(answer), final=True)
