@@ -122,6 +122,8 @@ class Store:
         with self._lock:
             self._conn.executescript(_SCHEMA)
         self._saver = None
+        # Statements that must become durable together with the run's next checkpoint (see StoreSaver).
+        self._deferred: dict[str, list[tuple[str, tuple]]] = {}
 
     def close(self) -> None:
         with self._lock:
@@ -140,6 +142,17 @@ class Store:
         with self._lock:
             return self._conn.execute(sql, tuple(args))
 
+    def _write(self, run_id: str, sql: str, args: tuple, defer: bool) -> None:
+        if defer:
+            with self._lock:
+                self._deferred.setdefault(run_id, []).append((sql, args))
+        else:
+            self._exec(sql, args)
+
+    def take_deferred(self, run_id: str) -> list[tuple[str, tuple]]:
+        with self._lock:
+            return self._deferred.pop(run_id, [])
+
     # ---- runs -------------------------------------------------------------------------------------
     def create_run(self, spec_json: str, task_id: str, model: str, agent: str, run_id: str | None = None,
                    eval_id: str | None = None) -> str:
@@ -149,12 +162,13 @@ class Store:
                    "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)", (run_id, task_id, spec_json, model, agent, eval_id, now, now))
         return run_id
 
-    def update_run(self, run_id: str, **fields: Any) -> None:
+    def update_run(self, run_id: str, defer: bool = False, **fields: Any) -> None:
         unknown = set(fields) - set(RUN_FIELDS)
         if unknown:
             raise ValueError(f"unknown run fields: {sorted(unknown)}")
         cols = ", ".join(f"{k} = ?" for k in fields)
-        self._exec(f"UPDATE runs SET {cols}, updated = ? WHERE id = ?", (*fields.values(), time.time(), run_id))
+        self._write(run_id, f"UPDATE runs SET {cols}, updated = ? WHERE id = ?", (*fields.values(), time.time(), run_id),
+                    defer)
 
     def get_run(self, run_id: str) -> dict | None:
         row = self._exec("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
@@ -177,10 +191,13 @@ class Store:
 
     # ---- steps ------------------------------------------------------------------------------------
     def put_step(self, run_id: str, seq: int, node: str, payload: dict, started: float, seconds: float,
-                 tokens_in: int = 0, tokens_out: int = 0) -> None:
-        self._exec("INSERT OR REPLACE INTO steps (run_id, seq, node, started, seconds, tokens_in, tokens_out, payload) "
-                   "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                   (run_id, seq, node, started, seconds, tokens_in, tokens_out, json.dumps(payload, ensure_ascii=False)))
+                 tokens_in: int = 0, tokens_out: int = 0, defer: bool = False) -> None:
+        """Record one node execution. With `defer`, the row is committed in the same transaction as the run's
+        next checkpoint, so a step is in the store exactly when LangGraph considers it done."""
+        self._write(run_id, "INSERT OR REPLACE INTO steps (run_id, seq, node, started, seconds, tokens_in, tokens_out, "
+                    "payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (run_id, seq, node, started, seconds, tokens_in, tokens_out, json.dumps(payload, ensure_ascii=False)),
+                    defer)
 
     def steps(self, run_id: str, upto: int | None = None) -> list[dict]:
         sql = "SELECT * FROM steps WHERE run_id = ?" + (" AND seq <= ?" if upto is not None else "") + " ORDER BY seq"
@@ -255,9 +272,7 @@ class Store:
     def checkpointer(self):
         """LangGraph's SqliteSaver on this same database file (its own connection, same WAL settings)."""
         if self._saver is None:
-            from langgraph.checkpoint.sqlite import SqliteSaver
-
-            self._saver = SqliteSaver(_connect(self.db_path))
+            self._saver = _store_saver(self)
             self._saver.setup()
         return self._saver
 
@@ -271,3 +286,106 @@ class Store:
             if last:
                 conn.execute("DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id != ?", (run_id, last[0]))
                 conn.execute("DELETE FROM writes WHERE thread_id = ? AND checkpoint_id != ?", (run_id, last[0]))
+
+
+def _store_saver(store: Store):
+    """LangGraph's SqliteSaver, made to commit once per superstep, together with the run's own step rows.
+
+    Stock, it commits the node's channel writes and then the checkpoint: two transactions per node. Here `put`
+    commits, in one transaction, the deferred step rows and run update and the checkpoint. A kill before that
+    commit leaves neither, and the node runs again on resume; a kill after it leaves both.
+
+    Ordinary channel writes are not stored at all. LangGraph keeps them to finish a superstep of several
+    parallel tasks after a crash; our supersteps have one task, whose writes the very next checkpoint holds
+    applied, so storing them would only double every step's cost. Writes of LangGraph's own channels
+    (errors, interrupts: `__…__`) are committed at once, as stock, with the steps deferred so far.
+    """
+    from contextlib import contextmanager
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    class StoreSaver(SqliteSaver):
+        commits_store_steps = True
+
+        def __init__(self, conn: sqlite3.Connection):
+            super().__init__(conn)
+            self.lock = threading.RLock()  # re-entered: put() holds it while the stock methods take it again
+            self._batch = False
+            self._durable = threading.Condition()
+            self._durable_seq: dict[str, int] = {}
+            self._failed: dict[str, BaseException] = {}
+
+        def mark_durable(self, thread_id: str, seq: int) -> None:
+            """Record that the run's state up to node `seq` is committed (a resumed run starts so)."""
+            with self._durable:
+                if seq > self._durable_seq.get(thread_id, -1):
+                    self._durable_seq[thread_id] = seq
+                self._durable.notify_all()
+
+        def wait_durable(self, thread_id: str, seq: int, timeout: float = 120.0) -> None:
+            """Block until the checkpoint holding node `seq` is committed.
+
+            Nodes call this before they do anything, so with LangGraph's durability="async" (the checkpoint is
+            written on a background thread while the loop prepares the next step) no node acts on a step that
+            is not yet on disk: a kill -9 loses exactly what it loses with durability="sync", at lower cost.
+            """
+            with self._durable:
+                ok = self._durable.wait_for(
+                    lambda: self._durable_seq.get(thread_id, -1) >= seq or thread_id in self._failed, timeout)
+                if thread_id in self._failed:
+                    raise RuntimeError(f"checkpoint write failed: {self._failed[thread_id]}")
+                if not ok:
+                    raise TimeoutError(f"checkpoint of step {seq} was not written within {timeout:g} s")
+
+        @contextmanager
+        def cursor(self, transaction: bool = True):
+            with self.lock:
+                self.setup()
+                cur = self.conn.cursor()
+                try:
+                    yield cur
+                finally:
+                    if transaction and not self._batch:
+                        self.conn.commit()
+                    cur.close()
+
+        @contextmanager
+        def _transaction(self, thread_id: str):
+            with self.lock:
+                self.setup()
+                self.conn.execute("BEGIN IMMEDIATE")
+                self._batch = True
+                try:
+                    for sql, args in store.take_deferred(thread_id):
+                        self.conn.execute(sql, args)
+                    yield
+                    self.conn.execute("COMMIT")
+                except BaseException:
+                    self.conn.execute("ROLLBACK")
+                    raise
+                finally:
+                    self._batch = False
+
+        def put_writes(self, config, writes, task_id, task_path=""):
+            thread_id = str(config["configurable"]["thread_id"])
+            special = [(channel, value) for channel, value in writes if channel.startswith("__")]
+            if special:
+                with self._transaction(thread_id):
+                    super().put_writes(config, special, task_id, task_path)
+
+        def put(self, config, checkpoint, metadata, new_versions):
+            thread_id = str(config["configurable"]["thread_id"])
+            try:
+                with self._transaction(thread_id):
+                    out = super().put(config, checkpoint, metadata, new_versions)
+            except BaseException as err:
+                with self._durable:
+                    self._failed[thread_id] = err
+                    self._durable.notify_all()
+                raise
+            seq = (checkpoint.get("channel_values") or {}).get("seq")
+            if isinstance(seq, int):
+                self.mark_durable(thread_id, seq)
+            return out
+
+    return StoreSaver(_connect(store.db_path))

@@ -67,9 +67,10 @@ def _drive(graph, rt: Runtime, graph_input, run_id: str) -> RunResult:
     config = {"configurable": {"thread_id": run_id}, "recursion_limit": 4 * rt.spec.limits.max_steps + 16}
     store = rt.store
     try:
-        # durability="sync": each node's checkpoint is on disk before the next node starts, so kill -9 loses
-        # at most the node that was running.
-        final: AgentState = graph.invoke(graph_input, config, durability="sync")
+        # durability="async" writes each checkpoint on LangGraph's background thread while the loop prepares
+        # the next step, and every node first waits for the previous step's commit (Runtime.wait_durable): no
+        # node acts before the step before it is on disk, so kill -9 loses at most the node that was running.
+        final: AgentState = graph.invoke(graph_input, config, durability="async" if rt.deferred else "sync")
     except Exception as err:  # a bug or a crash inside a node: the run is failed, not lost
         from langgraph.errors import GraphRecursionError
 
@@ -136,6 +137,7 @@ def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] 
         rt.emit({"type": "resume", "run_id": run_id, "from_step": 0})
         return _drive(graph, rt, initial_state(), run_id)
     dropped = store.drop_steps_after(run_id, values["seq"])
+    store.checkpointer().mark_durable(run_id, values["seq"])  # what we resume from is on disk already
     rt.transcript = store.transcript(run_id)
     rt.emit({"type": "resume", "run_id": run_id, "from_step": values["steps"], "dropped": dropped})
     if not snapshot.next:  # the graph had ended; only the run row was not updated before the kill

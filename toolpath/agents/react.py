@@ -4,14 +4,14 @@
                     ├─ answer / budget ─┴─► END
                     └─ malformed call (told what was wrong) ─► policy
 
-The guards are not extra nodes: each node checks the budget and loop limits before it returns and sets the
-status, and the routers read it. An extra node per guard would add a LangGraph superstep (and a checkpoint)
+The guards are not extra nodes: each node checks the budget and loop limits before it returns, sets the
+status and routes itself there (Command(goto=…)). An extra node per guard would add a LangGraph superstep (and a checkpoint)
 to every step for no behaviour.
 """
 
 from __future__ import annotations
 
-from .nodes import Runtime, after_policy, after_tools, make_policy_node, make_tool_node
+from .nodes import Runtime, make_policy_node, make_tool_node
 
 DEFAULT_TOOLS = ["calculator", "read_file", "final_answer"]
 
@@ -25,9 +25,9 @@ def build(rt: Runtime, checkpointer=None):
     from ..state import AgentState
 
     g = StateGraph(AgentState)
-    g.add_node("policy", make_policy_node(rt))
-    g.add_node("tools", make_tool_node(rt))
+    g.add_node("policy", make_policy_node(rt), destinations=("tools", "policy", END))
+    g.add_node("tools", make_tool_node(rt), destinations=("policy", END))
     g.add_edge(START, "policy")
-    g.add_conditional_edges("policy", after_policy, {"tools": "tools", "policy": "policy", "end": END})
-    g.add_conditional_edges("tools", after_tools, {"policy": "policy", "end": END})
+    # A StoreSaver commits the step rows with each checkpoint; any other checkpointer gets them written at once.
+    rt.deferred = getattr(checkpointer, "commits_store_steps", False)
     return g.compile(checkpointer=checkpointer)

@@ -41,6 +41,14 @@ def converted_dir(gguf: Path) -> Path:
     return _home() / "models" / f"{gguf.stem}-{_file_digest(gguf)[:16]}"
 
 
+def _quiet_transformers() -> None:
+    # Progress bars and advice from transformers would interleave with toolpath's own progress lines.
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
 def convert_gguf(gguf: Path, log=print) -> Path:
     """De-quantize a GGUF file once into a safetensors folder; returns the folder (cached)."""
     target = converted_dir(gguf)
@@ -90,6 +98,7 @@ class HFPolicy:
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as err:
             raise PolicyError(f"hf models need torch and transformers: {err} (pip install 'toolpath[local]')") from err
+        _quiet_transformers()
         import sys
 
         folder = convert_gguf(p, log=lambda m: print(f"toolpath: {m}", file=sys.stderr)) if p.suffix == ".gguf" else p
