@@ -144,3 +144,39 @@ def test_images_go_to_artifacts_not_the_state(store, tmp_path):
     assert r.answer == "a cat"
     ref = seen["images"][0]
     assert ref.mime == "image/png" and ref.size == 5008 and ref.path.startswith(str(store.artifact_dir))
+
+
+class Buggy:
+    """A policy with a bug (not a PolicyError): the run must fail cleanly and keep its completed steps."""
+
+    name = "buggy"
+
+    def __init__(self):
+        self.calls = 0
+
+    def respond(self, messages, tools, **gen):
+        self.calls += 1
+        if self.calls == 3:
+            raise KeyError("oops")
+        return Response(text="", tool_calls=[__import__("toolpath.state").state.ToolCall(
+            id=f"c{self.calls}", name="calculator", arguments={"expression": f"{self.calls}+1"})])
+
+
+def test_a_crash_inside_a_node_fails_the_run_and_keeps_completed_steps(store):
+    r = run_episode(spec(), store, policy=Buggy())
+    assert r.status == "failed" and "KeyError" in r.error
+    nodes = [s["node"] for s in store.steps(r.run_id)]
+    assert nodes == ["task", "policy", "tools", "policy", "tools"]  # the two finished steps are all there
+    assert store.get_run(r.run_id)["status"] == "failed"
+
+
+def test_step_rows_and_checkpoints_commit_together(store):
+    from toolpath.state import initial_state
+
+    r = run_episode(spec(), store, policy=ScriptedPolicy([calc("1+1"), calc("2+2"), answer("4")]))
+    saver = store.checkpointer()
+    tup = saver.get_tuple({"configurable": {"thread_id": r.run_id}})
+    last_seq = tup.checkpoint["channel_values"]["seq"]
+    assert last_seq == max(s["seq"] for s in store.steps(r.run_id)) == 6
+    assert store._deferred == {}  # nothing left waiting for a commit
+    assert set(initial_state()) <= set(tup.checkpoint["channel_values"])

@@ -120,9 +120,9 @@ def cmd_run(args) -> int:
     except SpecError as err:
         raise BadInput(str(err)) from None
     except ValidationError as err:
-        from .spec import _problems
+        from .spec import describe_errors
 
-        raise BadInput(str(SpecError(f"{args.task} (with command-line overrides)", _problems(err)))) from None
+        raise BadInput(str(SpecError(f"{args.task} (with command-line overrides)", describe_errors(err)))) from None
     store = _store(args)
     try:
         result = run_episode(spec, store, on_event=Progress(quiet=args.quiet))

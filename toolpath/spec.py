@@ -141,7 +141,7 @@ def _field_path(loc: tuple) -> str:
     return out
 
 
-def _problems(err: ValidationError) -> list[tuple[str, str]]:
+def describe_errors(err: ValidationError) -> list[tuple[str, str]]:
     problems = []
     for e in err.errors():
         msg = e["msg"].removeprefix("Value error, ")
@@ -162,7 +162,7 @@ def parse_spec(data: Any, source: str = "<spec>", base_dir: Path | None = None) 
     try:
         spec = TaskSpec.model_validate(data)
     except ValidationError as err:
-        raise SpecError(source, _problems(err)) from None
+        raise SpecError(source, describe_errors(err)) from None
     base = base_dir or Path.cwd()
     missing = []
     for kind in ("images", "files"):

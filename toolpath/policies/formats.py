@@ -41,6 +41,23 @@ def render_tools(schemas: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def demonstration(schemas: list[dict]) -> list[dict]:
+    """A worked exchange in this format (question, call, result, answer), as chat turns.
+
+    Small local models follow a shown example far better than a described one: with it, SmolLM2-135M calls
+    the calculator on a share of the built-in arithmetic questions; without it, on none. It uses the
+    calculator, so it is only given when the episode has that tool.
+    """
+    if not any(s.get("name") == "calculator" for s in schemas):
+        return []
+    return [
+        {"role": "user", "content": "What is 12 times 7? Use the calculator tool, then give the number."},
+        {"role": "assistant", "content": f'{OPEN}{{"name": "calculator", "arguments": {{"expression": "12 * 7"}}}}{CLOSE}'},
+        {"role": "user", "content": "Result of calculator: 84"},
+        {"role": "assistant", "content": "84"},
+    ]
+
+
 def _snippet(text: str, n: int = 80) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"

@@ -9,6 +9,7 @@ fast `from_pretrained` of that folder.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import threading
@@ -20,7 +21,7 @@ from typing import Any
 from ..spec import ModelSpec
 from ..state import Message
 from .base import PolicyError, Response
-from .formats import CLOSE, parse_tool_calls, render_tools
+from .formats import CLOSE, OPEN, demonstration, parse_tool_calls, render_tools
 
 _LOCK = threading.Lock()  # one generate() at a time per process: the CPU is the bottleneck anyway
 
@@ -116,22 +117,29 @@ class HFPolicy:
     def _chat(self, messages: list[Message], tools: list[dict]) -> list[dict]:
         chat = []
         guide = render_tools(tools) if tools else ""
+        demo = demonstration(tools) if self.spec.options.get("demonstration", True) else []
         for m in messages:
             if m.role == "system":
                 chat.append({"role": "system", "content": (m.content + "\n\n" + guide).strip()})
-                guide = ""
+                chat.extend(demo)
+                guide, demo = "", []
             elif m.role == "tool":
                 if self._tool_role:
                     chat.append({"role": "tool", "content": m.content})
                 else:
                     chat.append({"role": "user", "content": f"Result of {m.name or 'the tool'}: {m.content}"})
+            elif m.role == "assistant":
+                # Its calls go back in the same tagged form the model wrote them in, so it sees its own turn.
+                calls = "".join(f"\n{OPEN}{json.dumps({'name': c.name, 'arguments': c.arguments})}{CLOSE}"
+                                for c in m.tool_calls)
+                chat.append({"role": "assistant", "content": (m.content + calls).strip()})
             else:
                 text = m.content
                 if m.images:
                     text += "".join(f"\n[image: {ref.name or ref.sha256[:12]}]" for ref in m.images)
                 chat.append({"role": m.role, "content": text})
         if guide:
-            chat.insert(0, {"role": "system", "content": guide})
+            chat[0:0] = [{"role": "system", "content": guide}] + demo
         return chat
 
     def respond(self, messages: list[Message], tools: list[dict], **generation: Any) -> Response:
