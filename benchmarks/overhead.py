@@ -6,6 +6,7 @@ Measured in one run, on the same machine:
   A. bare LangGraph: StateGraph(policy ⇄ tool), trivial nodes, no checkpointer           (the baseline)
   B. toolpath react graph, a policy that always calls a no-op tool, no checkpointer      (ratio B/A, goal ≤ 1.3)
   C. bare LangGraph + LangGraph's stock SqliteSaver (its defaults)                        (for scale)
+  E. bare LangGraph + a checkpointer that stores nothing, durability sync: LangGraph's own floor   (for scale)
   D. toolpath react graph + toolpath's store checkpointer (WAL, synchronous=NORMAL),
      durability="async" + nodes waiting for the previous commit, i.e. exactly what `toolpath run` does                             (goal ≤ 1 ms per node step)
 and the database bytes per step after the run (before and after the finished run's checkpoints are pruned).
@@ -134,6 +135,17 @@ def main() -> None:
             return time_bare(n, saver)
 
     c = best_of(stock, args.repeats)
+
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    class NullSaver(InMemorySaver):
+        def put(self, config, checkpoint, metadata, new_versions):
+            return {"configurable": {**config["configurable"], "checkpoint_id": checkpoint["id"]}}
+
+        def put_writes(self, *args, **kwargs):
+            pass
+
+    e = best_of(lambda: time_bare(n, NullSaver()), args.repeats)
     d_runs = []
     for r in range(args.repeats):
         home = tmp / f"d{r}"
@@ -166,6 +178,7 @@ def main() -> None:
     print(f"A bare LangGraph, no checkpointer          {a * 1e3:7.3f} ms/step  {a * 5e2:7.3f} ms/node step")
     print(f"B toolpath react, no checkpointer          {b * 1e3:7.3f} ms/step  {b * 5e2:7.3f} ms/node step")
     print(f"C bare LangGraph + stock SqliteSaver       {c * 1e3:7.3f} ms/step  {c * 5e2:7.3f} ms/node step")
+    print(f"E bare LangGraph + no-op checkpointer      {e * 1e3:7.3f} ms/step  {e * 5e2:7.3f} ms/node step")
     print(f"D toolpath react + store checkpointer      {d * 1e3:7.3f} ms/step  {d * 5e2:7.3f} ms/node step")
     print(f"database after {n} steps: {before / n:,.0f} bytes/step while running "
           f"({ck_before[0]} checkpoints, {ck_before[1] / max(ck_before[0], 1):,.0f} bytes each), "

@@ -99,3 +99,14 @@ def test_cli_override_errors_are_bad_input(tmp_path, home):
     assert r.returncode == 2 and "model.name" in r.stderr
     r = toolpath_cli("run", f, "--max-steps", "0", home=home)
     assert r.returncode == 2 and "max-steps" in r.stderr
+
+
+def test_scripted_and_hf_paths_resolve_against_the_spec_file(tmp_path, monkeypatch):
+    write(tmp_path / "specs" / "r.yaml", "- hi\n")
+    spec = load_spec(write(tmp_path / "specs" / "t.yaml", "id: t\ninstruction: x\nmodel: scripted:r.yaml\n"))
+    assert spec.model.name == f"scripted:{(tmp_path / 'specs' / 'r.yaml').resolve()}"
+    monkeypatch.chdir(tmp_path)
+    spec = load_spec(write(tmp_path / "specs" / "u.yaml", "id: t\ninstruction: x\nmodel: scripted:specs/r.yaml\n"))
+    assert spec.model.name.endswith("/specs/r.yaml") and spec.model.name.startswith(f"scripted:{tmp_path.resolve()}")
+    spec = load_spec(write(tmp_path / "specs" / "v.yaml", "id: t\ninstruction: x\nmodel: scripted:gone.yaml\n"))
+    assert spec.model.name == "scripted:gone.yaml"  # left for the loader to report

@@ -105,7 +105,9 @@ def cmd_run(args) -> int:
     from pydantic import ValidationError
 
     from .agents.episode import EpisodeError, run_episode
-    from .spec import SpecError, TaskSpec, load_spec
+    from pathlib import Path
+
+    from .spec import SpecError, TaskSpec, load_spec, resolve_model_path
 
     try:
         spec = load_spec(args.task)
@@ -117,6 +119,8 @@ def cmd_run(args) -> int:
         if args.max_steps is not None:
             data["limits"]["max_steps"] = args.max_steps
         spec = TaskSpec.model_validate(data)
+        if args.model:
+            resolve_model_path(spec, Path.cwd())
     except SpecError as err:
         raise BadInput(str(err)) from None
     except ValidationError as err:

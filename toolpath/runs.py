@@ -153,6 +153,21 @@ class Store:
         with self._lock:
             return self._deferred.pop(run_id, [])
 
+    def commit_deferred(self, run_id: str) -> None:
+        """Write the run's deferred statements now, in one transaction (runs without a StoreSaver)."""
+        with self._lock:
+            pending = self._deferred.pop(run_id, [])
+            if not pending:
+                return
+            self._conn.execute("BEGIN")
+            try:
+                for sql, args in pending:
+                    self._conn.execute(sql, args)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
     # ---- runs -------------------------------------------------------------------------------------
     def create_run(self, spec_json: str, task_id: str, model: str, agent: str, run_id: str | None = None,
                    eval_id: str | None = None) -> str:

@@ -174,7 +174,23 @@ def parse_spec(data: Any, source: str = "<spec>", base_dir: Path | None = None) 
             paths[i] = full.resolve()
     if missing:
         raise SpecError(source, missing)
+    resolve_model_path(spec, base)
     return spec
+
+
+def resolve_model_path(spec: TaskSpec, base_dir: Path) -> None:
+    """Make a relative `scripted:FILE` or `hf:PATH` absolute, so the run resumes from any directory.
+
+    A path is taken relative to the spec file first, then to the working directory; one found in neither
+    is left as written, and loading the model reports it."""
+    kind, _, value = spec.model.name.partition(":")
+    if kind not in ("scripted", "hf") or not value or Path(value).expanduser().is_absolute():
+        return
+    for root in (base_dir, Path.cwd()):
+        candidate = root / value
+        if candidate.exists():
+            spec.model.name = f"{kind}:{candidate.resolve()}"
+            return
 
 
 def load_spec(path: str | Path) -> TaskSpec:

@@ -74,6 +74,8 @@ def _drive(graph, rt: Runtime, graph_input, run_id: str) -> RunResult:
     except Exception as err:  # a bug or a crash inside a node: the run is failed, not lost
         from langgraph.errors import GraphRecursionError
 
+        store.commit_deferred(run_id)
+
         status = "budget_exhausted" if isinstance(err, GraphRecursionError) else "failed"
         snapshot = graph.get_state(config).values or {}
         store.update_run(run_id, status=status, error=f"{type(err).__name__}: {err}")
@@ -84,6 +86,7 @@ def _drive(graph, rt: Runtime, graph_input, run_id: str) -> RunResult:
 
 
 def _finish(store: Store, run_id: str, final: dict) -> RunResult:
+    store.commit_deferred(run_id)  # a last policy row of a run without a checkpointer
     result = RunResult(run_id=run_id, status=final["status"], answer=final.get("answer"), steps=final["steps"],
                        tokens_in=final["tokens_in"], tokens_out=final["tokens_out"], seconds=final["seconds"],
                        error=final.get("error"))

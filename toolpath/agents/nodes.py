@@ -51,7 +51,11 @@ class Runtime:
     def record(self, seq: int, node: str, messages: list[Message], started: float, seconds: float,
                tokens_in: int = 0, tokens_out: int = 0, **extra: Any) -> None:
         payload = {"messages": [m.model_dump(exclude_defaults=True) for m in messages], **extra}
-        self.store.put_step(self.run_id, seq, node, payload, started, seconds, tokens_in, tokens_out, defer=self.deferred)
+        # Step rows are always deferred. With a StoreSaver they commit with the node's checkpoint; without a
+        # checkpointer (nothing to resume from) a policy row waits for its tool row, one commit per round.
+        self.store.put_step(self.run_id, seq, node, payload, started, seconds, tokens_in, tokens_out, defer=True)
+        if not self.deferred and node != "policy":
+            self.store.commit_deferred(self.run_id)
         self.transcript.extend(messages)
 
 
