@@ -180,3 +180,11 @@ def test_step_rows_and_checkpoints_commit_together(store):
     assert last_seq == max(s["seq"] for s in store.steps(r.run_id)) == 6
     assert store._deferred == {}  # nothing left waiting for a commit
     assert set(initial_state()) <= set(tup.checkpoint["channel_values"])
+
+
+def test_resume_refuses_a_run_that_is_still_running(store):
+    from toolpath.agents.episode import resume_episode
+
+    rid = store.create_run(spec().to_json(), "t", "scripted:x", "react")  # owned by this live process
+    with pytest.raises(EpisodeError, match="still running in process"):
+        resume_episode(rid, store, policy=ScriptedPolicy([]))

@@ -47,7 +47,7 @@ def test_kill_9_then_resume(tmp_path, home):
 
     store = Store(home)
     (run,) = store.list_runs()
-    assert run["status"] == "running"  # nothing marked it finished: it really was cut off
+    assert run["status"] == "interrupted"  # still "running" in the table, but its process is gone
 
     r = toolpath_cli("resume", run["id"], "--json", home=home, env={k: env[k] for k in ("TOOLPATH_PLUGINS", "TICK_FILE", "PYTHONPATH")})
     assert r.returncode == 0, r.stderr

@@ -41,3 +41,15 @@ def test_home_from_environment(home):
     s = Store()
     assert s.db_path == home / "runs.db" and s.db_path.exists()
     s.close()
+
+
+def test_a_running_run_whose_process_is_gone_shows_as_interrupted(store):
+    import subprocess
+
+    rid = store.create_run("{}", "t", "m", "react")
+    assert store.get_run(rid)["status"] == "running"  # this process is alive
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    store.update_run(rid, pid=dead.pid)
+    assert store.get_run(rid)["status"] == "interrupted"
+    assert store.list_runs()[0]["status"] == "interrupted"

@@ -56,6 +56,7 @@ class Progress:
         if kind == "start":
             line = f"run {ev['run_id']}  model={ev['model']}  agent={ev['agent']}"
         elif kind == "resume":
+            self.tokens = ev.get("tokens", 0)
             line = f"resuming {ev['run_id']} after step {ev['from_step']}"
         elif kind == "policy":
             self.tokens += ev["tokens_in"] + ev["tokens_out"]

@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS runs (
     tokens_out INTEGER NOT NULL DEFAULT 0,
     seconds REAL NOT NULL DEFAULT 0,
     eval_id TEXT,
+    pid INTEGER,
     created REAL NOT NULL,
     updated REAL NOT NULL
 );
@@ -86,7 +87,7 @@ CREATE TABLE IF NOT EXISTS eval_samples (
 );
 """
 
-RUN_FIELDS = ("status", "answer", "error", "score", "steps", "tokens_in", "tokens_out", "seconds", "eval_id")
+RUN_FIELDS = ("status", "answer", "error", "score", "steps", "tokens_in", "tokens_out", "seconds", "eval_id", "pid")
 
 
 def default_home() -> Path:
@@ -96,6 +97,25 @@ def default_home() -> Path:
 def new_id(prefix: str = "") -> str:
     # Time-ordered so `runs list` sorts naturally; the random tail keeps parallel runs apart.
     return f"{prefix}{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _shown(run: dict) -> dict:
+    """A run whose process is gone while it was still running was interrupted: `toolpath resume` continues it."""
+    if run["status"] == "running" and not _pid_alive(run.get("pid")):
+        run["status"] = "interrupted"
+    return run
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -173,8 +193,9 @@ class Store:
                    eval_id: str | None = None) -> str:
         run_id = run_id or new_id()
         now = time.time()
-        self._exec("INSERT INTO runs (id, task_id, spec, model, agent, status, eval_id, created, updated) "
-                   "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?)", (run_id, task_id, spec_json, model, agent, eval_id, now, now))
+        self._exec("INSERT INTO runs (id, task_id, spec, model, agent, status, eval_id, pid, created, updated) "
+                   "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)",
+                   (run_id, task_id, spec_json, model, agent, eval_id, os.getpid(), now, now))
         return run_id
 
     def update_run(self, run_id: str, defer: bool = False, **fields: Any) -> None:
@@ -187,7 +208,7 @@ class Store:
 
     def get_run(self, run_id: str) -> dict | None:
         row = self._exec("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return dict(row) if row else None
+        return _shown(dict(row)) if row else None
 
     def find_run(self, prefix: str) -> dict | None:
         """A run by its id or by a unique prefix of it, as git does for commits."""
@@ -202,7 +223,7 @@ class Store:
             rows = self._exec("SELECT * FROM runs WHERE eval_id = ? ORDER BY created DESC LIMIT ?", (eval_id, limit))
         else:
             rows = self._exec("SELECT * FROM runs ORDER BY created DESC LIMIT ?", (limit,))
-        return [dict(r) for r in rows.fetchall()]
+        return [_shown(dict(r)) for r in rows.fetchall()]
 
     # ---- steps ------------------------------------------------------------------------------------
     def put_step(self, run_id: str, seq: int, node: str, payload: dict, started: float, seconds: float,

@@ -13,7 +13,8 @@ from typing import Any, Literal, TypedDict
 from pydantic import BaseModel, Field
 
 Role = Literal["system", "user", "assistant", "tool"]
-Status = Literal["running", "finished", "failed", "budget_exhausted", "looping"]
+# "interrupted" is never stored: the store shows a running run whose process is gone that way.
+Status = Literal["running", "interrupted", "finished", "failed", "budget_exhausted", "looping"]
 TERMINAL: frozenset[str] = frozenset({"finished", "failed", "budget_exhausted", "looping"})
 
 

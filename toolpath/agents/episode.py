@@ -6,6 +6,7 @@ them is stored, resumable and shown the same way.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable
@@ -121,6 +122,8 @@ def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] 
         raise EpisodeError(f"no run with id {run_id!r} in {store.db_path}")
     run_id = run["id"]
     spec = TaskSpec.model_validate_json(run["spec"])
+    if run["status"] == "running":
+        raise EpisodeError(f"run {run_id} is still running in process {run['pid']}; resume it once that has ended")
     if run["status"] in TERMINAL:
         return RunResult(run_id, run["status"], run["answer"], run["steps"], run["tokens_in"], run["tokens_out"],
                          run["seconds"], run["error"])
@@ -128,6 +131,7 @@ def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] 
         agent, rt = _runtime(spec, run_id, store, policy, on_event)
     except (PolicyError, ToolError, ValueError) as err:
         raise EpisodeError(str(err)) from err
+    store.update_run(run_id, status="running", pid=os.getpid())
     graph = agent.build(rt, checkpointer=store.checkpointer())
     config = {"configurable": {"thread_id": run_id}}
     snapshot = graph.get_state(config)
@@ -142,7 +146,8 @@ def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] 
     dropped = store.drop_steps_after(run_id, values["seq"])
     store.checkpointer().mark_durable(run_id, values["seq"])  # what we resume from is on disk already
     rt.transcript = store.transcript(run_id)
-    rt.emit({"type": "resume", "run_id": run_id, "from_step": values["steps"], "dropped": dropped})
+    rt.emit({"type": "resume", "run_id": run_id, "from_step": values["steps"], "dropped": dropped,
+             "tokens": values["tokens_in"] + values["tokens_out"]})
     if not snapshot.next:  # the graph had ended; only the run row was not updated before the kill
         return _finish(store, run_id, values)
     return _drive(graph, rt, None, run_id)
