@@ -68,7 +68,6 @@ class Limits(_Part):
     max_steps: int = Field(12, gt=0, le=100_000, description="policy calls before the run ends as budget_exhausted")
     max_seconds: float = Field(600.0, gt=0)
     max_tokens: int | None = Field(None, gt=0)
-    max_cost: float | None = Field(None, gt=0)
     loop_repeats: int = Field(3, ge=2, description="identical consecutive tool calls that end the run as looping")
 
 

@@ -43,8 +43,14 @@ class EpisodeError(RuntimeError):
     """The episode could not start: bad spec content, unknown agent or tool, a model that cannot load."""
 
 
+# Sandbox kinds an episode can run in. Tools that need one (code, GUI, robot) bring their kinds with them.
+SANDBOX_KINDS = ("none",)
+
+
 def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
              on_event: Callable[[Event], None] | None):
+    if spec.sandbox.kind not in SANDBOX_KINDS:
+        raise ValueError(f"sandbox {spec.sandbox.kind!r} is not available; available: {', '.join(SANDBOX_KINDS)}")
     agent = agent_module(spec.agent.name)
     tools = {t.name: t for t in select_tools(spec.tools, agent.DEFAULT_TOOLS)}
     if policy is None:
