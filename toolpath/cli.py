@@ -149,7 +149,7 @@ def cmd_resume(args) -> int:
     return _finish(result, args, _score_run(store, result, spec))
 
 
-def _age(ts: float) -> str:
+def _when(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
 
@@ -181,7 +181,7 @@ def cmd_runs_show(args) -> int:
         return EXIT_OK
     print(f"run {run['id']}  task {run['task_id']}  model {run['model']}  agent {run['agent']}")
     print(f"status {run['status']}  steps {run['steps']}  tokens {run['tokens_in']}→{run['tokens_out']}  "
-          f"{run['seconds']:.2f} s  created {_age(run['created'])}")
+          f"{run['seconds']:.2f} s  created {_when(run['created'])}")
     if run["answer"] is not None:
         print(f"answer: {run['answer']}")
     if run["score"] is not None:

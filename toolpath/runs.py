@@ -14,7 +14,6 @@ import hashlib
 import json
 import mimetypes
 import os
-import shutil
 import sqlite3
 import threading
 import time
@@ -275,11 +274,6 @@ class Store:
                    (digest, str(path), mime, len(raw), time.time()))
         return ArtifactRef(sha256=digest, path=str(path), mime=mime, name=name, size=len(raw))
 
-    def copy_artifact(self, ref: ArtifactRef, dest: str | Path) -> Path:
-        dest = Path(dest)
-        shutil.copyfile(ref.path, dest)
-        return dest
-
     # ---- evals ------------------------------------------------------------------------------------
     def create_eval(self, benchmark: str, model: str, params: dict, n: int, eval_id: str | None = None) -> str:
         eval_id = eval_id or new_id("e")
@@ -299,10 +293,6 @@ class Store:
 
     def finish_eval(self, eval_id: str, summary: dict) -> None:
         self._exec("UPDATE evals SET finished = ?, summary = ? WHERE id = ?", (time.time(), json.dumps(summary), eval_id))
-
-    def get_eval(self, eval_id: str) -> dict | None:
-        row = self._exec("SELECT * FROM evals WHERE id = ?", (eval_id,)).fetchone()
-        return dict(row) if row else None
 
     # ---- checkpoints ------------------------------------------------------------------------------
     def checkpointer(self):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Callable
 
 from ..policies.base import Policy, PolicyError, load
@@ -34,9 +34,6 @@ class RunResult:
     @property
     def tokens(self) -> int:
         return self.tokens_in + self.tokens_out
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "tokens": self.tokens}
 
 
 class EpisodeError(RuntimeError):

@@ -50,8 +50,6 @@ class ToolContext:
     run_id: str = ""
     inputs: list[Path] = field(default_factory=list)
     save_artifact: Callable[..., ArtifactRef] | None = None
-    sandbox: Any = None
-    workdir: Path | None = None
 
     def artifact(self, data: bytes | str | Path, name: str = "", mime: str | None = None) -> ArtifactRef:
         if self.save_artifact is None:
