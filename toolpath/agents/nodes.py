@@ -61,15 +61,16 @@ class Runtime:
 
 # ---- guards -------------------------------------------------------------------------------------------
 
-def budget_status(state: AgentState, spec: TaskSpec) -> str | None:
-    """`budget_exhausted` once any limit of the spec is reached, else None."""
+def budget_exceeded(state: AgentState, spec: TaskSpec) -> str | None:
+    """Why the run must end as `budget_exhausted` (the first limit of the spec it has reached), or None."""
     lim = spec.limits
     if state["steps"] >= lim.max_steps:
-        return "budget_exhausted"
+        return f"reached max_steps={lim.max_steps} without a final answer"
     if state["seconds"] >= lim.max_seconds:
-        return "budget_exhausted"
-    if lim.max_tokens is not None and state["tokens_in"] + state["tokens_out"] >= lim.max_tokens:
-        return "budget_exhausted"
+        return f"used {state['seconds']:.1f} s of max_seconds={lim.max_seconds:g}"
+    used = state["tokens_in"] + state["tokens_out"]
+    if lim.max_tokens is not None and used >= lim.max_tokens:
+        return f"used {used} tokens of max_tokens={lim.max_tokens}"
     return None
 
 
@@ -95,7 +96,7 @@ def make_policy_node(rt: Runtime) -> Callable[[AgentState], Any]:
 
     spec = rt.spec
 
-    def policy_step(state: AgentState) -> dict:
+    def policy_step(state: AgentState) -> Any:
         rt.wait_durable(state)
         started = time.time()
         t0 = time.perf_counter()
@@ -125,9 +126,9 @@ def make_policy_node(rt: Runtime) -> Callable[[AgentState], Any]:
         rt.record(seq, "policy", messages, started, dt, resp.tokens_in, resp.tokens_out, raw=resp.raw,
                   issues=resp.issues, latency=resp.latency_s)
         if "status" not in update and not update["pending"]:
-            merged = {**state, **update}
-            if budget_status(merged, spec):
-                update.update(status="budget_exhausted", error=_budget_reason(merged, spec))
+            reason = budget_exceeded({**state, **update}, spec)
+            if reason:
+                update.update(status="budget_exhausted", error=reason)
         if rt.deferred:  # live progress for `runs list`; free when it rides on the checkpoint's transaction
             rt.store.update_run(rt.run_id, defer=True, steps=step, tokens_in=update["tokens_in"],
                                 tokens_out=update["tokens_out"], seconds=update["seconds"])
@@ -157,7 +158,7 @@ def make_tool_node(rt: Runtime) -> Callable[[AgentState], Any]:
 
     spec = rt.spec
 
-    def tool_step(state: AgentState) -> dict:
+    def tool_step(state: AgentState) -> Any:
         rt.wait_durable(state)
         started = time.time()
         t0 = time.perf_counter()
@@ -184,21 +185,12 @@ def make_tool_node(rt: Runtime) -> Callable[[AgentState], Any]:
         rt.record(seq, "tools", messages, started, dt, observations=observations)
         if update.get("status") != "finished":
             update.update(loop_update(state, state["pending"], spec.limits.loop_repeats))
-            merged = {**state, **update}
-            if "status" not in update and budget_status(merged, spec):
-                update.update(status="budget_exhausted", error=_budget_reason(merged, spec))
+            reason = None if "status" in update else budget_exceeded({**state, **update}, spec)
+            if reason:
+                update.update(status="budget_exhausted", error=reason)
         return Command(update=update, goto=after_tools({**state, **update}))
 
     return tool_step
-
-
-def _budget_reason(state: AgentState, spec: TaskSpec) -> str:
-    lim = spec.limits
-    if state["steps"] >= lim.max_steps:
-        return f"reached max_steps={lim.max_steps} without a final answer"
-    if state["seconds"] >= lim.max_seconds:
-        return f"used {state['seconds']:.1f} s of max_seconds={lim.max_seconds:g}"
-    return f"used {state['tokens_in'] + state['tokens_out']} tokens of max_tokens={lim.max_tokens}"
 
 
 # ---- routing ------------------------------------------------------------------------------------------
