@@ -53,3 +53,29 @@ def test_a_running_run_whose_process_is_gone_shows_as_interrupted(store):
     store.update_run(rid, pid=dead.pid)
     assert store.get_run(rid)["status"] == "interrupted"
     assert store.list_runs()[0]["status"] == "interrupted"
+
+
+def test_a_store_made_before_a_column_existed_is_upgraded_on_open(home):
+    import sqlite3
+
+    home.mkdir(parents=True)
+    old = sqlite3.connect(home / "runs.db")
+    old.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, task_id TEXT NOT NULL, spec TEXT NOT NULL, model TEXT NOT NULL, "
+                "agent TEXT NOT NULL, status TEXT NOT NULL, answer TEXT, error TEXT, score REAL, steps INTEGER NOT NULL "
+                "DEFAULT 0, tokens_in INTEGER NOT NULL DEFAULT 0, tokens_out INTEGER NOT NULL DEFAULT 0, seconds REAL "
+                "NOT NULL DEFAULT 0, eval_id TEXT, created REAL NOT NULL, updated REAL NOT NULL)")
+    old.commit()
+    old.close()
+    s = Store(home)
+    rid = s.create_run("{}", "t", "m", "react")
+    assert s.get_run(rid)["pid"] > 0
+    s.close()
+
+
+def test_cli_reports_a_broken_store_without_a_traceback(home):
+    from conftest import toolpath_cli
+
+    home.mkdir(parents=True)
+    (home / "runs.db").write_bytes(b"this is not a database" * 100)
+    r = toolpath_cli("runs", "list", home=home)
+    assert r.returncode == 1 and "runs.db" in r.stderr and "Traceback" not in r.stderr

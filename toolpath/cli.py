@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -47,12 +49,20 @@ class Progress:
         self.quiet = quiet
         self.t0 = time.perf_counter()
         self.tokens = 0
+        self.tty = sys.stderr.isatty()  # on a terminal, a model that is thinking shows a line that is replaced
 
     def __call__(self, ev: dict) -> None:
         if self.quiet:
             return
         el = time.perf_counter() - self.t0
         kind = ev["type"]
+        if kind == "thinking":
+            if self.tty:
+                print(f"  step {ev['step']:>3}  {el:7.1f}s  policy …", end="\r", file=sys.stderr, flush=True)
+            return
+        if kind == "loading":
+            print(f"loading model {ev['model']} …", file=sys.stderr, flush=True)
+            return
         if kind == "start":
             line = f"run {ev['run_id']}  model={ev['model']}  agent={ev['agent']}"
         elif kind == "resume":
@@ -72,7 +82,7 @@ class Progress:
             line = f"  error: {ev['error']}"
         else:
             return
-        print(line, file=sys.stderr, flush=True)
+        print(line + ("\x1b[K" if self.tty else ""), file=sys.stderr, flush=True)
 
 
 def _finish(result, args, score: float | None) -> int:
@@ -330,7 +340,12 @@ def cmd_eval(args) -> int:
         print(f"  [{i}/{n}] {mark}{s.sample_id:<16} {s.category:<8} {s.status:<17} score {s.score:g}  "
               f"{time.perf_counter() - t0:6.1f}s  answer: {_one_line(s.answer or s.error or '', 40)}", file=sys.stderr, flush=True)
 
-    result = run_eval(args.benchmark, store, model=args.model, limit=args.limit, seed=args.seed, on_sample=on_sample)
+    def on_event(ev: dict) -> None:  # per-sample lines come from on_sample; only say when a model loads
+        if ev["type"] == "loading" and not args.quiet:
+            print(f"loading model {ev['model']} …", file=sys.stderr, flush=True)
+
+    result = run_eval(args.benchmark, store, model=args.model, limit=args.limit, seed=args.seed, on_sample=on_sample,
+                      on_event=on_event)
     summary = result.summary()
     if args.json:
         print(json.dumps({k: summary[k] for k in ("eval_id", "benchmark", "n", "score", "by_category", "tokens", "seconds")}))
@@ -421,6 +436,11 @@ def main(argv: list[str] | None = None) -> int:
     except BadInput as err:
         _err(str(err))
         return EXIT_BAD_INPUT
+    except sqlite3.DatabaseError as err:  # a locked, full or damaged run store: say which file
+        from .runs import default_home
+
+        _err(f"run store {Path(args.home) if args.home else default_home()}/runs.db: {err}")
+        return EXIT_FAILED
     except KeyboardInterrupt:
         _err("interrupted; `toolpath resume RUN_ID` continues a run from its last checkpoint")
         return 130

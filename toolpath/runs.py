@@ -86,6 +86,9 @@ CREATE TABLE IF NOT EXISTS eval_samples (
 );
 """
 
+# Columns added after a table was first released: a store made by an older toolpath gets them on open.
+_ADDED_COLUMNS = [("runs", "pid", "INTEGER")]
+
 RUN_FIELDS = ("status", "answer", "error", "score", "steps", "tokens_in", "tokens_out", "seconds", "eval_id", "pid")
 
 
@@ -140,6 +143,10 @@ class Store:
         self._conn.row_factory = sqlite3.Row
         with self._lock:
             self._conn.executescript(_SCHEMA)
+            for table, column, decl in _ADDED_COLUMNS:
+                have = {r[1] for r in self._conn.execute(f"PRAGMA table_info({table})")}
+                if column not in have:
+                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
         self._saver = None
         # Statements that must become durable together with the run's next checkpoint (see StoreSaver).
         self._deferred: dict[str, list[tuple[str, tuple]]] = {}

@@ -51,6 +51,8 @@ def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
     agent = agent_module(spec.agent.name)
     tools = {t.name: t for t in select_tools(spec.tools, agent.DEFAULT_TOOLS)}
     if policy is None:
+        if on_event is not None:
+            on_event({"type": "loading", "model": spec.model.name})
         policy = load(spec.model)
     ctx = ToolContext(run_id=run_id, inputs=list(spec.inputs.files) + list(spec.inputs.images),
                       save_artifact=store.put_artifact)

@@ -101,6 +101,7 @@ def make_policy_node(rt: Runtime) -> Callable[[AgentState], Any]:
         started = time.time()
         t0 = time.perf_counter()
         seq, step = state["seq"] + 1, state["steps"] + 1
+        rt.emit({"type": "thinking", "step": step})
         try:
             resp = rt.policy.respond(rt.transcript, rt.schemas, temperature=spec.model.temperature,
                                      max_new_tokens=spec.model.max_new_tokens, seed=spec.seed + step)
