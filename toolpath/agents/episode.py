@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..policies.base import Policy, PolicyError, load
+from ..policies.base import Policy, PolicyError, load, slow_to_load
 from ..runs import Store
 from ..spec import TaskSpec
 from ..state import TERMINAL, AgentState, Message, initial_state
@@ -51,7 +51,7 @@ def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
     agent = agent_module(spec.agent.name)
     tools = {t.name: t for t in select_tools(spec.tools, agent.DEFAULT_TOOLS)}
     if policy is None:
-        if on_event is not None:
+        if on_event is not None and slow_to_load(spec.model):
             on_event({"type": "loading", "model": spec.model.name})
         policy = load(spec.model)
     ctx = ToolContext(run_id=run_id, inputs=list(spec.inputs.files) + list(spec.inputs.images),

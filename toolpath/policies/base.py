@@ -89,11 +89,20 @@ def kinds() -> list[KindInfo]:
 _CACHE: dict[str, Policy] = {}
 
 
+def _key(spec: ModelSpec) -> str:
+    return json.dumps(spec.model_dump(), sort_keys=True, default=str)
+
+
+def slow_to_load(spec: ModelSpec) -> bool:
+    """True when load(spec) will read model weights: a local model not yet in this process's cache."""
+    return spec.name.split(":", 1)[0] in ("local", "hf") and _key(spec) not in _CACHE
+
+
 def load(spec: ModelSpec | str) -> Policy:
     """A policy for the spec; loaded models are kept per process, since loading is the slow part."""
     if isinstance(spec, str):
         spec = ModelSpec(name=spec)
-    key = json.dumps(spec.model_dump(), sort_keys=True, default=str)
+    key = _key(spec)
     if key in _CACHE:
         return _CACHE[key]
     kind, _, value = spec.name.partition(":")
