@@ -111,3 +111,15 @@ def test_unreachable_server_is_a_transient_policy_error():
     with pytest.raises(PolicyError, match="cannot reach") as ei:
         p.respond([Message(role="user", content="hi")], [])
     assert ei.value.transient
+
+
+def test_no_server_and_no_key_is_refused_before_any_request(home, tmp_path, monkeypatch):
+    from conftest import toolpath_cli, write
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(PolicyError, match="needs a server"):
+        load(ModelSpec(name="openai:nokey"))
+    task = write(tmp_path / "t.yaml", "id: t\ninstruction: hi\nmodel: openai:gpt-4.1-mini\n")
+    r = toolpath_cli("run", task, home=home, env={"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""})
+    assert r.returncode == 2 and "needs a server" in r.stderr

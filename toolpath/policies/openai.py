@@ -32,8 +32,13 @@ class OpenAIPolicy:
         self.model = model
         self.spec = spec
         self.name = f"openai:{model}"
-        self.base_url = (spec.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        base = spec.base_url or os.environ.get("OPENAI_BASE_URL")
         self.api_key = os.environ.get(spec.api_key_env) or os.environ.get("OPENAI_API_KEY") or ""
+        if not base and not self.api_key:
+            # Neither a server nor a key: refuse before any request instead of calling OpenAI's API unasked.
+            raise PolicyError(f"openai:{model} needs a server: set OPENAI_BASE_URL (e.g. a local vLLM or Ollama) "
+                              f"or model.base_url in the spec, and OPENAI_API_KEY if it needs one")
+        self.base_url = (base or "https://api.openai.com/v1").rstrip("/")
         self.retries = int(spec.options.get("retries", retries))
         self.timeout = float(spec.options.get("timeout", timeout))
 
