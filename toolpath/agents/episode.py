@@ -7,6 +7,7 @@ them is stored, resumable and shown the same way.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -41,7 +42,41 @@ class EpisodeError(RuntimeError):
 
 
 # Sandbox kinds an episode can run in. Tools that need one (code, GUI, robot) bring their kinds with them.
-SANDBOX_KINDS = ("none",)
+SANDBOX_KINDS = ("none", "process")
+
+
+def _open_sandbox(spec: TaskSpec):
+    """The episode's sandbox, started, or None. Raises EpisodeError naming what is wrong."""
+    if spec.sandbox.kind == "none":
+        return None
+    from dataclasses import fields
+
+    from ..sandboxes.base import SandboxError, SandboxLimits
+    from ..sandboxes.process import ProcessSandbox
+
+    opts = dict(spec.sandbox.options)
+    isolation = opts.pop("isolation", "auto")
+    known = {f.name for f in fields(SandboxLimits)}
+    unknown = sorted(set(opts) - known)
+    if unknown:
+        raise EpisodeError(f"sandbox.options: unknown option(s) {', '.join(unknown)}; expected isolation or "
+                           f"{', '.join(sorted(known))}")
+    try:
+        box = ProcessSandbox(SandboxLimits(**opts), isolation=isolation).start()
+        inputs = box.workdir / "inputs"
+        if spec.inputs.images or spec.inputs.files:
+            inputs.mkdir()
+            for p in list(spec.inputs.images) + list(spec.inputs.files):
+                shutil.copyfile(p, inputs / p.name)
+                os.chmod(inputs / p.name, 0o644)
+        if spec.inputs.images:
+            lines = ["from PIL import Image as _Image"] + [
+                f"image_{i} = _Image.open({('inputs/' + p.name)!r}); image_{i}.load()"
+                for i, p in enumerate(spec.inputs.images, 1)]
+            box.preload("\n".join(lines))
+    except (SandboxError, OSError, TypeError) as err:
+        raise EpisodeError(f"sandbox {spec.sandbox.kind!r}: {err}") from err
+    return box
 
 
 def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
@@ -49,7 +84,8 @@ def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
     if spec.sandbox.kind not in SANDBOX_KINDS:
         raise ValueError(f"sandbox {spec.sandbox.kind!r} is not available; available: {', '.join(SANDBOX_KINDS)}")
     agent = agent_module(spec.agent.name)
-    tools = {t.name: t for t in select_tools(spec.tools, agent.DEFAULT_TOOLS)}
+    defaults = agent.DEFAULT_TOOLS + (["python"] if spec.sandbox.kind == "process" else [])
+    tools = {t.name: t for t in select_tools(spec.tools, defaults)}
     if policy is None:
         if on_event is not None and slow_to_load(spec.model):
             on_event({"type": "loading", "model": spec.model.name})
@@ -110,13 +146,19 @@ def run_episode(spec: TaskSpec, store: Store, on_event: Callable[[Event], None] 
         agent, rt = _runtime(spec, run_id or "", store, policy, on_event)
     except (PolicyError, ToolError, ValueError) as err:
         raise EpisodeError(str(err)) from err
-    rt.run_id = run_id = store.create_run(spec.to_json(), spec.id, spec.model.name, spec.agent.name, run_id, eval_id)
-    rt.ctx.run_id = run_id
-    rt.emit({"type": "start", "run_id": run_id, "model": spec.model.name, "agent": spec.agent.name})
-    first = _first_messages(rt, agent.SYSTEM_PROMPT)
-    rt.record(0, "task", first, time.time(), 0.0)
-    graph = agent.build(rt, checkpointer=store.checkpointer())
-    return _drive(graph, rt, initial_state(), run_id)
+    rt.ctx.sandbox = _open_sandbox(spec)
+    try:
+        rt.run_id = run_id = store.create_run(spec.to_json(), spec.id, spec.model.name, spec.agent.name, run_id,
+                                              eval_id)
+        rt.ctx.run_id = run_id
+        rt.emit({"type": "start", "run_id": run_id, "model": spec.model.name, "agent": spec.agent.name})
+        first = _first_messages(rt, agent.SYSTEM_PROMPT)
+        rt.record(0, "task", first, time.time(), 0.0)
+        graph = agent.build(rt, checkpointer=store.checkpointer())
+        return _drive(graph, rt, initial_state(), run_id)
+    finally:
+        if rt.ctx.sandbox is not None:
+            rt.ctx.sandbox.close()
 
 
 def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] | None = None,
@@ -136,6 +178,15 @@ def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] 
         agent, rt = _runtime(spec, run_id, store, policy, on_event)
     except (PolicyError, ToolError, ValueError) as err:
         raise EpisodeError(str(err)) from err
+    rt.ctx.sandbox = _open_sandbox(spec)  # a fresh kernel: the killed one's variables are gone
+    try:
+        return _resume(agent, rt, store, run_id)
+    finally:
+        if rt.ctx.sandbox is not None:
+            rt.ctx.sandbox.close()
+
+
+def _resume(agent, rt: Runtime, store: Store, run_id: str) -> RunResult:
     store.update_run(run_id, status="running", pid=os.getpid())
     graph = agent.build(rt, checkpointer=store.checkpointer())
     config = {"configurable": {"thread_id": run_id}}

@@ -50,6 +50,7 @@ class ToolContext:
     run_id: str = ""
     inputs: list[Path] = field(default_factory=list)
     save_artifact: Callable[..., ArtifactRef] | None = None
+    sandbox: Any = None  # the episode's sandbox (a ProcessSandbox for `python`), None when the spec has none
 
     def artifact(self, data: bytes | str | Path, name: str = "", mime: str | None = None) -> ArtifactRef:
         if self.save_artifact is None:
@@ -207,7 +208,7 @@ def tool(fn: Callable | None = None, *, name: str | None = None, timeout: float 
 
 # Modules whose import registers tools. Capability modules append themselves here; users add their own
 # through TOOLPATH_PLUGINS=pkg.module,other.module.
-BUILTIN_MODULES = ["toolpath.tools.builtin"]
+BUILTIN_MODULES = ["toolpath.tools.builtin", "toolpath.tools.code"]
 _loaded = False
 
 

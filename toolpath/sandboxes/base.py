@@ -1,0 +1,38 @@
+"""The Sandbox protocol: where side effects happen. One per episode, a context manager, with limits.
+
+What a sandbox cannot do is reported as a `SandboxError` (or in the result it returns), which the tool turns
+into an error observation the agent sees; a sandbox never takes the run down with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not start, or could not do what was asked."""
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    cpu_seconds: int = 60  # CPU time of the whole kernel (RLIMIT_CPU)
+    memory_mb: int = 2048  # address space (RLIMIT_AS)
+    processes: int = 64  # tasks in the sandbox (cgroup pids.max where writable, else RLIMIT_NPROC)
+    open_files: int = 256  # RLIMIT_NOFILE
+    file_size_mb: int = 64  # largest file it may write (RLIMIT_FSIZE)
+    output_bytes: int = 20_000  # stdout / stderr kept per cell
+    cell_seconds: float = 30.0  # wall clock per cell; past it the kernel is killed and restarted
+    images: int = 10  # images returned per cell
+
+
+class Sandbox(Protocol):
+    limits: SandboxLimits
+
+    def start(self) -> "Sandbox": ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> "Sandbox": ...
+
+    def __exit__(self, *exc) -> None: ...

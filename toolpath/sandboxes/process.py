@@ -1,0 +1,309 @@
+"""A persistent Python kernel in a child process, isolated without Docker (bubblewrap + rlimits).
+
+Inside: its own user, PID, network, IPC and UTS namespaces (no network at all, not even loopback to the
+host's services); a file system made of the system directories and the Python installation, read-only, a
+private /tmp, and one read-write folder per episode mounted at /work; no environment variables from the
+host (so no API keys); rlimits on CPU, memory, open files and file size; a pids cgroup (or RLIMIT_NPROC)
+against fork bombs; a wall-clock timeout per cell. Closing the sandbox kills every process in it.
+
+Where bubblewrap cannot run, the sandbox refuses to start, unless the user asks by name for
+isolation="unisolated": then the kernel is a plain child process with rlimits only, and every result says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .base import SandboxError, SandboxLimits
+
+KERNEL = Path(__file__).with_name("kernel.py")
+# Where the episode's folder appears inside the sandbox. Not /work: a checkout (and its .venv, which the
+# kernel needs) may live under /work on the host, and a mount there would hide it.
+INSIDE = "/episode"
+ISOLATIONS = ("auto", "bwrap", "unisolated")
+
+
+@dataclass
+class CellResult:
+    stdout: str = ""
+    stderr: str = ""
+    value: str | None = None
+    error: str | None = None
+    images: list[Path] = field(default_factory=list)  # host paths of PNG files in the work folder
+    notes: list[str] = field(default_factory=list)  # what the sandbox did: truncation, restarts, isolation
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def bwrap_works() -> str | None:
+    """None when bubblewrap can make a sandbox here, else the reason it cannot."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
+    try:
+        r = subprocess.run([exe, "--ro-bind", "/", "/", "--unshare-all", "--", "true"], capture_output=True,
+                           timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"bwrap failed to run: {err}"
+    return None if r.returncode == 0 else f"bwrap cannot create namespaces here: {r.stderr.decode()[:200].strip()}"
+
+
+class _PidsCgroup:
+    """A cgroup-v1/v2 pids limit for the sandbox's processes, where this process may create one."""
+
+    def __init__(self, limit: int):
+        self.path = None
+        for root in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
+            if (root / "pids.max").exists() or (root / "cgroup.controllers").exists() and "pids" in (
+                    root / "cgroup.controllers").read_text():
+                try:
+                    p = root / f"toolpath-{uuid.uuid4().hex[:10]}"
+                    p.mkdir()
+                    (p / "pids.max").write_text(str(limit))
+                    self.path = p
+                    return
+                except OSError:
+                    continue
+
+    def add(self, pid: int) -> bool:
+        if self.path is None:
+            return False
+        try:
+            (self.path / "cgroup.procs").write_text(str(pid))
+            return True
+        except OSError:
+            return False
+
+    def remove(self) -> None:
+        if self.path is not None:
+            try:
+                self.path.rmdir()
+            except OSError:
+                pass
+
+
+class ProcessSandbox:
+    """A stateful Python kernel for one episode. Use as a context manager."""
+
+    def __init__(self, limits: SandboxLimits | None = None, isolation: str = "auto", workdir: str | Path | None = None):
+        if isolation not in ISOLATIONS:
+            raise SandboxError(f"unknown isolation {isolation!r}; expected one of {', '.join(ISOLATIONS)}")
+        self.limits = limits or SandboxLimits()
+        self.requested = isolation
+        self.isolation: str | None = None
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="toolpath-episode-"))
+        self.proc: subprocess.Popen | None = None
+        self._out: int | None = None
+        self._buf = b""
+        self._cgroup: _PidsCgroup | None = None
+        self.restarts = 0
+        self._preload = ""
+
+    # ---- lifecycle ----------------------------------------------------------------------------------
+    def __enter__(self) -> "ProcessSandbox":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> "ProcessSandbox":
+        if self.isolation is None:
+            self.isolation = self._choose_isolation()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.workdir, 0o777)  # the kernel runs as an unprivileged user inside
+        self._spawn()
+        return self
+
+    def close(self) -> None:
+        self._kill()
+        if self._cgroup is not None:
+            self._cgroup.remove()
+            self._cgroup = None
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _choose_isolation(self) -> str:
+        if self.requested == "unisolated":
+            return "unisolated"
+        reason = bwrap_works()
+        if reason is None:
+            return "bwrap"
+        raise SandboxError(f"no isolation available for the Python sandbox: {reason}. To run code without "
+                           f"isolation anyway, ask for it by name: sandbox: {{kind: process, options: "
+                           f"{{isolation: unisolated}}}}")
+
+    def _command(self, out_fd: int) -> list[str]:
+        py = sys.executable  # the venv's own interpreter path, so its site-packages (numpy, PIL) are found
+        kernel_args = [str(out_fd), f"{INSIDE}/.images"]
+        if self.isolation == "unisolated":
+            return [py, "-I", str(KERNEL), str(out_fd), str(self.workdir / ".images")]
+        cmd = ["bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--uid", "65534", "--gid", "65534",
+               "--cap-drop", "ALL", "--clearenv", "--hostname", "sandbox",
+               "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", INSIDE,
+               "--setenv", "MPLBACKEND", "Agg", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
+               "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib"]
+        for d in ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc/alternatives", "/etc/ssl"):
+            if os.path.exists(d):
+                cmd += ["--ro-bind", d, d]
+        for f in ("/etc/ld.so.cache", "/etc/localtime", "/etc/mime.types"):
+            if os.path.exists(f):
+                cmd += ["--ro-bind", f, f]
+        # The interpreter and its packages, at the paths they were built for, read-only; nothing else of $HOME.
+        for d in {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}:
+            cmd += ["--ro-bind", d, d]
+        cmd += ["--ro-bind", str(KERNEL), "/opt/toolpath/kernel.py", "--proc", "/proc", "--dev", "/dev",
+                "--tmpfs", "/tmp", "--bind", str(self.workdir), INSIDE, "--chdir", INSIDE,
+                "--remount-ro", "/", "--",
+                py, "-I", "-B", "/opt/toolpath/kernel.py", *kernel_args]
+        return cmd
+
+    def _limits(self) -> None:  # runs in the child, before exec
+        lim = self.limits
+        mb = 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_CPU, (lim.cpu_seconds, lim.cpu_seconds + 1))
+        resource.setrlimit(resource.RLIMIT_AS, (lim.memory_mb * mb, lim.memory_mb * mb))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (lim.open_files, lim.open_files))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (lim.file_size_mb * mb, lim.file_size_mb * mb))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if os.getuid() != 0:  # root ignores RLIMIT_NPROC; the pids cgroup covers that case
+            resource.setrlimit(resource.RLIMIT_NPROC, (lim.processes, lim.processes))
+
+    def _spawn(self) -> None:
+        r, w = os.pipe()
+        env = {"PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg", "HOME": str(self.workdir)} \
+            if self.isolation == "unisolated" else {}
+        try:
+            self.proc = subprocess.Popen(self._command(w), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, pass_fds=(w,), preexec_fn=self._limits,
+                                         start_new_session=True, env=env, cwd=self.workdir)
+        except OSError as err:
+            os.close(r)
+            os.close(w)
+            raise SandboxError(f"cannot start the Python sandbox: {err}") from err
+        os.close(w)
+        self._out, self._buf = r, b""
+        if self.isolation == "bwrap":
+            self._cgroup = self._cgroup or _PidsCgroup(self.limits.processes)
+            self._cgroup.add(self.proc.pid)
+        ready = self._read(timeout=30.0)
+        if ready is None or not ready.get("ready"):
+            err = self.proc.stderr.read1(2000).decode(errors="replace") if self.proc.stderr else ""
+            self._kill()
+            raise SandboxError(f"the Python sandbox did not start: {err.strip() or 'no answer'}")
+        if self._preload:
+            self._request({"op": "set", "code": self._preload}, timeout=30.0)
+
+    def _kill(self) -> None:
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # the whole session: bwrap, the kernel, its children
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stderr):
+                if f:
+                    f.close()
+            self.proc = None
+        if self._out is not None:
+            os.close(self._out)
+            self._out = None
+
+    def _restart(self, why: str, result: CellResult) -> CellResult:
+        self._kill()
+        self.restarts += 1
+        result.notes.append(f"{why}; the kernel was restarted and its variables are lost")
+        self._spawn()
+        return result
+
+    # ---- protocol -----------------------------------------------------------------------------------
+    def _read(self, timeout: float) -> dict | None:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([self._out], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(self._out, 1 << 16)
+            if not chunk:
+                raise EOFError
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return json.loads(line)
+
+    def _request(self, req: dict, timeout: float) -> dict | None:
+        try:
+            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise EOFError from None
+        return self._read(timeout)
+
+    def _image_paths(self, reported: list, result: CellResult) -> list[Path]:
+        """Host paths of the images the kernel reports. The kernel runs user code, so its answer is untrusted:
+        only regular files inside this episode's work folder are taken, never a symlink out of it."""
+        inside = INSIDE + "/" if self.isolation == "bwrap" else str(self.workdir) + "/"
+        root = self.workdir.resolve()
+        out = []
+        for p in reported[: self.limits.images]:
+            host = self.workdir / p[len(inside):] if isinstance(p, str) and p.startswith(inside) else None
+            if host is None or host.is_symlink() or not host.is_file() or root not in host.resolve().parents:
+                result.notes.append(f"image {str(p)[:80]!r} was refused: not a file in the episode's work folder")
+                continue
+            out.append(host)
+        return out
+
+    def preload(self, code: str) -> None:
+        """Code run in the namespace now and after every restart (task images as image_1, image_2, …)."""
+        self._preload += code + "\n"
+        self._request({"op": "set", "code": code}, timeout=30.0)
+
+    def run(self, code: str, timeout: float | None = None) -> CellResult:
+        """Run one cell. Crashes and timeouts are reported in the result; the kernel is restarted."""
+        if self.proc is None:
+            raise SandboxError("the sandbox is not started")
+        timeout = timeout or self.limits.cell_seconds
+        result = CellResult()
+        if self.isolation == "unisolated":
+            result.notes.append("UNISOLATED: this code ran without a sandbox (isolation=unisolated)")
+        req = {"code": code, "output_cap": self.limits.output_bytes, "image_limit": self.limits.images}
+        try:
+            res = self._request(req, timeout)
+        except EOFError:
+            try:
+                code_ = self.proc.wait(timeout=2)  # the pipe closes a moment before bwrap has exited
+            except subprocess.TimeoutExpired:
+                code_ = None
+            why = f"the kernel died (exit {code_})" if code_ is not None else "the kernel stopped answering"
+            if code_ in (-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU):
+                why += f": it used up its {self.limits.cpu_seconds} s of CPU or was killed"
+            result.error = why
+            return self._restart(why, result)
+        if res is None:
+            result.error = f"the cell ran past its {timeout:g} s limit"
+            return self._restart(result.error, result)
+        result.stdout, result.stderr = res["stdout"], res["stderr"]
+        result.value, result.error = res.get("value"), res.get("error")
+        for stream in ("stdout", "stderr"):
+            if res.get(f"{stream}_truncated"):
+                result.notes.append(f"{stream} was cut to {self.limits.output_bytes} of {res[f'{stream}_bytes']} bytes")
+        result.images = self._image_paths(res.get("images") or [], result)
+        if res.get("images_dropped"):
+            result.notes.append(f"{res['images_dropped']} more image(s) were not returned (limit {self.limits.images})")
+        return result
