@@ -96,3 +96,23 @@ def test_unisolated_mode_must_be_asked_for_and_says_so(monkeypatch):
 def test_unknown_isolation_is_refused():
     with pytest.raises(SandboxError, match="unknown isolation"):
         ProcessSandbox(isolation="vm")
+
+
+@needs_bwrap
+def test_a_kernel_that_cannot_start_is_a_clear_error():
+    box = ProcessSandbox(SandboxLimits(memory_mb=4))  # too little memory for Python itself
+    with pytest.raises(SandboxError, match="did not start"):
+        box.start()
+    box.close()
+
+
+@needs_bwrap
+def test_chatty_kernel_stderr_outside_cells_cannot_block_it(box):
+    # 1 MB to the kernel's own stderr from a thread, after the cell ended: more than any pipe buffer holds
+    box.run("import threading, time, os\n"
+            "threading.Thread(target=lambda: (time.sleep(0.2), os.write(2, b'e' * 1_000_000))).start()")
+    import time
+
+    time.sleep(0.6)
+    assert box.run("1 + 1").value == "2"
+    assert (box.workdir / ".kernel.log").stat().st_size >= 1_000_000

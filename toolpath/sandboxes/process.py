@@ -156,7 +156,10 @@ class ProcessSandbox:
                "--cap-drop", "ALL", "--clearenv", "--hostname", "sandbox",
                "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", INSIDE,
                "--setenv", "MPLBACKEND", "Agg", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
-               "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib"]
+               "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib",
+               # /tmp first: the interpreter or its venv may live under /tmp on the host (a CI clone), and a
+               # tmpfs mounted after their binds would hide them.
+               "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         for d in ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc/alternatives", "/etc/ssl"):
             if os.path.exists(d):
                 cmd += ["--ro-bind", d, d]
@@ -166,8 +169,8 @@ class ProcessSandbox:
         # The interpreter and its packages, at the paths they were built for, read-only; nothing else of $HOME.
         for d in {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}:
             cmd += ["--ro-bind", d, d]
-        cmd += ["--ro-bind", str(KERNEL), "/opt/toolpath/kernel.py", "--proc", "/proc", "--dev", "/dev",
-                "--tmpfs", "/tmp", "--bind", str(self.workdir), INSIDE, "--chdir", INSIDE,
+        cmd += ["--ro-bind", str(KERNEL), "/opt/toolpath/kernel.py", "--bind", str(self.workdir), INSIDE,
+                "--chdir", INSIDE,
                 "--remount-ro", "/", "--",
                 py, "-I", "-B", "/opt/toolpath/kernel.py", *kernel_args]
         return cmd
@@ -187,23 +190,31 @@ class ProcessSandbox:
         r, w = os.pipe()
         env = {"PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg", "HOME": str(self.workdir)} \
             if self.isolation == "unisolated" else {}
+        # The kernel's own stderr (outside cells) goes to a log file, not a pipe nobody drains: a full pipe
+        # would block the kernel. It is read when the kernel fails to start.
+        log = open(self.workdir / ".kernel.log", "ab")
         try:
             self.proc = subprocess.Popen(self._command(w), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.PIPE, pass_fds=(w,), preexec_fn=self._limits,
+                                         stderr=log, pass_fds=(w,), preexec_fn=self._limits,
                                          start_new_session=True, env=env, cwd=self.workdir)
         except OSError as err:
             os.close(r)
             os.close(w)
             raise SandboxError(f"cannot start the Python sandbox: {err}") from err
+        finally:
+            log.close()
         os.close(w)
         self._out, self._buf = r, b""
         if self.isolation == "bwrap":
             self._cgroup = self._cgroup or _PidsCgroup(self.limits.processes)
             self._cgroup.add(self.proc.pid)
-        ready = self._read(timeout=30.0)
+        try:
+            ready = self._read(timeout=30.0)
+        except EOFError:
+            ready = None
         if ready is None or not ready.get("ready"):
-            err = self.proc.stderr.read1(2000).decode(errors="replace") if self.proc.stderr else ""
             self._kill()
+            err = (self.workdir / ".kernel.log").read_text(errors="replace")[-2000:]
             raise SandboxError(f"the Python sandbox did not start: {err.strip() or 'no answer'}")
         if self._preload:
             self._request({"op": "set", "code": self._preload}, timeout=30.0)
@@ -215,9 +226,8 @@ class ProcessSandbox:
             except (ProcessLookupError, PermissionError):
                 pass
             self.proc.wait()
-            for f in (self.proc.stdin, self.proc.stderr):
-                if f:
-                    f.close()
+            if self.proc.stdin:
+                self.proc.stdin.close()
             self.proc = None
         if self._out is not None:
             os.close(self._out)
