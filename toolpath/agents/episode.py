@@ -10,6 +10,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from ..policies.base import Policy, PolicyError, load, slow_to_load
@@ -91,7 +92,8 @@ def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
             on_event({"type": "loading", "model": spec.model.name})
         policy = load(spec.model)
     ctx = ToolContext(run_id=run_id, inputs=list(spec.inputs.files) + list(spec.inputs.images),
-                      save_artifact=store.put_artifact)
+                      save_artifact=store.put_artifact,
+                      images={f"image_{i}": p for i, p in enumerate(spec.inputs.images, 1)})
     return agent, Runtime(run_id=run_id, spec=spec, policy=policy, tools=tools, store=store, ctx=ctx, on_event=on_event)
 
 
@@ -202,6 +204,9 @@ def _resume(agent, rt: Runtime, store: Store, run_id: str) -> RunResult:
     dropped = store.drop_steps_after(run_id, values["seq"])
     store.checkpointer().mark_durable(run_id, values["seq"])  # what we resume from is on disk already
     rt.transcript = store.transcript(run_id)
+    for m in rt.transcript:  # images earlier tool calls made keep their names (crop_1, …) after a resume
+        if m.role == "tool":
+            rt.ctx.images.update({Path(ref.name).stem: Path(ref.path) for ref in m.images if ref.name})
     rt.emit({"type": "resume", "run_id": run_id, "from_step": values["steps"], "dropped": dropped,
              "tokens": values["tokens_in"] + values["tokens_out"]})
     if not snapshot.next:  # the graph had ended; only the run row was not updated before the kill

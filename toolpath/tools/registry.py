@@ -51,6 +51,7 @@ class ToolContext:
     inputs: list[Path] = field(default_factory=list)
     save_artifact: Callable[..., ArtifactRef] | None = None
     sandbox: Any = None  # the episode's sandbox (a ProcessSandbox for `python`), None when the spec has none
+    images: dict[str, Path] = field(default_factory=dict)  # image names tools may read: image_1…, crop_1…
 
     def artifact(self, data: bytes | str | Path, name: str = "", mime: str | None = None) -> ArtifactRef:
         if self.save_artifact is None:
@@ -208,7 +209,7 @@ def tool(fn: Callable | None = None, *, name: str | None = None, timeout: float 
 
 # Modules whose import registers tools. Capability modules append themselves here; users add their own
 # through TOOLPATH_PLUGINS=pkg.module,other.module.
-BUILTIN_MODULES = ["toolpath.tools.builtin", "toolpath.tools.code"]
+BUILTIN_MODULES = ["toolpath.tools.builtin", "toolpath.tools.code", "toolpath.tools.image.ops"]
 _loaded = False
 
 
