@@ -116,3 +116,10 @@ def test_chatty_kernel_stderr_outside_cells_cannot_block_it(box):
     time.sleep(0.6)
     assert box.run("1 + 1").value == "2"
     assert (box.workdir / ".kernel.log").stat().st_size >= 1_000_000
+
+
+@needs_bwrap
+def test_a_failing_preload_is_a_clear_error_and_the_kernel_survives(box):
+    with pytest.raises(SandboxError, match="(?s)preloading the kernel failed.*ModuleNotFoundError"):
+        box.preload("import no_such_module_here")
+    assert box.run("1 + 1").value == "2" and box.restarts == 0

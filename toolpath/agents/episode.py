@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -46,10 +47,15 @@ class EpisodeError(RuntimeError):
 SANDBOX_KINDS = ("none", "process")
 
 
-def _open_sandbox(spec: TaskSpec):
-    """The episode's sandbox, started, or None. Raises EpisodeError naming what is wrong."""
+@contextmanager
+def _episode_sandbox(rt: Runtime):
+    """Open the spec's sandbox into rt.ctx.sandbox for the episode, and close it after, whatever happens.
+
+    Raises EpisodeError naming what is wrong; a sandbox that started and then failed is closed too."""
+    spec = rt.spec
     if spec.sandbox.kind == "none":
-        return None
+        yield
+        return
     from dataclasses import fields
 
     from ..sandboxes.base import SandboxError, SandboxLimits
@@ -62,22 +68,28 @@ def _open_sandbox(spec: TaskSpec):
     if unknown:
         raise EpisodeError(f"sandbox.options: unknown option(s) {', '.join(unknown)}; expected isolation or "
                            f"{', '.join(sorted(known))}")
+    box = None
     try:
-        box = ProcessSandbox(SandboxLimits(**opts), isolation=isolation).start()
-        inputs = box.workdir / "inputs"
-        if spec.inputs.images or spec.inputs.files:
-            inputs.mkdir()
-            for p in list(spec.inputs.images) + list(spec.inputs.files):
-                shutil.copyfile(p, inputs / p.name)
-                os.chmod(inputs / p.name, 0o644)
-        if spec.inputs.images:
-            lines = ["from PIL import Image as _Image"] + [
-                f"image_{i} = _Image.open({('inputs/' + p.name)!r}); image_{i}.load()"
-                for i, p in enumerate(spec.inputs.images, 1)]
-            box.preload("\n".join(lines))
-    except (SandboxError, OSError, TypeError) as err:
-        raise EpisodeError(f"sandbox {spec.sandbox.kind!r}: {err}") from err
-    return box
+        try:
+            box = ProcessSandbox(SandboxLimits(**opts), isolation=isolation).start()
+            inputs = box.workdir / "inputs"
+            if spec.inputs.images or spec.inputs.files:
+                inputs.mkdir()
+                for p in list(spec.inputs.images) + list(spec.inputs.files):
+                    shutil.copyfile(p, inputs / p.name)
+                    os.chmod(inputs / p.name, 0o644)
+            if rt.ctx.images:  # the same names the image tools use: image_1, image_2, …
+                box.preload("\n".join(["from PIL import Image as _Image"] + [
+                    f"{name} = _Image.open({('inputs/' + path.name)!r}); {name}.load()"
+                    for name, path in rt.ctx.images.items()]))
+        except (SandboxError, OSError, TypeError) as err:
+            raise EpisodeError(f"sandbox {spec.sandbox.kind!r}: {err}") from err
+        rt.ctx.sandbox = box
+        yield
+    finally:
+        if box is not None:
+            box.close()
+        rt.ctx.sandbox = None
 
 
 def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
@@ -119,7 +131,6 @@ def _drive(graph, rt: Runtime, graph_input, run_id: str) -> RunResult:
         from langgraph.errors import GraphRecursionError
 
         store.commit_deferred(run_id)
-
         status = "budget_exhausted" if isinstance(err, GraphRecursionError) else "failed"
         snapshot = graph.get_state(config).values or {}
         store.update_run(run_id, status=status, error=f"{type(err).__name__}: {err}")
@@ -148,8 +159,7 @@ def run_episode(spec: TaskSpec, store: Store, on_event: Callable[[Event], None] 
         agent, rt = _runtime(spec, run_id or "", store, policy, on_event)
     except (PolicyError, ToolError, ValueError) as err:
         raise EpisodeError(str(err)) from err
-    rt.ctx.sandbox = _open_sandbox(spec)
-    try:
+    with _episode_sandbox(rt):
         rt.run_id = run_id = store.create_run(spec.to_json(), spec.id, spec.model.name, spec.agent.name, run_id,
                                               eval_id)
         rt.ctx.run_id = run_id
@@ -158,9 +168,6 @@ def run_episode(spec: TaskSpec, store: Store, on_event: Callable[[Event], None] 
         rt.record(0, "task", first, time.time(), 0.0)
         graph = agent.build(rt, checkpointer=store.checkpointer())
         return _drive(graph, rt, initial_state(), run_id)
-    finally:
-        if rt.ctx.sandbox is not None:
-            rt.ctx.sandbox.close()
 
 
 def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] | None = None,
@@ -180,12 +187,8 @@ def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] 
         agent, rt = _runtime(spec, run_id, store, policy, on_event)
     except (PolicyError, ToolError, ValueError) as err:
         raise EpisodeError(str(err)) from err
-    rt.ctx.sandbox = _open_sandbox(spec)  # a fresh kernel: the killed one's variables are gone
-    try:
+    with _episode_sandbox(rt):  # a fresh kernel: the killed one's variables are gone
         return _resume(agent, rt, store, run_id)
-    finally:
-        if rt.ctx.sandbox is not None:
-            rt.ctx.sandbox.close()
 
 
 def _resume(agent, rt: Runtime, store: Store, run_id: str) -> RunResult:

@@ -108,8 +108,12 @@ def main():
         req = json.loads(line)
         cell += 1
         if req.get("op") == "set":  # preload values (e.g. task images) into the namespace
-            exec(req["code"], namespace)
-            out.write(json.dumps({"ok": True}) + "\n")
+            try:
+                exec(req["code"], namespace)
+            except BaseException:  # a preload that fails must be reported, not end the kernel
+                out.write(json.dumps({"ok": False, "error": traceback.format_exc()[-2000:]}) + "\n")
+            else:
+                out.write(json.dumps({"ok": True}) + "\n")
             continue
         res = run_cell(cell, req["code"], int(req.get("output_cap", 20000)), int(req.get("image_limit", 10)))
         out.write(json.dumps(res) + "\n")

@@ -217,7 +217,7 @@ class ProcessSandbox:
             err = (self.workdir / ".kernel.log").read_text(errors="replace")[-2000:]
             raise SandboxError(f"the Python sandbox did not start: {err.strip() or 'no answer'}")
         if self._preload:
-            self._request({"op": "set", "code": self._preload}, timeout=30.0)
+            self._set(self._preload)
 
     def _kill(self) -> None:
         if self.proc is not None:
@@ -279,10 +279,18 @@ class ProcessSandbox:
             out.append(host)
         return out
 
+    def _set(self, code: str) -> None:
+        try:
+            res = self._request({"op": "set", "code": code}, timeout=30.0)
+        except EOFError:
+            res = None
+        if res is None or not res.get("ok"):
+            raise SandboxError("preloading the kernel failed: " + ((res or {}).get("error") or "no answer").strip())
+
     def preload(self, code: str) -> None:
         """Code run in the namespace now and after every restart (task images as image_1, image_2, …)."""
+        self._set(code)
         self._preload += code + "\n"
-        self._request({"op": "set", "code": code}, timeout=30.0)
 
     def run(self, code: str, timeout: float | None = None) -> CellResult:
         """Run one cell. Crashes and timeouts are reported in the result; the kernel is restarted."""
