@@ -312,6 +312,7 @@ class Store:
     def prune_checkpoints(self, run_id: str) -> None:
         """Keep only a finished run's last checkpoint: its steps table already holds the whole history."""
         saver = self.checkpointer()
+        saver.forget(run_id)
         with saver.lock:
             conn = saver.conn
             last = conn.execute("SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? ORDER BY checkpoint_id DESC "
@@ -353,7 +354,14 @@ def _store_saver(store: Store):
             with self._durable:
                 if seq > self._durable_seq.get(thread_id, -1):
                     self._durable_seq[thread_id] = seq
+                self._failed.pop(thread_id, None)  # a later commit (or a resume) supersedes an earlier failure
                 self._durable.notify_all()
+
+        def forget(self, thread_id: str) -> None:
+            """Drop what is kept in memory for a finished run (an eval runs thousands in one process)."""
+            with self._durable:
+                self._durable_seq.pop(thread_id, None)
+                self._failed.pop(thread_id, None)
 
         def wait_durable(self, thread_id: str, seq: int, timeout: float = 120.0) -> None:
             """Block until the checkpoint holding node `seq` is committed.
