@@ -47,3 +47,16 @@ def test_a_worked_example_follows_the_system_prompt_when_the_calculator_is_there
     assert c[2]["content"].startswith('<tool_call>{"name": "calculator"') and c[-1]["content"] == "q"
     other = {"name": "search", "description": "s", "parameters": {"properties": {}}}
     assert len(chat("plain", [Message(role="user", content="q")], tools=(other,))) == 2  # no example without it
+
+
+def test_deepeyes_turns_are_rendered_in_their_own_grammar():
+    from toolpath.policies.formats import FORMATS
+
+    py = {"name": "python", "description": "run code", "parameters": {"properties": {"code": {"type": "string"}}}}
+    msgs = [Message(role="system", content="sys"), Message(role="user", content="q"),
+            Message(role="assistant", content="look", tool_calls=[ToolCall(id="1", name="python", arguments={"code": "1"})]),
+            Message(role="tool", content="Code execution result:\nstdout:\n(empty)", name="python")]
+    c = HFPolicy(None, Tok("plain"), ModelSpec(options={"demonstration": False}), "t")._chat(msgs, [py], FORMATS["deepeyes"])
+    assert "<code>" in c[0]["content"] and "<answer>" in c[0]["content"]
+    assert c[2]["content"] == "<think>look</think>\n<code>\n```python\n1\n```\n</code>"
+    assert c[3] == {"role": "user", "content": "Code execution result:\nstdout:\n(empty)"}

@@ -123,3 +123,20 @@ def test_no_server_and_no_key_is_refused_before_any_request(home, tmp_path, monk
     task = write(tmp_path / "t.yaml", "id: t\ninstruction: hi\nmodel: openai:gpt-4.1-mini\n")
     r = toolpath_cli("run", task, home=home, env={"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""})
     assert r.returncode == 2 and "needs a server" in r.stderr
+
+
+@pytest.mark.parametrize("server", [[reply(content='<think>add</think><tool_call>{"name": "calculator", '
+                                                  '"arguments": {"expression": "2+3"}}'),
+                                     reply(content="<think>done</think><answer>5</answer>")]], indirect=True)
+def test_a_text_grammar_is_taught_in_the_prompt_and_cut_at_its_stop_sequences(server, store):
+    spec = parse_spec({"id": "t", "instruction": "What is 2+3?", "model": {"name": "openai:m", "base_url": server.url},
+                       "tools": ["calculator"], "agent": {"name": "react", "params": {"format": "deepeyes"}}})
+    r = run_episode(spec, store)
+    assert (r.status, r.answer) == ("finished", "5")
+    first, second = (q["body"] for q in server.requests)
+    assert "tools" not in first and first["stop"] == ["</code>", "</tool_call>"]
+    assert "<answer>" in first["messages"][0]["content"] and first["messages"][0]["role"] == "system"
+    # its own call goes back in the grammar, the result as a user turn
+    assert second["messages"][-2] == {"role": "assistant", "content": '<think>add</think>\n<tool_call>{"name": '
+                                      '"calculator", "arguments": {"expression": "2+3"}}</tool_call>'}
+    assert second["messages"][-1] == {"role": "user", "content": "Result of calculator:\n5"}

@@ -97,6 +97,7 @@ def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
     if spec.sandbox.kind not in SANDBOX_KINDS:
         raise ValueError(f"sandbox {spec.sandbox.kind!r} is not available; available: {', '.join(SANDBOX_KINDS)}")
     agent = agent_module(spec.agent.name)
+    spec, fmt = _agent_params(agent, spec)
     defaults = agent.DEFAULT_TOOLS + (["python"] if spec.sandbox.kind == "process" else [])
     tools = {t.name: t for t in select_tools(spec.tools, defaults)}
     if policy is None:
@@ -106,7 +107,28 @@ def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
     ctx = ToolContext(run_id=run_id, inputs=list(spec.inputs.files) + list(spec.inputs.images),
                       save_artifact=store.put_artifact,
                       images={f"image_{i}": p for i, p in enumerate(spec.inputs.images, 1)})
-    return agent, Runtime(run_id=run_id, spec=spec, policy=policy, tools=tools, store=store, ctx=ctx, on_event=on_event)
+    return agent, Runtime(run_id=run_id, spec=spec, policy=policy, tools=tools, store=store, ctx=ctx, on_event=on_event,
+                          format=fmt)
+
+
+def _agent_params(agent, spec: TaskSpec):
+    """Check `agent.params` against what the agent accepts; pick the response format and its turn limit.
+
+    A format with a turn limit of its own (DeepEyesV2: 9) applies it unless the spec sets max_steps; the spec
+    that is stored carries the limit, so a resumed run keeps it."""
+    from ..policies.formats import get_format
+
+    accepted = getattr(agent, "PARAMS", {})
+    unknown = sorted(set(spec.agent.params) - set(accepted))
+    if unknown:
+        expected = ", ".join(f"{k} ({v})" for k, v in accepted.items()) or "none"
+        raise ValueError(f"agent.params: unknown parameter(s) {', '.join(unknown)} for agent {spec.agent.name!r}; "
+                         f"expected: {expected}")
+    fmt = get_format(spec.agent.params.get("format"))
+    if fmt.max_steps and "max_steps" not in spec.limits.model_fields_set:
+        spec = spec.model_copy(deep=True)
+        spec.limits.max_steps = fmt.max_steps
+    return spec, fmt
 
 
 def _first_messages(rt: Runtime, system_prompt: str) -> list[Message]:
@@ -160,6 +182,7 @@ def run_episode(spec: TaskSpec, store: Store, on_event: Callable[[Event], None] 
     except (PolicyError, ToolError, ValueError) as err:
         raise EpisodeError(str(err)) from err
     with _episode_sandbox(rt):
+        spec = rt.spec  # with the limits its agent parameters imply
         rt.run_id = run_id = store.create_run(spec.to_json(), spec.id, spec.model.name, spec.agent.name, run_id,
                                               eval_id)
         rt.ctx.run_id = run_id

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..policies.base import Policy, PolicyError
-from ..policies.formats import issue_feedback
+from ..policies.formats import FORMATS
 from ..runs import Store
 from ..spec import TaskSpec
 from ..state import AgentState, Message, Observation, ToolCall
@@ -35,6 +35,7 @@ class Runtime:
     on_event: Callable[[Event], None] | None = None
     # True when a StoreSaver checkpoints the graph: step rows then commit with the node's checkpoint.
     deferred: bool = False
+    format: Any = FORMATS["json"]  # the response grammar policies speak in this run (policies.formats)
 
     def __post_init__(self) -> None:
         self.schemas = [t.schema() for t in self.tools.values()]
@@ -104,7 +105,8 @@ def make_policy_node(rt: Runtime) -> Callable[[AgentState], Any]:
         rt.emit({"type": "thinking", "step": step})
         try:
             resp = rt.policy.respond(rt.transcript, rt.schemas, temperature=spec.model.temperature,
-                                     max_new_tokens=spec.model.max_new_tokens, seed=spec.seed + step)
+                                     max_new_tokens=spec.model.max_new_tokens, seed=spec.seed + step,
+                                     format=rt.format)
         except PolicyError as err:
             dt = time.perf_counter() - t0
             rt.record(seq, "policy", [], started, dt, error=str(err))
@@ -115,13 +117,16 @@ def make_policy_node(rt: Runtime) -> Callable[[AgentState], Any]:
         update: dict[str, Any] = {"seq": seq, "steps": step, "pending": [c.model_dump() for c in resp.tool_calls],
                                   "tokens_in": state["tokens_in"] + resp.tokens_in,
                                   "tokens_out": state["tokens_out"] + resp.tokens_out}
+        answer = resp.answer
+        if answer is None and rt.format.text_is_answer and resp.text.strip():
+            answer = resp.text  # plain text and no call: in this grammar, that is the answer
         if resp.issues:
-            messages.append(Message(role="user", content=issue_feedback(resp.issues)))
+            messages.append(Message(role="user", content=rt.format.feedback(resp.issues)))
         elif not resp.tool_calls:
-            if resp.text.strip():  # plain text and no call: that is the answer
-                update.update(status="finished", answer=resp.text.strip())
+            if answer is not None and answer.strip():
+                update.update(status="finished", answer=answer.strip())
             else:
-                messages.append(Message(role="user", content="Your reply was empty. Call a tool, or reply with the answer."))
+                messages.append(Message(role="user", content=rt.format.no_action))
         dt = time.perf_counter() - t0
         update["seconds"] = state["seconds"] + dt
         rt.record(seq, "policy", messages, started, dt, resp.tokens_in, resp.tokens_out, raw=resp.raw,

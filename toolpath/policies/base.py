@@ -33,6 +33,7 @@ class Response:
     text: str  # what the model said, outside any tool call
     tool_calls: list[ToolCall] = field(default_factory=list)
     issues: list[str] = field(default_factory=list)  # calls it tried to make that could not be read
+    answer: str | None = None  # an explicit final answer, in grammars that mark one (DeepEyesV2's <answer>)
     tokens_in: int = 0
     tokens_out: int = 0
     latency_s: float = 0.0
@@ -43,6 +44,8 @@ class Response:
 class Policy(Protocol):
     name: str
 
+    # `generation` carries temperature, max_new_tokens, seed and `format`: the response grammar of the run
+    # (policies.formats.JSONFormat or DeepEyesFormat), which a policy producing text uses to prompt and parse.
     def respond(self, messages: list[Message], tools: list[dict], **generation: Any) -> Response: ...
 
 

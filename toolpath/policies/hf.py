@@ -1,6 +1,7 @@
 """Local transformers models: a safetensors folder or a single GGUF file, on the CPU or a GPU.
 
-Tool calls use the JSON format of formats.py, taught in the system prompt and read back tolerantly.
+Tool calls use the run's response format (formats.py: JSON tool calls by default, or DeepEyesV2's tags),
+taught in the system prompt, cut at the format's stop sequences, and read back tolerantly.
 A GGUF file is de-quantized by transformers on first use (tens of seconds) and the result is cached as a
 safetensors folder under $TOOLPATH_HOME/models/<name>-<sha256 prefix>, so every later load is a plain,
 fast `from_pretrained` of that folder.
@@ -21,7 +22,7 @@ from typing import Any
 from ..spec import ModelSpec
 from ..state import Message
 from .base import PolicyError, Response
-from .formats import CLOSE, OPEN, demonstration, parse_tool_calls, render_tools
+from .formats import FORMATS
 
 _LOCK = threading.Lock()  # one generate() at a time per process: the CPU is the bottleneck anyway
 
@@ -114,10 +115,10 @@ class HFPolicy:
         torch.set_num_threads(max(1, os.cpu_count() or 1))
         return cls(model, tok, spec, name or f"hf:{path}", time.perf_counter() - started)
 
-    def _chat(self, messages: list[Message], tools: list[dict]) -> list[dict]:
+    def _chat(self, messages: list[Message], tools: list[dict], fmt=FORMATS["json"]) -> list[dict]:
         chat = []
-        guide = render_tools(tools) if tools else ""
-        demo = demonstration(tools) if self.spec.options.get("demonstration", True) else []
+        guide = fmt.guide(tools) if tools else ""
+        demo = fmt.demonstration(tools) if self.spec.options.get("demonstration", True) else []
         for m in messages:
             if m.role == "system":
                 chat.append({"role": "system", "content": (m.content + "\n\n" + guide).strip()})
@@ -127,12 +128,10 @@ class HFPolicy:
                 if self._tool_role:
                     chat.append({"role": "tool", "content": m.content})
                 else:
-                    chat.append({"role": "user", "content": f"Result of {m.name or 'the tool'}: {m.content}"})
+                    chat.append({"role": "user", "content": fmt.render_observation(m.name or "", m.content)})
             elif m.role == "assistant":
-                # Its calls go back in the same tagged form the model wrote them in, so it sees its own turn.
-                calls = "".join(f"\n{OPEN}{json.dumps({'name': c.name, 'arguments': c.arguments})}{CLOSE}"
-                                for c in m.tool_calls)
-                chat.append({"role": "assistant", "content": (m.content + calls).strip()})
+                # Its calls go back in the grammar the model wrote them in, so it sees its own turn.
+                chat.append({"role": "assistant", "content": fmt.render_assistant(m.content, m.tool_calls)})
             else:
                 text = m.content
                 if m.images:
@@ -146,12 +145,13 @@ class HFPolicy:
         import torch
 
         started = time.perf_counter()
-        enc = self.tokenizer.apply_chat_template(self._chat(messages, tools), add_generation_prompt=True,
+        fmt = generation.get("format") or FORMATS["json"]
+        enc = self.tokenizer.apply_chat_template(self._chat(messages, tools, fmt), add_generation_prompt=True,
                                                  return_tensors="pt", return_dict=True)
         temperature = float(generation.get("temperature", self.spec.temperature))
         max_new = int(generation.get("max_new_tokens", self.spec.max_new_tokens))
         kwargs: dict[str, Any] = dict(max_new_tokens=max_new, pad_token_id=self.tokenizer.eos_token_id,
-                                      stop_strings=[CLOSE], tokenizer=self.tokenizer)
+                                      stop_strings=list(fmt.stop), tokenizer=self.tokenizer)
         if temperature > 0:
             kwargs.update(do_sample=True, temperature=temperature, top_p=float(self.spec.options.get("top_p", 0.95)))
             torch.manual_seed(int(generation.get("seed", 0)))
@@ -162,6 +162,6 @@ class HFPolicy:
         n_in = enc["input_ids"].shape[1]
         new = out[0, n_in:]
         raw = self.tokenizer.decode(new, skip_special_tokens=True)
-        parsed = parse_tool_calls(raw, id_prefix=f"call{sum(1 for m in messages if m.role == 'assistant') + 1}")
-        return Response(text=parsed.content, tool_calls=parsed.calls, issues=parsed.issues, raw=raw,
+        parsed = fmt.parse(raw, id_prefix=f"call{sum(1 for m in messages if m.role == 'assistant') + 1}")
+        return Response(text=parsed.content, tool_calls=parsed.calls, issues=parsed.issues, answer=parsed.answer, raw=raw,
                         tokens_in=int(n_in), tokens_out=int(new.shape[0]), latency_s=time.perf_counter() - started)

@@ -1,7 +1,9 @@
 """Any OpenAI-compatible chat server: vLLM, SGLang, Ollama, llama.cpp's server, OpenAI itself.
 
 Base URL and key come from the spec (`model.base_url`, `model.api_key_env`) or OPENAI_BASE_URL /
-OPENAI_API_KEY. Tools are sent as native function definitions; images go as data URLs. The server's
+OPENAI_API_KEY. With the JSON format, tools are sent as native function definitions; with a text grammar
+(DeepEyesV2's tags) the grammar is taught in the system prompt, the format's stop sequences are sent, and
+the reply text is parsed. Images go as data URLs. The server's
 tool-call arguments are a JSON string produced by a model: they are parsed tolerantly, and one that cannot
 be read becomes an issue the model is told about, never a crash.
 """
@@ -18,7 +20,7 @@ from typing import Any
 from ..spec import ModelSpec
 from ..state import Message, ToolCall
 from .base import PolicyError, Response
-from .formats import loads_lenient, parse_tool_calls
+from .formats import FORMATS, loads_lenient, parse_tool_calls
 
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
@@ -42,21 +44,39 @@ class OpenAIPolicy:
         self.retries = int(spec.options.get("retries", retries))
         self.timeout = float(spec.options.get("timeout", timeout))
 
+    def _grammar_messages(self, messages: list[Message], tools: list[dict], fmt) -> list[dict]:
+        """The conversation for a text grammar: the guide in the system turn, calls and results as plain text."""
+        out, guide = [], fmt.guide(tools) if tools else ""
+        for m in messages:
+            if m.role == "system":
+                out.append({"role": "system", "content": (m.content + "\n\n" + guide).strip()})
+                guide = ""
+                continue
+            if m.role == "assistant":
+                out.append({"role": "assistant", "content": fmt.render_assistant(m.content, m.tool_calls)})
+                continue
+            text = fmt.render_observation(m.name or "", m.content) if m.role == "tool" else m.content
+            out.append({"role": "user" if m.role == "tool" else m.role, "content": self._with_images(text, m.images)})
+        if guide:
+            out.insert(0, {"role": "system", "content": guide})
+        return out
+
+    @staticmethod
+    def _with_images(text: str, images) -> Any:
+        if not images:
+            return text
+        return [{"type": "text", "text": text}] + [
+            {"type": "image_url", "image_url": {"url": _data_url(r.path, r.mime)}} for r in images]
+
     def _messages(self, messages: list[Message]) -> list[dict]:
         out = []
         for m in messages:
             if m.role == "tool":
                 out.append({"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content})
                 if m.images:  # tool messages cannot carry images in the API: show them in a user turn
-                    out.append({"role": "user", "content": [{"type": "text", "text": f"Images from {m.name}:"}] + [
-                        {"type": "image_url", "image_url": {"url": _data_url(r.path, r.mime)}} for r in m.images]})
+                    out.append({"role": "user", "content": self._with_images(f"Images from {m.name}:", m.images)})
                 continue
-            entry: dict[str, Any] = {"role": m.role}
-            if m.images:
-                entry["content"] = [{"type": "text", "text": m.content}] + [
-                    {"type": "image_url", "image_url": {"url": _data_url(r.path, r.mime)}} for r in m.images]
-            else:
-                entry["content"] = m.content
+            entry: dict[str, Any] = {"role": m.role, "content": self._with_images(m.content, m.images)}
             if m.tool_calls:
                 entry["tool_calls"] = [{"id": c.id, "type": "function",
                                         "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
@@ -100,7 +120,11 @@ class OpenAIPolicy:
         }
         if "seed" in generation:
             body["seed"] = int(generation["seed"])
-        if tools:
+        fmt = generation.get("format") or FORMATS["json"]
+        if not fmt.native_tools:
+            body["messages"] = self._grammar_messages(messages, tools, fmt)
+            body["stop"] = list(fmt.stop)
+        elif tools:
             body["tools"] = [{"type": "function", "function": t} for t in tools]
         data = self._post(body)
         try:
@@ -112,6 +136,12 @@ class OpenAIPolicy:
             text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
         calls, issues = [], []
         turn = sum(1 for m in messages if m.role == "assistant") + 1
+        usage = data.get("usage") or {}
+        if not fmt.native_tools:
+            parsed = fmt.parse(text, id_prefix=f"call{turn}")
+            return Response(text=parsed.content, tool_calls=parsed.calls, issues=parsed.issues, answer=parsed.answer,
+                            raw=json.dumps(msg), tokens_in=int(usage.get("prompt_tokens") or 0),
+                            tokens_out=int(usage.get("completion_tokens") or 0), latency_s=time.perf_counter() - started)
         for i, c in enumerate(msg.get("tool_calls") or []):
             fn = (c or {}).get("function") or {}
             name = fn.get("name")
@@ -131,7 +161,6 @@ class OpenAIPolicy:
         if not calls and not issues and "<tool_call>" in text:  # a server without native tool parsing
             parsed = parse_tool_calls(text, id_prefix=f"call{turn}")
             text, calls, issues = parsed.content, parsed.calls, parsed.issues
-        usage = data.get("usage") or {}
         return Response(text=text, tool_calls=calls, issues=issues, raw=json.dumps(msg),
                         tokens_in=int(usage.get("prompt_tokens") or 0), tokens_out=int(usage.get("completion_tokens") or 0),
                         latency_s=time.perf_counter() - started)

@@ -1,11 +1,12 @@
 """Replays recorded responses: tests, demos and regression traces, with no model at all.
 
-The file is a YAML list. Each entry is either the model's raw text (parsed with the JSON tool-call format,
+The file is a YAML list. Each entry is either the model's raw text (parsed with the run's response format,
 exactly as a local model's output would be) or a mapping:
 
     - text: "Let me compute that."
       tool_calls: [{name: calculator, arguments: {expression: "2+3"}}]
       delay: 0.2          # seconds to wait first, to stand in for a model's latency
+    - {text: "I know it now.", answer: "5"}      # an explicit final answer
     - "<tool_call>{\"name\": \"final_answer\", \"arguments\": {\"answer\": \"5\"}}</tool_call>"
 
 The n-th response answers the n-th assistant turn, counted from the conversation itself, so a resumed run
@@ -22,7 +23,7 @@ import yaml
 
 from ..state import Message, ToolCall
 from .base import PolicyError, Response, word_count
-from .formats import parse_tool_calls
+from .formats import FORMATS
 
 
 class ScriptedPolicy:
@@ -49,7 +50,7 @@ class ScriptedPolicy:
             return {"raw": r}
         if not isinstance(r, dict):
             raise PolicyError(f"scripted policy {self.source}: response {i + 1} must be a string or a mapping")
-        unknown = set(r) - {"text", "tool_calls", "delay", "tokens_in", "tokens_out"}
+        unknown = set(r) - {"text", "tool_calls", "answer", "delay", "tokens_in", "tokens_out"}
         if unknown:
             raise PolicyError(f"scripted policy {self.source}: response {i + 1} has unknown keys {sorted(unknown)}")
         return r
@@ -64,14 +65,18 @@ class ScriptedPolicy:
         if r.get("delay"):
             time.sleep(float(r["delay"]))
         prompt_words = sum(word_count(m.content) for m in messages)
+        answer = None
         if "raw" in r:
-            parsed = parse_tool_calls(r["raw"], id_prefix=f"call{turn + 1}")
-            text, calls, issues, raw = parsed.content, parsed.calls, parsed.issues, r["raw"]
+            fmt = generation.get("format") or FORMATS["json"]
+            parsed = fmt.parse(r["raw"], id_prefix=f"call{turn + 1}")
+            text, calls, issues, raw, answer = parsed.content, parsed.calls, parsed.issues, r["raw"], parsed.answer
         else:
             calls = [ToolCall(id=f"call{turn + 1}_{j + 1}", name=c["name"], arguments=c.get("arguments") or {})
                      for j, c in enumerate(r.get("tool_calls") or [])]
             text, issues, raw = r.get("text", ""), [], r.get("text", "")
-        return Response(text=text, tool_calls=calls, issues=issues, raw=raw,
+            if r.get("answer") is not None:
+                answer = str(r["answer"])
+        return Response(text=text, tool_calls=calls, issues=issues, raw=raw, answer=answer,
                         tokens_in=int(r.get("tokens_in", prompt_words)),
                         tokens_out=int(r.get("tokens_out", word_count(raw) + 3 * len(calls))),
                         latency_s=time.perf_counter() - started)
