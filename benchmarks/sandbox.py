@@ -18,40 +18,49 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+def measure(isolation: str, starts: int, cells: int) -> tuple[float, float]:
+    """(median start seconds, mean cell round trip seconds) for one isolation mode."""
+    from toolpath.sandboxes.process import ProcessSandbox
+
+    times = []
+    for _ in range(starts):
+        t = time.perf_counter()
+        box = ProcessSandbox(isolation=isolation).start()
+        times.append(time.perf_counter() - t)
+        box.close()
+    with ProcessSandbox(isolation=isolation) as box:
+        for _ in range(10):
+            box.run("x = 1")
+        t = time.perf_counter()
+        for i in range(cells):
+            assert box.run(f"x + {i}").value == str(1 + i)
+        cell = (time.perf_counter() - t) / cells
+    return statistics.median(times), cell
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cells", type=int, default=200)
     ap.add_argument("--starts", type=int, default=10)
     args = ap.parse_args()
-    from toolpath.sandboxes.process import ProcessSandbox, bwrap_works
+    from toolpath.sandboxes.process import bwrap_works, unshare_works
 
-    reason = bwrap_works()
-    if reason:
-        print(f"no bubblewrap sandbox here ({reason}); nothing measured")
-        return
-    starts = []
-    for _ in range(args.starts):
-        t = time.perf_counter()
-        box = ProcessSandbox().start()
-        starts.append(time.perf_counter() - t)
-        box.close()
-    with ProcessSandbox() as box:
-        for _ in range(10):
-            box.run("x = 1")
-        t = time.perf_counter()
-        for i in range(args.cells):
-            assert box.run(f"x + {i}").value == str(1 + i)
-        cell = (time.perf_counter() - t) / args.cells
     base = []
     for _ in range(args.starts):
         t = time.perf_counter()
         subprocess.run([sys.executable, "-c", "print(1 + 1)"], capture_output=True, check=True)
         base.append(time.perf_counter() - t)
-    s, b = statistics.median(starts), statistics.median(base)
-    print(f"sandbox start (bwrap + kernel ready)   {s * 1000:7.1f} ms (median of {args.starts}; goal <= 200 ms)")
-    print(f"sandbox cell round trip                {cell * 1000:7.2f} ms (mean of {args.cells}; goal <= 5 ms)")
-    print(f"subprocess.run([python, '-c', ...])    {b * 1000:7.1f} ms (median of {args.starts}) per cell, no state")
-    print(f"ratio sandbox round trip / subprocess.run: {cell / b:.3f}")
+    b = statistics.median(base)
+    print(f"subprocess.run([python, '-c', ...])      {b * 1000:7.1f} ms (median of {args.starts}) per cell, no state")
+    for isolation, check in (("bwrap", bwrap_works), ("unshare", unshare_works)):
+        reason = check()
+        if reason:
+            print(f"{isolation}: not available here ({reason}); not measured")
+            continue
+        s, cell = measure(isolation, args.starts, args.cells)
+        print(f"{isolation:8s} sandbox start (kernel ready)   {s * 1000:7.1f} ms (median of {args.starts}; goal <= 200 ms)")
+        print(f"{isolation:8s} cell round trip                {cell * 1000:7.2f} ms (mean of {args.cells}; goal <= 5 ms)")
+        print(f"{isolation:8s} ratio round trip / subprocess.run: {cell / b:.3f}")
 
 
 if __name__ == "__main__":

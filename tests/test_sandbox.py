@@ -86,7 +86,8 @@ def test_episodes_share_nothing():
 
 def test_unisolated_mode_must_be_asked_for_and_says_so(monkeypatch):
     monkeypatch.setattr(process, "bwrap_works", lambda: "bubblewrap (bwrap) is not installed")
-    with pytest.raises(SandboxError, match="isolation: unisolated"):
+    monkeypatch.setattr(process, "unshare_works", lambda: "unshare cannot create namespaces here")
+    with pytest.raises(SandboxError, match="bwrap: bubblewrap .*unshare: unshare cannot.*isolation: unisolated"):
         ProcessSandbox().start()
     with ProcessSandbox(isolation="unisolated") as box:
         r = box.run("1 + 1")

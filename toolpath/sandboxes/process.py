@@ -1,13 +1,17 @@
-"""A persistent Python kernel in a child process, isolated without Docker (bubblewrap + rlimits).
+"""A persistent Python kernel in a child process, isolated without Docker (bubblewrap or unshare + rlimits).
 
 Inside: its own user, PID, network, IPC and UTS namespaces (no network at all, not even loopback to the
 host's services); a file system made of the system directories and the Python installation, read-only, a
-private /tmp, and one read-write folder per episode mounted at /work; no environment variables from the
+private /tmp, and one read-write folder per episode mounted at /episode; no environment variables from the
 host (so no API keys); rlimits on CPU, memory, open files and file size; a pids cgroup (or RLIMIT_NPROC)
 against fork bombs; a wall-clock timeout per cell. Closing the sandbox kills every process in it.
 
-Where bubblewrap cannot run, the sandbox refuses to start, unless the user asks by name for
-isolation="unisolated": then the kernel is a plain child process with rlimits only, and every result says so.
+Isolation, in order of preference (`isolation="auto"` takes the first that works here):
+  bwrap       bubblewrap builds the namespaces and the file system
+  unshare     util-linux's unshare builds the same namespaces; a small shell script mounts the same read-only
+              file system, chroots into it and drops to an unprivileged user (setpriv)
+Where neither works, the sandbox refuses to start, unless the user asks by name for isolation="unisolated":
+then the kernel is a plain child process with rlimits only, and every result says so.
 """
 
 from __future__ import annotations
@@ -32,7 +36,14 @@ KERNEL = Path(__file__).with_name("kernel.py")
 # Where the episode's folder appears inside the sandbox. Not /work: a checkout (and its .venv, which the
 # kernel needs) may live under /work on the host, and a mount there would hide it.
 INSIDE = "/episode"
-ISOLATIONS = ("auto", "bwrap", "unisolated")
+ISOLATIONS = ("auto", "bwrap", "unshare", "unisolated")
+NOBODY = 65534
+# Host paths the kernel sees, read-only, at the same place: the system and the interpreter's own folders.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc/alternatives", "/etc/ssl")
+SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/etc/mime.types")
+# What the kernel's environment holds: nothing of the host's (no API keys), only this.
+KERNEL_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": INSIDE, "MPLBACKEND": "Agg",
+              "PYTHONDONTWRITEBYTECODE": "1", "MPLCONFIGDIR": "/tmp/matplotlib"}
 
 
 @dataclass
@@ -47,6 +58,68 @@ class CellResult:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+def _python_dirs() -> list[str]:
+    return sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)})
+
+
+def unshare_works() -> str | None:
+    """None when unshare can make the namespaces and mounts this sandbox needs, else the reason it cannot."""
+    missing = [t for t in ("unshare", "setpriv", "chroot", "mount") if shutil.which(t) is None]
+    if missing:
+        return f"missing {', '.join(missing)} (Debian package util-linux / coreutils)"
+    cmd = ["unshare", *_unshare_flags(), "--", "sh", "-c", "mount -t tmpfs tmpfs /mnt && mount -t proc proc /proc"]
+    try:
+        r = subprocess.run(cmd, capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"unshare failed to run: {err}"
+    return None if r.returncode == 0 else f"unshare cannot create namespaces here: {r.stderr.decode()[:200].strip()}"
+
+
+def _unshare_flags() -> list[str]:
+    # As root, the namespaces need no user namespace; as anyone else, a user namespace maps them to root in it.
+    user = [] if os.getuid() == 0 else ["--user", "--map-root-user"]
+    return [*user, "--net", "--pid", "--fork", "--mount", "--ipc", "--uts", "--kill-child", "--mount-proc"]
+
+
+def _unshare_script(root: str, workdir: str, kernel: str, py: str, kernel_args: list[str]) -> str:
+    """The shell script that runs as root inside the new namespaces and builds bwrap's file system by hand:
+    a tmpfs root with the system and Python folders bound read-only, /episode read-write, a private /tmp,
+    then chroot and exec the kernel as an unprivileged user with no capabilities and an empty environment."""
+    import shlex
+
+    q = shlex.quote
+    lines = ["set -e", "mount --make-rprivate /", f"R={q(root)}", 'mount -t tmpfs -o mode=755 tmpfs "$R"']
+
+    def ro_bind(path: str) -> None:
+        if os.path.islink(path):  # merged /usr: /bin -> usr/bin stays a symlink inside
+            lines.append(f'mkdir -p "$R"{q(os.path.dirname(path))} && ln -s {q(os.readlink(path))} "$R"{q(path)}')
+            return
+        kind = "mkdir -p" if os.path.isdir(path) else "touch"
+        lines.append(f'mkdir -p "$R"{q(os.path.dirname(path))} && {kind} "$R"{q(path)}')
+        lines.append(f'mount --rbind {q(path)} "$R"{q(path)} && mount -o remount,bind,ro "$R"{q(path)}')
+
+    for d in SYSTEM_DIRS + SYSTEM_FILES:
+        if os.path.lexists(d):
+            ro_bind(d)
+    for d in _python_dirs():
+        ro_bind(d)
+    lines += ['mkdir -p "$R/opt/toolpath" && touch "$R/opt/toolpath/kernel.py"',
+              f'mount --bind {q(kernel)} "$R/opt/toolpath/kernel.py" && mount -o remount,bind,ro "$R/opt/toolpath/kernel.py"',
+              f'mkdir -p "$R"{INSIDE} && mount --bind {q(workdir)} "$R"{INSIDE}',
+              'mkdir -p "$R/tmp" "$R/proc" "$R/dev" && mount -t tmpfs -o mode=1777 tmpfs "$R/tmp"',
+              'mount -t proc -o nosuid,nodev,noexec proc "$R/proc"',
+              'for d in null zero full random urandom tty; do touch "$R/dev/$d"; mount --bind "/dev/$d" "$R/dev/$d"; done',
+              'mount -o remount,bind,ro "$R"']
+    env = " ".join(f"{k}={q(v)}" for k, v in KERNEL_ENV.items())
+    ids = f"--reuid {NOBODY} --regid {NOBODY} --clear-groups " if os.getuid() == 0 else ""
+    kernel_cmd = "cd " + INSIDE + " && exec " + " ".join(map(q, [py, "-I", "-B", "/opt/toolpath/kernel.py", *kernel_args]))
+    # No exec: this shell stays the namespace's init (pid 1, like bwrap's), so the kernel's parent is not a
+    # host process; setsid puts the kernel in a session of its own, so kill(0) reaches nothing but itself.
+    lines.append(f'chroot "$R" setpriv {ids}--inh-caps=-all --bounding-set=-all --no-new-privs '
+                 f'env -i {env} setsid sh -c {q(kernel_cmd)}')
+    return "\n".join(lines)
 
 
 def bwrap_works() -> str | None:
@@ -113,6 +186,7 @@ class ProcessSandbox:
         self._cgroup: _PidsCgroup | None = None
         self.restarts = 0
         self._preload = ""
+        self._root: str | None = None  # the empty mount point the unshare mode builds its file system on
 
     # ---- lifecycle ----------------------------------------------------------------------------------
     def __enter__(self) -> "ProcessSandbox":
@@ -136,15 +210,23 @@ class ProcessSandbox:
             self._cgroup = None
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+        if self._root is not None:  # its mounts lived in the sandbox's mount namespace and went with it
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
 
     def _choose_isolation(self) -> str:
         if self.requested == "unisolated":
             return "unisolated"
-        reason = bwrap_works()
-        if reason is None:
-            return "bwrap"
-        raise SandboxError(f"no isolation available for the Python sandbox: {reason}. To run code without "
-                           f"isolation anyway, ask for it by name: sandbox: {{kind: process, options: "
+        checks = {"bwrap": bwrap_works, "unshare": unshare_works}
+        wanted = list(checks) if self.requested == "auto" else [self.requested]
+        reasons = []
+        for name in wanted:
+            reason = checks[name]()
+            if reason is None:
+                return name
+            reasons.append(f"{name}: {reason}")
+        raise SandboxError(f"no isolation available for the Python sandbox ({'; '.join(reasons)}). To run code "
+                           f"without isolation anyway, ask for it by name: sandbox: {{kind: process, options: "
                            f"{{isolation: unisolated}}}}")
 
     def _command(self, out_fd: int) -> list[str]:
@@ -152,22 +234,22 @@ class ProcessSandbox:
         kernel_args = [str(out_fd), f"{INSIDE}/.images"]
         if self.isolation == "unisolated":
             return [py, "-I", str(KERNEL), str(out_fd), str(self.workdir / ".images")]
-        cmd = ["bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--uid", "65534", "--gid", "65534",
-               "--cap-drop", "ALL", "--clearenv", "--hostname", "sandbox",
-               "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", INSIDE,
-               "--setenv", "MPLBACKEND", "Agg", "--setenv", "PYTHONDONTWRITEBYTECODE", "1",
-               "--setenv", "MPLCONFIGDIR", "/tmp/matplotlib",
-               # /tmp first: the interpreter or its venv may live under /tmp on the host (a CI clone), and a
-               # tmpfs mounted after their binds would hide them.
-               "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-        for d in ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc/alternatives", "/etc/ssl"):
+        if self.isolation == "unshare":
+            self._root = self._root or tempfile.mkdtemp(prefix="toolpath-root-")
+            script = _unshare_script(self._root, str(self.workdir), str(KERNEL), py, kernel_args)
+            return ["unshare", *_unshare_flags(), "--", "sh", "-c", script]
+        cmd = ["bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--uid", str(NOBODY), "--gid",
+               str(NOBODY), "--cap-drop", "ALL", "--clearenv", "--hostname", "sandbox"]
+        for k, v in KERNEL_ENV.items():
+            cmd += ["--setenv", k, v]
+        # /tmp first: the interpreter or its venv may live under /tmp on the host (a CI clone), and a
+        # tmpfs mounted after their binds would hide them.
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        for d in SYSTEM_DIRS + SYSTEM_FILES:
             if os.path.exists(d):
                 cmd += ["--ro-bind", d, d]
-        for f in ("/etc/ld.so.cache", "/etc/localtime", "/etc/mime.types"):
-            if os.path.exists(f):
-                cmd += ["--ro-bind", f, f]
         # The interpreter and its packages, at the paths they were built for, read-only; nothing else of $HOME.
-        for d in {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}:
+        for d in _python_dirs():
             cmd += ["--ro-bind", d, d]
         cmd += ["--ro-bind", str(KERNEL), "/opt/toolpath/kernel.py", "--bind", str(self.workdir), INSIDE,
                 "--chdir", INSIDE,
@@ -205,7 +287,7 @@ class ProcessSandbox:
             log.close()
         os.close(w)
         self._out, self._buf = r, b""
-        if self.isolation == "bwrap":
+        if self.isolation in ("bwrap", "unshare"):
             self._cgroup = self._cgroup or _PidsCgroup(self.limits.processes)
             self._cgroup.add(self.proc.pid)
         try:
@@ -268,7 +350,7 @@ class ProcessSandbox:
     def _image_paths(self, reported: list, result: CellResult) -> list[Path]:
         """Host paths of the images the kernel reports. The kernel runs user code, so its answer is untrusted:
         only regular files inside this episode's work folder are taken, never a symlink out of it."""
-        inside = INSIDE + "/" if self.isolation == "bwrap" else str(self.workdir) + "/"
+        inside = str(self.workdir) + "/" if self.isolation == "unisolated" else INSIDE + "/"
         root = self.workdir.resolve()
         out = []
         for p in reported[: self.limits.images]:
