@@ -3,7 +3,9 @@
     python benchmarks/sandbox.py [--cells 200]
 
 Goals: start ≤ 200 ms, round trip ≤ 5 ms. The baseline is the cheapest way to run code in a fresh process,
-with no isolation and no state kept between cells.
+with no isolation and no state kept between cells; where a Docker engine answers, the Docker sandbox is measured
+too, against `docker run --rm IMAGE python -c …` (IMAGE: $TOOLPATH_DOCKER_IMAGE, else one built from this
+machine's Python by toolpath.sandboxes.docker_image).
 """
 
 from __future__ import annotations
@@ -18,17 +20,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def measure(isolation: str, starts: int, cells: int) -> tuple[float, float]:
-    """(median start seconds, mean cell round trip seconds) for one isolation mode."""
-    from toolpath.sandboxes.process import ProcessSandbox
-
+def measure(make, starts: int, cells: int) -> tuple[float, float]:
+    """(median start seconds, mean cell round trip seconds) for sandboxes made by `make()`."""
     times = []
     for _ in range(starts):
         t = time.perf_counter()
-        box = ProcessSandbox(isolation=isolation).start()
+        box = make().start()
         times.append(time.perf_counter() - t)
         box.close()
-    with ProcessSandbox(isolation=isolation) as box:
+    with make() as box:
         for _ in range(10):
             box.run("x = 1")
         t = time.perf_counter()
@@ -43,7 +43,7 @@ def main() -> None:
     ap.add_argument("--cells", type=int, default=200)
     ap.add_argument("--starts", type=int, default=10)
     args = ap.parse_args()
-    from toolpath.sandboxes.process import bwrap_works, unshare_works
+    from toolpath.sandboxes.process import ProcessSandbox, bwrap_works, unshare_works
 
     base = []
     for _ in range(args.starts):
@@ -57,10 +57,43 @@ def main() -> None:
         if reason:
             print(f"{isolation}: not available here ({reason}); not measured")
             continue
-        s, cell = measure(isolation, args.starts, args.cells)
+        s, cell = measure(lambda: ProcessSandbox(isolation=isolation), args.starts, args.cells)
         print(f"{isolation:8s} sandbox start (kernel ready)   {s * 1000:7.1f} ms (median of {args.starts}; goal <= 200 ms)")
         print(f"{isolation:8s} cell round trip                {cell * 1000:7.2f} ms (mean of {args.cells}; goal <= 5 ms)")
         print(f"{isolation:8s} ratio round trip / subprocess.run: {cell / b:.3f}")
+
+    docker_rows(args, b)
+
+
+def docker_rows(args, base: float) -> None:
+    """The Docker sandbox and plain `docker run --rm IMAGE python -c …`, where an engine answers."""
+    from toolpath.sandboxes.docker import IMAGE_ENV, DockerSandbox, docker_works
+
+    reason = docker_works()
+    if reason:
+        print(f"docker: not measured ({reason})")
+        return
+    import os
+
+    import docker
+
+    from toolpath.sandboxes.docker_image import build_host_python_image
+
+    client = docker.from_env(timeout=120)
+    image = os.environ.get(IMAGE_ENV) or build_host_python_image(client)
+    client.close()
+    runs = []
+    for _ in range(args.starts):
+        t = time.perf_counter()
+        subprocess.run(["docker", "run", "--rm", "--network", "none", image, "python3", "-c", "print(1 + 1)"],
+                       capture_output=True, check=True)
+        runs.append(time.perf_counter() - t)
+    r = statistics.median(runs)
+    s, cell = measure(lambda: DockerSandbox(image=image), args.starts, args.cells)
+    print(f"docker run --rm IMAGE python -c ...      {r * 1000:7.1f} ms (median of {args.starts}) per cell, no state")
+    print(f"docker   sandbox start (kernel ready)   {s * 1000:7.1f} ms (median of {args.starts})")
+    print(f"docker   cell round trip                {cell * 1000:7.2f} ms (mean of {args.cells})")
+    print(f"docker   ratio round trip / docker run: {cell / r:.4f}; / subprocess.run: {cell / base:.3f}")
 
 
 if __name__ == "__main__":

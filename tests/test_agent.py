@@ -113,8 +113,8 @@ def test_unknown_agent_or_tool_fails_before_anything_is_stored(store):
         run_episode(spec(agent="nope"), store, policy=ScriptedPolicy([]))
     with pytest.raises(EpisodeError, match="unknown tool 'warp'"):
         run_episode(spec(tools=["warp"]), store, policy=ScriptedPolicy([]))
-    with pytest.raises(EpisodeError, match="sandbox 'docker' is not available"):
-        run_episode(spec(sandbox="docker"), store, policy=ScriptedPolicy([]))
+    with pytest.raises(EpisodeError, match="sandbox 'vm' is not available; available: none, process, docker"):
+        run_episode(spec(sandbox="vm"), store, policy=ScriptedPolicy([]))
     assert store.list_runs() == []
 
 

@@ -43,35 +43,49 @@ class EpisodeError(RuntimeError):
     """The episode could not start: bad spec content, unknown agent or tool, a model that cannot load."""
 
 
-# Sandbox kinds an episode can run in. Tools that need one (code, GUI, robot) bring their kinds with them.
-SANDBOX_KINDS = ("none", "process")
+# Sandbox kinds an episode can run in, and the module and class of each. Tools that need one (code, GUI,
+# robot) bring their kinds with them.
+SANDBOXES = {"process": ("toolpath.sandboxes.process", "ProcessSandbox"),
+             "docker": ("toolpath.sandboxes.docker", "DockerSandbox")}
+SANDBOX_KINDS = ("none", *SANDBOXES)
+CODE_SANDBOXES = ("process", "docker")  # kinds that hold a Python kernel: the python tool is a default there
+
+
+def _open_sandbox(kind: str, options: dict):
+    """Start a sandbox of `kind`; options are its limits (SandboxLimits) plus what the class names in OPTIONS."""
+    import importlib
+    from dataclasses import fields
+
+    from ..sandboxes.base import SandboxLimits
+
+    module, name = SANDBOXES[kind]
+    cls = getattr(importlib.import_module(module), name)
+    opts = dict(options)
+    own = {k: opts.pop(k) for k in cls.OPTIONS if k in opts}
+    known = {f.name for f in fields(SandboxLimits)}
+    unknown = sorted(set(opts) - known)
+    if unknown:
+        raise EpisodeError(f"sandbox.options: unknown option(s) {', '.join(unknown)} for kind {kind!r}; expected "
+                           f"{', '.join(cls.OPTIONS)} or a limit: {', '.join(sorted(known))}")
+    return cls(SandboxLimits(**opts), **own).start()
 
 
 @contextmanager
 def _episode_sandbox(rt: Runtime):
     """Open the spec's sandbox into rt.ctx.sandbox for the episode, and close it after, whatever happens.
 
-    Raises EpisodeError naming what is wrong; a sandbox that started and then failed is closed too."""
+    Raises EpisodeError naming what is wrong; a sandbox that started and then failed is closed too (one
+    whose start failed has closed itself)."""
     spec = rt.spec
     if spec.sandbox.kind == "none":
         yield
         return
-    from dataclasses import fields
+    from ..sandboxes.base import SandboxError
 
-    from ..sandboxes.base import SandboxError, SandboxLimits
-    from ..sandboxes.process import ProcessSandbox
-
-    opts = dict(spec.sandbox.options)
-    isolation = opts.pop("isolation", "auto")
-    known = {f.name for f in fields(SandboxLimits)}
-    unknown = sorted(set(opts) - known)
-    if unknown:
-        raise EpisodeError(f"sandbox.options: unknown option(s) {', '.join(unknown)}; expected isolation or "
-                           f"{', '.join(sorted(known))}")
     box = None
     try:
         try:
-            box = ProcessSandbox(SandboxLimits(**opts), isolation=isolation).start()
+            box = _open_sandbox(spec.sandbox.kind, spec.sandbox.options)
             inputs = box.workdir / "inputs"
             if spec.inputs.images or spec.inputs.files:
                 inputs.mkdir()
@@ -98,7 +112,7 @@ def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
         raise ValueError(f"sandbox {spec.sandbox.kind!r} is not available; available: {', '.join(SANDBOX_KINDS)}")
     agent = agent_module(spec.agent.name)
     spec, fmt = _agent_params(agent, spec)
-    defaults = agent.DEFAULT_TOOLS + (["python"] if spec.sandbox.kind == "process" else [])
+    defaults = agent.DEFAULT_TOOLS + (["python"] if spec.sandbox.kind in CODE_SANDBOXES else [])
     tools = {t.name: t for t in select_tools(spec.tools, defaults)}
     if policy is None:
         if on_event is not None and slow_to_load(spec.model):

@@ -19,45 +19,22 @@ from __future__ import annotations
 import json
 import os
 import resource
-import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .base import SandboxError, SandboxLimits
+from .kernel_client import INSIDE, KERNEL, KERNEL_ENV, NOBODY, CellResult, KernelPipe, KernelSandbox
 
-KERNEL = Path(__file__).with_name("kernel.py")
-# Where the episode's folder appears inside the sandbox. Not /work: a checkout (and its .venv, which the
-# kernel needs) may live under /work on the host, and a mount there would hide it.
-INSIDE = "/episode"
+__all__ = ["ProcessSandbox", "CellResult", "bwrap_works", "unshare_works", "ISOLATIONS"]
 ISOLATIONS = ("auto", "bwrap", "unshare", "unisolated")
-NOBODY = 65534
 # Host paths the kernel sees, read-only, at the same place: the system and the interpreter's own folders.
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc/alternatives", "/etc/ssl")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/etc/mime.types")
-# What the kernel's environment holds: nothing of the host's (no API keys), only this.
-KERNEL_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": INSIDE, "MPLBACKEND": "Agg",
-              "PYTHONDONTWRITEBYTECODE": "1", "MPLCONFIGDIR": "/tmp/matplotlib"}
-
-
-@dataclass
-class CellResult:
-    stdout: str = ""
-    stderr: str = ""
-    value: str | None = None
-    error: str | None = None
-    images: list[Path] = field(default_factory=list)  # host paths of PNG files in the work folder
-    notes: list[str] = field(default_factory=list)  # what the sandbox did: truncation, restarts, isolation
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
 
 
 def _python_dirs() -> list[str]:
@@ -169,38 +146,35 @@ class _PidsCgroup:
                 pass
 
 
-class ProcessSandbox:
-    """A stateful Python kernel for one episode. Use as a context manager."""
+class ProcessSandbox(KernelSandbox):
+    """A stateful Python kernel for one episode, in a child process. Use as a context manager."""
+
+    OPTIONS = ("isolation",)  # what a task spec's sandbox.options may set besides the limits
 
     def __init__(self, limits: SandboxLimits | None = None, isolation: str = "auto", workdir: str | Path | None = None):
         if isolation not in ISOLATIONS:
             raise SandboxError(f"unknown isolation {isolation!r}; expected one of {', '.join(ISOLATIONS)}")
+        super().__init__()
         self.limits = limits or SandboxLimits()
         self.requested = isolation
         self.isolation: str | None = None
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="toolpath-episode-"))
         self.proc: subprocess.Popen | None = None
-        self._out: int | None = None
-        self._buf = b""
         self._cgroup: _PidsCgroup | None = None
-        self.restarts = 0
-        self._preload = ""
         self._root: str | None = None  # the empty mount point the unshare mode builds its file system on
 
     # ---- lifecycle ----------------------------------------------------------------------------------
-    def __enter__(self) -> "ProcessSandbox":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def start(self) -> "ProcessSandbox":
-        if self.isolation is None:
-            self.isolation = self._choose_isolation()
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.workdir, 0o777)  # the kernel runs as an unprivileged user inside
-        self._spawn()
+        try:
+            if self.isolation is None:
+                self.isolation = self._choose_isolation()
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.workdir, 0o777)  # the kernel runs as an unprivileged user inside
+            self._spawn()
+        except BaseException:
+            self.close()  # a half-started sandbox leaves no process and no folder behind
+            raise
         return self
 
     def close(self) -> None:
@@ -213,6 +187,15 @@ class ProcessSandbox:
         if self._root is not None:  # its mounts lived in the sandbox's mount namespace and went with it
             shutil.rmtree(self._root, ignore_errors=True)
             self._root = None
+
+    @property
+    def inside(self) -> str:
+        return str(self.workdir) if self.isolation == "unisolated" else INSIDE
+
+    def _notes(self) -> list[str]:
+        if self.isolation == "unisolated":
+            return ["UNISOLATED: this code ran without a sandbox (isolation=unisolated)"]
+        return []
 
     def _choose_isolation(self) -> str:
         if self.requested == "unisolated":
@@ -268,38 +251,38 @@ class ProcessSandbox:
         if os.getuid() != 0:  # root ignores RLIMIT_NPROC; the pids cgroup covers that case
             resource.setrlimit(resource.RLIMIT_NPROC, (lim.processes, lim.processes))
 
-    def _spawn(self) -> None:
-        r, w = os.pipe()
+    def _spawn_kernel(self) -> None:
+        out_r, out_w = os.pipe()
+        in_r, in_w = os.pipe()
         env = {"PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg", "HOME": str(self.workdir)} \
             if self.isolation == "unisolated" else {}
         # The kernel's own stderr (outside cells) goes to a log file, not a pipe nobody drains: a full pipe
         # would block the kernel. It is read when the kernel fails to start.
         log = open(self.workdir / ".kernel.log", "ab")
         try:
-            self.proc = subprocess.Popen(self._command(w), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                         stderr=log, pass_fds=(w,), preexec_fn=self._limits,
+            self.proc = subprocess.Popen(self._command(out_w), stdin=in_r, stdout=subprocess.DEVNULL,
+                                         stderr=log, pass_fds=(out_w,), preexec_fn=self._limits,
                                          start_new_session=True, env=env, cwd=self.workdir)
         except OSError as err:
-            os.close(r)
-            os.close(w)
+            for fd in (out_r, out_w, in_r, in_w):
+                os.close(fd)
             raise SandboxError(f"cannot start the Python sandbox: {err}") from err
         finally:
             log.close()
-        os.close(w)
-        self._out, self._buf = r, b""
+        os.close(out_w)
+        os.close(in_r)
+        self._pipe = KernelPipe(in_w, out_r)
         if self.isolation in ("bwrap", "unshare"):
             self._cgroup = self._cgroup or _PidsCgroup(self.limits.processes)
             self._cgroup.add(self.proc.pid)
         try:
-            ready = self._read(timeout=30.0)
+            ready = self._pipe.read(timeout=30.0)
         except EOFError:
             ready = None
         if ready is None or not ready.get("ready"):
             self._kill()
             err = (self.workdir / ".kernel.log").read_text(errors="replace")[-2000:]
             raise SandboxError(f"the Python sandbox did not start: {err.strip() or 'no answer'}")
-        if self._preload:
-            self._set(self._preload)
 
     def _kill(self) -> None:
         if self.proc is not None:
@@ -308,102 +291,17 @@ class ProcessSandbox:
             except (ProcessLookupError, PermissionError):
                 pass
             self.proc.wait()
-            if self.proc.stdin:
-                self.proc.stdin.close()
             self.proc = None
-        if self._out is not None:
-            os.close(self._out)
-            self._out = None
+        if self._pipe is not None:
+            self._pipe.close()
+            self._pipe = None
 
-    def _restart(self, why: str, result: CellResult) -> CellResult:
-        self._kill()
-        self.restarts += 1
-        result.notes.append(f"{why}; the kernel was restarted and its variables are lost")
-        self._spawn()
-        return result
-
-    # ---- protocol -----------------------------------------------------------------------------------
-    def _read(self, timeout: float) -> dict | None:
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([self._out], [], [], left)
-            if not ready:
-                return None
-            chunk = os.read(self._out, 1 << 16)
-            if not chunk:
-                raise EOFError
-            self._buf += chunk
-        line, _, self._buf = self._buf.partition(b"\n")
-        return json.loads(line)
-
-    def _request(self, req: dict, timeout: float) -> dict | None:
+    def _death(self) -> str:
         try:
-            self.proc.stdin.write((json.dumps(req) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            raise EOFError from None
-        return self._read(timeout)
-
-    def _image_paths(self, reported: list, result: CellResult) -> list[Path]:
-        """Host paths of the images the kernel reports. The kernel runs user code, so its answer is untrusted:
-        only regular files inside this episode's work folder are taken, never a symlink out of it."""
-        inside = str(self.workdir) + "/" if self.isolation == "unisolated" else INSIDE + "/"
-        root = self.workdir.resolve()
-        out = []
-        for p in reported[: self.limits.images]:
-            host = self.workdir / p[len(inside):] if isinstance(p, str) and p.startswith(inside) else None
-            if host is None or host.is_symlink() or not host.is_file() or root not in host.resolve().parents:
-                result.notes.append(f"image {str(p)[:80]!r} was refused: not a file in the episode's work folder")
-                continue
-            out.append(host)
-        return out
-
-    def _set(self, code: str) -> None:
-        try:
-            res = self._request({"op": "set", "code": code}, timeout=30.0)
-        except EOFError:
-            res = None
-        if res is None or not res.get("ok"):
-            raise SandboxError("preloading the kernel failed: " + ((res or {}).get("error") or "no answer").strip())
-
-    def preload(self, code: str) -> None:
-        """Code run in the namespace now and after every restart (task images as image_1, image_2, …)."""
-        self._set(code)
-        self._preload += code + "\n"
-
-    def run(self, code: str, timeout: float | None = None) -> CellResult:
-        """Run one cell. Crashes and timeouts are reported in the result; the kernel is restarted."""
-        if self.proc is None:
-            raise SandboxError("the sandbox is not started")
-        timeout = timeout or self.limits.cell_seconds
-        result = CellResult()
-        if self.isolation == "unisolated":
-            result.notes.append("UNISOLATED: this code ran without a sandbox (isolation=unisolated)")
-        req = {"code": code, "output_cap": self.limits.output_bytes, "image_limit": self.limits.images}
-        try:
-            res = self._request(req, timeout)
-        except EOFError:
-            try:
-                code_ = self.proc.wait(timeout=2)  # the pipe closes a moment before bwrap has exited
-            except subprocess.TimeoutExpired:
-                code_ = None
-            why = f"the kernel died (exit {code_})" if code_ is not None else "the kernel stopped answering"
-            if code_ in (-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU):
-                why += f": it used up its {self.limits.cpu_seconds} s of CPU or was killed"
-            result.error = why
-            return self._restart(why, result)
-        if res is None:
-            result.error = f"the cell ran past its {timeout:g} s limit"
-            return self._restart(result.error, result)
-        result.stdout, result.stderr = res["stdout"], res["stderr"]
-        result.value, result.error = res.get("value"), res.get("error")
-        for stream in ("stdout", "stderr"):
-            if res.get(f"{stream}_truncated"):
-                result.notes.append(f"{stream} was cut to {self.limits.output_bytes} of {res[f'{stream}_bytes']} bytes")
-        result.images = self._image_paths(res.get("images") or [], result)
-        if res.get("images_dropped"):
-            result.notes.append(f"{res['images_dropped']} more image(s) were not returned (limit {self.limits.images})")
-        return result
+            code = self.proc.wait(timeout=2)  # the pipe closes a moment before bwrap has exited
+        except subprocess.TimeoutExpired:
+            code = None
+        why = f"the kernel died (exit {code})" if code is not None else "the kernel stopped answering"
+        if code in (-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU):
+            why += f": it used up its {self.limits.cpu_seconds} s of CPU or was killed"
+        return why
