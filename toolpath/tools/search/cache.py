@@ -1,0 +1,89 @@
+"""The on-disk index cache under $TOOLPATH_HOME/search/ and the environment settings it is keyed by."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..registry import ToolError
+
+
+_INDEX_VERSION = 3  # bump when the index layout, the parsing or the image descriptor changes: old caches go
+
+# How many indexes this process built from the files (not loaded from the cache). Tests read it to see whether
+# a search re-indexed; nothing else depends on it.
+stats = {"text_builds": 0, "image_builds": 0}
+
+_LOCK = threading.Lock()  # tool calls run in a thread pool: one index build at a time per process
+_LOADED: dict[str, Any] = {}  # cache folder (home + corpus + key) -> index already in memory
+
+
+def clear_memory_cache() -> None:
+    """Forget indexes held in memory, as a new process would (the on-disk cache stays)."""
+    with _LOCK:
+        _LOADED.clear()
+
+
+# Configuration and the on-disk cache
+
+
+def _home() -> Path:
+    return Path(os.environ.get("TOOLPATH_HOME") or Path.home() / ".toolpath")
+
+
+def _env_path(var: str, what: str, suffixes: tuple[str, ...]) -> Path:
+    value = os.environ.get(var, "").strip()
+    if not value:
+        raise ToolError(f"{what} has no corpus: set {var} to a folder of {' '.join(suffixes)} files"
+                        + (" (or TOOLPATH_SEARCH_URL to a SearxNG-compatible search API)" if var.endswith("SEARCH_CORPUS")
+                           else ""))
+    path = Path(value).expanduser().resolve()
+    if not path.exists():
+        raise ToolError(f"{what}: {var}={value!r} does not exist")
+    return path
+
+
+def _corpus_files(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
+    """The files to index, sorted so the index (and its cache key) does not depend on directory order."""
+    if root.is_file():
+        return [root] if root.suffix.lower() in suffixes else []
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))  # .git, .cache: never content
+        files += [Path(dirpath) / f for f in filenames if not f.startswith(".") and Path(f).suffix.lower() in suffixes]
+    return sorted(files)
+
+
+def _cache_dir(kind: str, root: Path, files: list[Path], params: dict) -> Path:
+    """The index's folder, named by a key that changes when any file is added, removed, resized or touched."""
+    entries = []
+    for f in files:
+        st = f.stat()
+        entries.append([str(f), st.st_size, st.st_mtime_ns])
+    blob = json.dumps([_INDEX_VERSION, kind, str(root), params, entries])
+    key = hashlib.sha256(blob.encode()).hexdigest()[:20]
+    root_tag = hashlib.sha256(str(root).encode()).hexdigest()[:10]
+    return _home() / "search" / f"{kind}-{root_tag}-{key}"
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Move a freshly built index into place atomically, then drop older indexes of the same corpus."""
+    try:
+        os.replace(tmp, final)
+    except OSError:  # another process published the same key first; its copy is as good as ours
+        shutil.rmtree(tmp, ignore_errors=True)
+    prefix = final.name.rsplit("-", 1)[0] + "-"
+    for old in final.parent.glob(prefix + "*"):
+        if old != final and not old.name.endswith(".tmp"):
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _new_tmp_dir(final: Path) -> Path:
+    final.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=final.name + ".", suffix=".tmp", dir=final.parent))
