@@ -41,6 +41,7 @@ bench: setup
 	$(PY) benchmarks/startup.py
 	$(PY) benchmarks/local_model.py
 	$(PY) benchmarks/sandbox.py
+	$(PY) benchmarks/search.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
