@@ -67,7 +67,10 @@ def _unshare_script(root: str, workdir: str, kernel: str, py: str, kernel_args: 
     import shlex
 
     q = shlex.quote
-    lines = ["set -e", "mount --make-rprivate /", f"R={q(root)}", 'mount -t tmpfs -o mode=755 tmpfs "$R"']
+    lines = ["set -e", "mount --make-rprivate /", f"R={q(root)}", 'mount -t tmpfs -o mode=755 tmpfs "$R"',
+             # /tmp first, as with bwrap: the interpreter or its venv may live under /tmp on the host (a CI
+             # clone), and a tmpfs mounted after their binds would hide them.
+             'mkdir -p "$R/tmp" && mount -t tmpfs -o mode=1777 tmpfs "$R/tmp"']
 
     def ro_bind(path: str) -> None:
         if os.path.islink(path):  # merged /usr: /bin -> usr/bin stays a symlink inside
@@ -85,7 +88,7 @@ def _unshare_script(root: str, workdir: str, kernel: str, py: str, kernel_args: 
     lines += ['mkdir -p "$R/opt/toolpath" && touch "$R/opt/toolpath/kernel.py"',
               f'mount --bind {q(kernel)} "$R/opt/toolpath/kernel.py" && mount -o remount,bind,ro "$R/opt/toolpath/kernel.py"',
               f'mkdir -p "$R"{INSIDE} && mount --bind {q(workdir)} "$R"{INSIDE}',
-              'mkdir -p "$R/tmp" "$R/proc" "$R/dev" && mount -t tmpfs -o mode=1777 tmpfs "$R/tmp"',
+              'mkdir -p "$R/proc" "$R/dev"',
               'mount -t proc -o nosuid,nodev,noexec proc "$R/proc"',
               'for d in null zero full random urandom tty; do touch "$R/dev/$d"; mount --bind "/dev/$d" "$R/dev/$d"; done',
               'mount -o remount,bind,ro "$R"']
