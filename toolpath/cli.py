@@ -122,13 +122,15 @@ def cmd_run(args) -> int:
 
     try:
         spec = load_spec(args.task)
-        data = spec.model_dump()
+        # Only what the file set, plus the overrides: defaults an agent or format fills in (DeepEyesV2's 9
+        # turns, visual_program's sandbox) must stay unset here, or they would look chosen by the user.
+        data = spec.model_dump(exclude_unset=True)
         if args.model:
-            data["model"] = {**data["model"], "name": args.model}
+            data["model"] = {**data.get("model", {}), "name": args.model}
         if args.agent:
-            data["agent"] = {**data["agent"], "name": args.agent}
+            data["agent"] = {**data.get("agent", {}), "name": args.agent}
         if args.max_steps is not None:
-            data["limits"]["max_steps"] = args.max_steps
+            data.setdefault("limits", {})["max_steps"] = args.max_steps
         spec = TaskSpec.model_validate(data)
         if args.model:
             resolve_model_path(spec, Path.cwd())
@@ -317,7 +319,7 @@ def cmd_models_list(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from .evals.benchmarks import BENCHMARKS, UnknownBenchmark
+    from .evals.benchmarks import BENCHMARKS, BenchmarkDataError, UnknownBenchmark
     from .evals.runner import run_eval
     from .spec import ModelSpec
 
@@ -344,17 +346,24 @@ def cmd_eval(args) -> int:
         if ev["type"] == "loading" and not args.quiet:
             print(f"loading model {ev['model']} …", file=sys.stderr, flush=True)
 
-    result = run_eval(args.benchmark, store, model=args.model, limit=args.limit, seed=args.seed, on_sample=on_sample,
-                      on_event=on_event)
+    try:
+        result = run_eval(args.benchmark, store, model=args.model, limit=args.limit, seed=args.seed,
+                          on_sample=on_sample, on_event=on_event)
+    except BenchmarkDataError as err:  # missing or malformed data: the message names the file and the variable
+        raise BadInput(str(err)) from None
     summary = result.summary()
+    keys = ("eval_id", "benchmark", "n", "score", "by_category", "tokens", "seconds", "overall_excludes", "n_overall")
     if args.json:
-        print(json.dumps({k: summary[k] for k in ("eval_id", "benchmark", "n", "score", "by_category", "tokens", "seconds")}))
+        print(json.dumps({k: summary[k] for k in keys if k in summary}))
         return EXIT_OK
     print(f"eval {summary['eval_id']}  benchmark {summary['benchmark']}  model {summary['model']}")
     print(f"{'CATEGORY':<12} {'N':>4} {'SCORE':>7}")
     for cat, v in summary["by_category"].items():
         print(f"{cat:<12} {v['n']:>4} {v['score']:>7.3f}")
-    print(f"{'all':<12} {summary['n']:>4} {summary['score']:>7.3f}   tokens {summary['tokens']}  {summary['seconds']:.1f} s")
+    n_all = summary.get("n_overall", summary["n"])
+    print(f"{'all':<12} {n_all:>4} {summary['score']:>7.3f}   tokens {summary['tokens']}  {summary['seconds']:.1f} s")
+    if summary.get("overall_excludes"):
+        print(f"(all leaves out {', '.join(summary['overall_excludes'])}, as {summary['benchmark']} reports it)")
     return EXIT_OK
 
 

@@ -36,22 +36,26 @@ class EvalResult:
     model: str
     samples: list[SampleResult] = field(default_factory=list)
     seconds: float = 0.0
+    overall_excludes: tuple[str, ...] = ()  # categories with a row of their own but not in the overall score
 
     def summary(self) -> dict:
         by_cat: dict[str, list[float]] = defaultdict(list)
         for s in self.samples:
             by_cat[s.category].append(s.score)
-        n = len(self.samples)
-        return {
+        counted = [s.score for s in self.samples if s.category not in self.overall_excludes]
+        out = {
             "eval_id": self.eval_id,
             "benchmark": self.benchmark,
             "model": self.model,
-            "n": n,
-            "score": (sum(s.score for s in self.samples) / n) if n else 0.0,
+            "n": len(self.samples),
+            "score": (sum(counted) / len(counted)) if counted else 0.0,
             "by_category": {k: {"n": len(v), "score": sum(v) / len(v)} for k, v in sorted(by_cat.items())},
             "tokens": sum(s.tokens for s in self.samples),
             "seconds": round(self.seconds, 3),
         }
+        if self.overall_excludes:  # say what the overall score is over, when it is not every sample
+            out.update(overall_excludes=list(self.overall_excludes), n_overall=len(counted))
+        return out
 
 
 def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int | None = None, seed: int = 0,
@@ -60,7 +64,8 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
     records: list[Record] = list(bench.records(limit=limit, seed=seed))
     model_name = model or "local"
     eval_id = store.create_eval(bench.name, model_name, {"limit": limit, "seed": seed}, len(records))
-    result = EvalResult(eval_id=eval_id, benchmark=bench.name, model=model_name)
+    result = EvalResult(eval_id=eval_id, benchmark=bench.name, model=model_name,
+                        overall_excludes=tuple(getattr(bench, "overall_excludes", ())))
     started = time.perf_counter()
     for i, rec in enumerate(records):
         spec = bench.to_task(rec, model=model)

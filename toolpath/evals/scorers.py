@@ -67,7 +67,143 @@ def choice(answer: str | None, expected: Any, options: dict) -> float:
     return float(bool(m) and m.group(1) == str(expected).strip().strip("()").upper())
 
 
-SCORERS: dict[str, Scorer] = {"exact": exact, "contains": contains, "numeric": numeric, "choice": choice}
+# ---- MindCube: the option letter, in the priority order of MindCube's own evaluator ----------------------
+
+_LETTER_FIRST = re.compile(r"^\W*([A-E])[.)](?![A-Za-z])")  # "B." / "(B)" / "**B.** left" opening the reply
+_ANSWER_SECTION = re.compile(r"<answer>(.*?)(?:<|$)", re.IGNORECASE | re.DOTALL)
+# "answer" in any case, the letter only in capitals: "the answer is a chair" names no option.
+_ANSWER_LABEL = re.compile(r"\b(?i:answer)\b(?:\s*(?i:is))?\s*[:：]?\s*[*(\[]*([A-E])(?![A-Za-z])")
+_LONE_LETTER = re.compile(r"(?<![A-Za-z])([A-E])(?![A-Za-z])")
+
+
+def _lone_letter(text: str) -> str | None:
+    # A lone letter right after an apostrophe ("I'd", "don't") is part of a word, not an option.
+    for m in reversed(list(_LONE_LETTER.finditer(text))):
+        if m.start() == 0 or text[m.start() - 1] not in "'’":
+            return m.group(1)
+    return None
+
+
+def mindcube_letter(text: str | None) -> str | None:
+    """The option letter A-E in a reply, in MindCube's priority order, or None.
+
+    1. the reply opens with "X." (or "X)", "(X)");  2. an <Answer> section: its own opening letter, an
+    "answer is X" inside it, else its first lone letter;  3. the last "Answer: X" / "answer is X";
+    4. the last lone capital A-E. MindCube's evaluator takes a bare "X." anywhere in the reply first; we
+    take it only at the start, so "… not C. The answer is B" is not read as C.
+    """
+    if not isinstance(text, str) or not text.strip():
+        return None
+    m = _LETTER_FIRST.match(text)
+    if m:
+        return m.group(1)
+    section = _ANSWER_SECTION.search(text)
+    if section:
+        inner = section.group(1)
+        m = _LETTER_FIRST.match(inner)
+        labelled = _ANSWER_LABEL.findall(inner)
+        lone = _LONE_LETTER.search(inner)
+        found = m.group(1) if m else (labelled[-1] if labelled else (lone.group(1) if lone else None))
+        if found:
+            return found
+    labelled = _ANSWER_LABEL.findall(text)
+    if labelled:
+        return labelled[-1]
+    return _lone_letter(text)
+
+
+def mindcube_choice(answer: str | None, expected: Any, options: dict) -> float:
+    """1 if the reply's option letter (mindcube_letter) is the expected letter."""
+    return float(mindcube_letter(answer) == str(expected).strip().upper())
+
+
+# ---- numbers: Omni3D-Bench (VADAR) and other metric answers -------------------------------------------
+
+# MRA's tolerances 1-θ for θ = 0.50, 0.55, …, 0.95, written as exact ratios so 0.05 is 0.05, not 1-0.95.
+MRA_TOLERANCES = tuple((10 - k) / 20 for k in range(10))
+_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen "
+                                      "fourteen fifteen sixteen seventeen eighteen nineteen twenty".split())}
+_TAGGED = re.compile(r"<(ans|answer)>(.*?)(?:</\1>|$)", re.IGNORECASE | re.DOTALL)
+
+
+def answer_text(answer: str | None) -> str:
+    """The part of a reply that is the answer: inside <ans>…</ans> or <answer>…</answer> when present
+    (VADAR's and MindCube's prompts ask for those tags), else the whole reply; '' for None."""
+    if not isinstance(answer, str):
+        return ""
+    m = _TAGGED.search(answer)
+    return m.group(2) if m else answer
+
+
+def answer_number(answer: str | None) -> float | None:
+    """The number a reply gives: its last number (working comes before results), else a number word
+    ("three"); None when it has neither or the number is not finite."""
+    text = answer_text(answer)
+    nums = [n for n in numbers_in(text) if math.isfinite(n)]
+    if nums:
+        return nums[-1]
+    words = [_WORDS[w] for w in re.findall(r"[a-z]+", text.lower()) if w in _WORDS]
+    return float(words[-1]) if words else None
+
+
+def mra_value(pred: float, gt: float) -> float:
+    """Mean relative accuracy: the share of θ in 0.50, 0.55, …, 0.95 with |pred − gt| / |gt| < 1 − θ."""
+    if gt == 0:
+        return float(pred == 0)
+    rel = abs(pred - gt) / abs(gt)
+    return sum(rel < tol for tol in MRA_TOLERANCES) / len(MRA_TOLERANCES)
+
+
+def mra(answer: str | None, expected: Any, options: dict) -> float:
+    """MRA of the reply's number (answer_number) against the expected one; 0 without a number."""
+    pred = answer_number(answer)
+    try:
+        gt = float(expected)
+    except (TypeError, ValueError):
+        return 0.0
+    return 0.0 if pred is None or not math.isfinite(gt) else mra_value(pred, gt)
+
+
+def integer(answer: str | None, expected: Any, options: dict) -> float:
+    """1 if the reply's number (answer_number) is exactly the expected integer (3.0 counts as 3)."""
+    pred = answer_number(answer)
+    try:
+        return float(pred is not None and pred == int(expected))
+    except (TypeError, ValueError):
+        return 0.0
+
+
+_LABEL = re.compile(r"^\s*(?:final\s+)?answer\s*[:：]\s*", re.IGNORECASE)
+_ARTICLE = re.compile(r"^(?:the|a|an)\s+")
+_YES_NO = {"yes": "yes", "no": "no", "true": "yes", "false": "no"}
+
+
+def short_answer(answer: str | None, expected: Any, options: dict) -> float:
+    """Exact match of a short text answer after normalising case, punctuation, an "Answer:" label and a
+    leading article. For a yes/no answer the reply's first word decides ("Yes, it would." is yes;
+    true/false count as yes/no, since VADAR's prompt offers them)."""
+    got = _ARTICLE.sub("", _norm(_LABEL.sub("", answer_text(answer))))
+    want = _ARTICLE.sub("", _norm(str(expected)))
+    if want in ("yes", "no"):
+        first = got.split(" ", 1)[0].strip(".") if got else ""
+        return float(_YES_NO.get(first) == want)
+    return float(bool(got) and got == want)
+
+
+OMNI3D_TYPES = {"int": integer, "float": mra, "str": short_answer}
+
+
+def omni3d(answer: str | None, expected: Any, options: dict) -> float:
+    """Omni3D-Bench (VADAR): by `options.answer_type`, int → exact integer, float → MRA, str → exact text."""
+    kind = options.get("answer_type")
+    if kind not in OMNI3D_TYPES:
+        raise ValueError(f"evaluator omni3d: options.answer_type must be one of {', '.join(OMNI3D_TYPES)}, got {kind!r}")
+    return OMNI3D_TYPES[kind](answer, expected, options)
+
+
+SCORERS: dict[str, Scorer] = {"exact": exact, "contains": contains, "numeric": numeric, "choice": choice,
+                              "mindcube_choice": mindcube_choice, "mra": mra, "integer": integer,
+                              "short_answer": short_answer, "omni3d": omni3d}
 
 
 def score(evaluator, answer: str | None) -> float | None:

@@ -1,18 +1,32 @@
 """Benchmark adapters: records → TaskSpecs, plus the benchmark's own scorer.
 
 An adapter module defines a class with `name`, `records(limit, seed)`, `to_task(record)` and
-`score(record, answer)`, and is listed in BENCHMARKS.
+`score(record, answer)`, and is listed in BENCHMARKS. Optional: `overall_excludes`, the categories left out
+of the overall score (MindCube leaves out translation); they still get their own row.
+
+Benchmarks read from files (MindCube, Omni3D-Bench) find their data through an environment variable, with a
+default under the shared data folder next to the repository (see `data_path`).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import random
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Protocol
 
 from ...spec import TaskSpec
 
-BENCHMARKS = {"arith": "toolpath.evals.benchmarks.arith:Arith"}
+BENCHMARKS = {"arith": "toolpath.evals.benchmarks.arith:Arith",
+              "mindcube": "toolpath.evals.benchmarks.mindcube:MindCube",
+              "omni3d_bench": "toolpath.evals.benchmarks.omni3d_bench:Omni3DBench"}
+
+# The repository's root: toolpath/evals/benchmarks/__init__.py is three folders below it.
+REPO_ROOT = Path(__file__).resolve().parents[3]
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 
 @dataclass
@@ -35,6 +49,50 @@ class Benchmark(Protocol):
 
 class UnknownBenchmark(ValueError):
     pass
+
+
+class BenchmarkDataError(ValueError):
+    """A benchmark's data is missing or malformed; the message names the file (and line) and the variable
+    that points at it. The CLI prints it and exits 2."""
+
+
+def data_path(env: str, default: Path) -> Path:
+    """`$env` when set (a user's own copy of the data), else `default`."""
+    value = os.environ.get(env, "").strip()
+    return Path(value).expanduser() if value else default
+
+
+def require(path: Path, env: str, what: str) -> Path:
+    """`path` if it exists, else a BenchmarkDataError that says what was expected and how to point at it."""
+    if not path.exists():
+        raise BenchmarkDataError(f"{what} not found: {path} (set {env} to point at it)")
+    return path
+
+
+def task_id(record_id: str) -> str:
+    """A TaskSpec id for a record id: characters a spec id cannot hold become '-', at most 128 of them."""
+    out = re.sub(r"[^A-Za-z0-9_.\-]", "-", record_id).lstrip("_.-")[:128]
+    return out or "record"
+
+
+def pick(records: list[Record], limit: int | None, seed: int) -> list[Record]:
+    """The records an eval runs: all of them, or `limit` taken round-robin across categories, so a quick
+    `--limit 3` still shows every setting or answer type. Seed 0 keeps file order (within a category);
+    another seed shuffles first, so it picks a different, reproducible subset."""
+    order = list(records)
+    if seed:
+        random.Random(seed).shuffle(order)
+    if limit is None or limit >= len(order):
+        return order
+    queues: dict[str, list[Record]] = {}
+    for r in order:
+        queues.setdefault(r.category, []).append(r)
+    out: list[Record] = []
+    while len(out) < limit:
+        for q in queues.values():
+            if q and len(out) < limit:
+                out.append(q.pop(0))
+    return out
 
 
 def get_benchmark(name: str) -> Benchmark:

@@ -1,0 +1,124 @@
+"""Omni3D-Bench (VADAR, Marsili et al. 2025): 3D questions about one indoor image, answered with a number,
+a count, or a short text (yes/no, an option).
+
+The annotation file is VADAR's: {"questions": [{image_filename, question, answer, answer_type, …}]}, with
+answer_type int, float or str and images under <root>/images/<image_filename>. A question that lacks a
+field, or whose answer does not fit its type, stops the load with an error naming the file and the entry.
+
+Scoring (VADAR's metric): int → exact match of the number, float → MRA (the mean over θ in 0.50, 0.55, …,
+0.95 of |pred − gt| / gt < 1 − θ), str → exact match after normalising case and punctuation. The number is
+read tolerantly from the reply (its last number, or a number word); a reply without one scores 0.
+Categories, and so the table's rows, are the answer types.
+
+Where the data is:
+  TOOLPATH_OMNI3D_DIR    the root holding images/; default ../shared/data/omni3d_bench next to the repository
+  TOOLPATH_OMNI3D_FILE   the annotation file; default <root>/annotations_sample.json (156 questions)
+  TOOLPATH_OMNI3D_AGENT  the agent that answers (default visual_program)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from ...spec import TaskSpec
+from ..scorers import SCORERS
+from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, require
+
+FILE_ENV, DIR_ENV, AGENT_ENV = "TOOLPATH_OMNI3D_FILE", "TOOLPATH_OMNI3D_DIR", "TOOLPATH_OMNI3D_AGENT"
+ANSWER_TYPES = ("int", "float", "str")
+# What the instruction asks for, by answer type: only the form, never a hint of the answer itself.
+ANSWER_FORMS = {"int": "Answer with a whole number only.",
+                "float": "Answer with a single number only, without units.",
+                "str": "Answer with a short phrase only: yes or no, one of the options, or the form the "
+                       "question asks for."}
+
+
+def _problem(q: Any) -> str | None:
+    """What is wrong with one annotation entry, or None."""
+    if not isinstance(q, dict):
+        return f"expected an object, got {type(q).__name__}"
+    missing = [k for k in ("image_filename", "question", "answer", "answer_type") if k not in q]
+    if missing:
+        return f"missing field(s) {', '.join(missing)}"
+    for key in ("image_filename", "question"):
+        if not isinstance(q[key], str) or not q[key].strip():
+            return f"{key}: expected a non-empty string"
+    kind, answer = q["answer_type"], q["answer"]
+    if kind not in ANSWER_TYPES:
+        return f"answer_type: expected one of {', '.join(ANSWER_TYPES)}, got {kind!r}"
+    fits = {"int": isinstance(answer, int) and not isinstance(answer, bool),
+            "float": isinstance(answer, (int, float)) and not isinstance(answer, bool),
+            "str": isinstance(answer, str) and bool(answer.strip())}[kind]
+    return None if fits else f"answer {answer!r} is not a valid {kind}"
+
+
+def read_questions(path: Path, root: Path) -> list[dict]:
+    """The questions of a VADAR annotation file; raises BenchmarkDataError naming the file and entry."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise BenchmarkDataError(f"cannot read Omni3D-Bench annotations {path}: {err}") from None
+    except json.JSONDecodeError as err:
+        raise BenchmarkDataError(f"{path}: not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+    questions = data.get("questions") if isinstance(data, dict) else None
+    if not isinstance(questions, list) or not questions:
+        raise BenchmarkDataError(f"{path}: expected an object with a non-empty list \"questions\"")
+    for i, q in enumerate(questions):
+        problem = _problem(q)
+        if problem:
+            raise BenchmarkDataError(f"{path}: questions[{i}]: {problem}")
+        image = root / "images" / q["image_filename"]
+        if not image.is_file():
+            raise BenchmarkDataError(f"{path}: questions[{i}]: image not found: {image} (images are read from "
+                                     f"<root>/images; set {DIR_ENV} to the root)")
+    return questions
+
+
+def to_record(i: int, q: dict, root: Path) -> Record:
+    # The position in the file is the id, so any annotation file gives unique ids whatever indices it carries.
+    return Record(id=f"omni3d-{i:03d}", category=q["answer_type"], data={
+        "question": q["question"], "answer": q["answer"], "answer_type": q["answer_type"],
+        "image_filename": q["image_filename"], "image_path": str((root / "images" / q["image_filename"]).resolve()),
+        "question_index": q.get("question_index")})
+
+
+class Omni3DBench:
+    name = "omni3d_bench"
+    description = "Omni3D-Bench (VADAR): 3D questions on one image; int exact, float MRA, str exact"
+
+    def __init__(self, agent: str | None = None, annotations: str | Path | None = None,
+                 data_dir: str | Path | None = None):
+        self.agent = agent or os.environ.get(AGENT_ENV, "").strip() or "visual_program"
+        self.data_dir = Path(data_dir) if data_dir else data_path(DIR_ENV, SHARED_DATA / "omni3d_bench")
+        self.annotations = Path(annotations) if annotations else data_path(FILE_ENV, self.data_dir / "annotations_sample.json")
+
+    def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
+        root = require(self.data_dir, DIR_ENV, "Omni3D-Bench data folder")
+        path = require(self.annotations, FILE_ENV, "Omni3D-Bench annotation file")
+        return pick([to_record(i, q, root) for i, q in enumerate(read_questions(path, root))], limit, seed)
+
+    def _evaluator(self, record: Record) -> dict:
+        return {"name": "omni3d", "expected": record.data["answer"],
+                "options": {"answer_type": record.data["answer_type"]}}
+
+    def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
+        spec = {
+            "id": record.id,
+            "instruction": f"{record.data['question']}\n\n{ANSWER_FORMS[record.data['answer_type']]}",
+            "inputs": {"images": [record.data["image_path"]]},
+            "agent": self.agent,
+            "sandbox": {"kind": "process"},
+            "evaluator": self._evaluator(record),
+            "metadata": {"benchmark": self.name, "category": record.category, "answer_type": record.data["answer_type"],
+                         "image_filename": record.data["image_filename"]},
+        }
+        if model:
+            spec["model"] = model
+        return TaskSpec.model_validate(spec)
+
+    def score(self, record: Record, answer: str | None) -> float:
+        ev = self._evaluator(record)  # the same evaluator the task carries, so run and eval scores agree
+        return SCORERS[ev["name"]](answer, ev["expected"], ev["options"])
