@@ -79,3 +79,24 @@ def test_unknown_parameters_are_refused(store):
 
     with pytest.raises(EpisodeError, match="unknown parameter.*repiars"):
         run_episode(spec(repiars=1), store, policy=ScriptedPolicy([]))
+
+
+@needs_bwrap
+def test_the_camera_motion_example_reconstructs_and_answers_through_the_cli(home):
+    """Real parts end to end: the classic reconstruction of two rendered views, the program in the sandbox."""
+    import json
+
+    from conftest import toolpath_cli
+
+    pytest.importorskip("cv2", reason="the classic backend needs OpenCV (pip install 'toolpath[spatial]')")
+    r = toolpath_cli("run", ROOT / "examples" / "camera_motion.yaml", "--json", home=home, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["status"], out["answer"], out["score"]) == ("finished", "B", 1.0)
+    from toolpath.runs import Store
+
+    steps = Store(home).steps(out["run_id"])
+    note = steps[1]["payload"]["messages"][0]["content"]
+    assert "2 of 2 camera poses recovered" in note
+    printed = steps[2]["payload"]["observations"][0]["content"]
+    assert "moved forward-right, turned right by about 25°" in printed  # the ground truth of the rendered views
