@@ -12,7 +12,6 @@ The model's program runs only in the sandbox, under a per-program time limit (10
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from typing import Any
