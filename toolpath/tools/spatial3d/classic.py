@@ -46,7 +46,7 @@ class Options:
     min_angle_deg: float = 1.0  # triangulation angle below which a point's depth is noise
     bundle_adjust: bool = True
     max_ba_points: int = 3000  # points bundle-adjusted (a spread subset): time grows with them, accuracy barely
-    affine: str = "auto"  # ASIFT features: "never", "always", or "auto" (again with them if a view is left out)
+    affine: str = "never"  # ASIFT features: "never", "always", or "auto" (again with them if a view is left out)
     affine_features: int = 1500  # per simulated tilt
     affine_max_views: int = 6  # the fallback costs about 1–2 s a view; beyond this many views it is skipped
     seed: int = 0
@@ -55,7 +55,6 @@ class Options:
 @dataclass
 class _View:
     K: np.ndarray  # working-size intrinsics
-    scale: float  # working size / given size
     rgb: np.ndarray
     xy: np.ndarray  # (n, 2) keypoints, working pixels
     desc: np.ndarray  # (n, 128) RootSIFT
@@ -81,7 +80,7 @@ class _Model:
     tracks: list[list[tuple[int, int]]]  # (view, keypoint) observations of each track
     poses: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     points: np.ndarray = field(default=None)  # type: ignore[assignment]  # (T, 3), NaN = not triangulated
-    support: dict[int, int] = field(default_factory=dict)  # inliers of the step that registered each view
+    support: dict[int, int] = field(default_factory=dict)  # inliers behind each pose (final: agreeing observations)
 
 
 def reconstruct_classic(images: list[np.ndarray], intrinsics: list[np.ndarray] | None = None,
@@ -119,10 +118,11 @@ def _attempt(images, Ks, opts: Options, affine: bool, info: dict) -> tuple[_Mode
     info["work_size"] = [list(v.rgb.shape[1::-1]) for v in views]
     info["features"] = [len(v.xy) for v in views]
     pairs = _verified_pairs(views, opts, info)
-    model = _Model(tracks=_tracks(pairs, len(views)))
+    model = _Model(tracks=_tracks(pairs))
     model.points = np.full((len(model.tracks), 3), np.nan)
     if _initialize(model, views, pairs, opts, info):
         _register_rest(model, views, opts, info)
+        _bundle(model, views, opts, info, final=True)
         _final_check(model, views, opts, info)
     info["registered"] = sorted(int(v) for v in model.poses)
     return model, views
@@ -135,7 +135,8 @@ def _options(given: dict) -> Options:
     known = {f.name for f in fields(Options)}
     unknown = sorted(set(given) - known)
     if unknown:
-        raise TypeError(f"reconstruct_classic: unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        raise TypeError(f"reconstruct_classic: unknown option(s) {', '.join(unknown)}; "
+                        f"known: {', '.join(sorted(known))}")
     return Options(**given)
 
 
@@ -195,11 +196,14 @@ def _prepare(img: np.ndarray, K: np.ndarray, opts: Options, affine: bool = False
     if affine:
         sift = cv2.AffineFeature_create(cv2.SIFT_create(nfeatures=opts.affine_features))
     kps, desc = sift.detectAndCompute(gray, None)
+    if desc is not None and len(kps) > opts.max_features:  # ASIFT: the strongest over all tilts, so matching
+        keep = np.argsort([-k.response for k in kps], kind="stable")[:opts.max_features]  # stays bounded
+        kps, desc = [kps[i] for i in keep], desc[keep]
     if desc is None or len(kps) == 0:
-        return _View(Kw, sx, work, np.zeros((0, 2)), np.zeros((0, 128), np.float32))
+        return _View(Kw, work, np.zeros((0, 2)), np.zeros((0, 128), np.float32))
     # RootSIFT (Arandjelović & Zisserman): Hellinger distance on SIFT histograms matches better, for free.
     desc = np.sqrt(desc / (np.abs(desc).sum(axis=1, keepdims=True) + 1e-7)).astype(np.float32)
-    return _View(Kw, sx, work, np.array([k.pt for k in kps], dtype=np.float64), desc)
+    return _View(Kw, work, np.array([k.pt for k in kps], dtype=np.float64), desc)
 
 
 def _match(a: _View, b: _View, ratio: float) -> np.ndarray:
@@ -207,10 +211,12 @@ def _match(a: _View, b: _View, ratio: float) -> np.ndarray:
 
     The runner-up in the ratio test is the nearest descriptor at another place (> 3 px away): SIFT puts
     several orientations, and the affine variant several tilts, on one spot, and comparing a match with its
-    own duplicate would reject every distinctive point."""
+    own duplicate would reject every distinctive point. RootSIFT descriptors have unit length, so one
+    matrix product gives every distance both ways (exact, and deterministic, unlike FLANN)."""
     if len(a.desc) < 2 or len(b.desc) < 2:
         return np.zeros((0, 2), np.int64)
-    ab, ba = _one_way(a, b, ratio), _one_way(b, a, ratio)
+    S = a.desc @ b.desc.T  # cosine similarity; squared distance = 2 − 2 S
+    ab, ba = _one_way(S, b.xy, ratio), _one_way(S.T, a.xy, ratio)
     i = np.flatnonzero(ab >= 0)
     j = ab[i]
     back = ba[j]
@@ -218,23 +224,24 @@ def _match(a: _View, b: _View, ratio: float) -> np.ndarray:
     return np.stack([i[same], j[same]], axis=1).astype(np.int64)
 
 
-def _one_way(a: _View, b: _View, ratio: float, k: int = 8) -> np.ndarray:
-    """For each descriptor of a, its match in b (−1 if it fails the ratio test)."""
-    import cv2
+def _one_way(S: np.ndarray, xy_b: np.ndarray, ratio: float, radius: float = 3.0) -> np.ndarray:
+    """For each row of S (similarities to b's descriptors), its match in b, or −1 if it fails the ratio test
+    against the best descriptor more than `radius` px from the match."""
+    from scipy.spatial import cKDTree
 
-    k = min(k, len(b.desc))
-    knn = cv2.BFMatcher(cv2.NORM_L2).knnMatch(a.desc, b.desc, k=k)
-    idx = np.full((len(knn), k), -1, np.int64)
-    dist = np.full((len(knn), k), np.inf)
-    for q, ms in enumerate(knn):
-        for n, m in enumerate(ms):
-            idx[q, n], dist[q, n] = m.trainIdx, m.distance
-    far = np.linalg.norm(b.xy[np.maximum(idx, 0)] - b.xy[np.maximum(idx[:, :1], 0)], axis=2) > 3.0
-    far &= idx >= 0
-    has = far.any(axis=1)
-    runner = np.where(has, dist[np.arange(len(idx)), np.argmax(far, axis=1)], np.inf)
-    ok = (idx[:, 0] >= 0) & (dist[:, 0] < ratio * runner)
-    return np.where(ok, idx[:, 0], -1)
+    best = np.argmax(S, axis=1)
+    near = cKDTree(xy_b).query_ball_point(xy_b, radius)  # b's keypoints near each of b's keypoints
+    counts = np.array([len(near[j]) for j in best])
+    rows = np.repeat(np.arange(len(S)), counts)
+    cols = np.concatenate([near[j] for j in best]).astype(np.int64)
+    best_sim = S[np.arange(len(S)), best]
+    kept = S[rows, cols]
+    S[rows, cols] = -np.inf  # mask the match's own spot, take the runner-up, then put S back as it was
+    second = S.max(axis=1)
+    S[rows, cols] = kept
+    d1 = np.sqrt(np.maximum(0.0, 2 - 2 * best_sim))
+    d2 = np.sqrt(np.maximum(0.0, 2 - 2 * second))
+    return np.where(d1 < ratio * d2, best, -1)
 
 
 def _normalized(view: _View, idx: np.ndarray) -> np.ndarray:
@@ -249,9 +256,11 @@ def _normalized(view: _View, idx: np.ndarray) -> np.ndarray:
 def _verify(a: _View, b: _View, i: int, j: int, opts: Options) -> _Pair:
     """Matches, then the essential matrix by RANSAC: the pair's inliers (cheirality included) and pose.
 
-    A pose is kept only when no distinctly different pose explains the matches about as well; that happens
-    when what the views share is one plane (or there is no translation), and then the pair still links
-    tracks but gives no pose (pair.R None), since picking one of the twins would be a guess."""
+    A pose is kept only when (1) no distinctly different pose explains the matches about as well, which fails
+    when what the views share is one plane (its homography allows two poses), and (2) re-estimating it from
+    random halves of the inliers barely moves it, which fails for matches bunched in a patch or along a line,
+    and for pure rotation (any translation fits). Otherwise the pair still links tracks but gives no pose
+    (pair.R None): picking one of the candidates would be a guess."""
     import cv2
 
     m = _match(a, b, opts.ratio)
@@ -260,62 +269,65 @@ def _verify(a: _View, b: _View, i: int, j: int, opts: Options) -> _Pair:
         return pair
     p1, p2 = _normalized(a, m[:, 0]), _normalized(b, m[:, 1])
     thr = 1.0 / (0.5 * (a.K[0, 0] + b.K[0, 0]))  # one working pixel in normalised units
+    best = _best_pose(p1, p2, thr, opts)
+    if best is None:
+        return pair
+    pose, inl, pair.evidence = best
+    pair.support, pair.idx = int(inl.sum()), m[inl]
+    if pair.support < opts.min_pair_inliers or pair.evidence < opts.min_evidence:
+        return pair  # the matches are real and still link tracks; the two-view pose is not known
+    pair.spread = _spread(p1[inl], p2[inl], pose, thr, opts)
+    if pair.spread[0] > opts.max_spread_deg or pair.spread[1] > 5 * opts.max_spread_deg:
+        return pair
+    pair.R, pair.t = pose
+    return pair
+
+
+def _best_pose(p1, p2, thr: float, opts: Options, prob: float = 0.9999):
+    """The pose that fits the matches best among the essential matrix's (RANSAC + recoverPose) and those a
+    plane-induced homography allows, with its inliers and the evidence against the best distinct rival.
+    None when no essential matrix is found."""
+    import cv2
+
     try:
-        E, mask = cv2.findEssentialMat(p1, p2, np.eye(3), method=cv2.RANSAC, prob=0.9999,
+        E, mask = cv2.findEssentialMat(p1, p2, np.eye(3), method=cv2.RANSAC, prob=prob,
                                        threshold=opts.ransac_px * thr, maxIters=5000)
     except cv2.error:  # degenerate samples (e.g. all matches on one spot) can trip the 5-point solver
-        return pair
+        return None
     if E is None:
-        return pair
-    E = E[:3]  # several solutions come stacked; the first is RANSAC's best
-    _, R, t, _ = cv2.recoverPose(E, p1, p2, np.eye(3), mask=mask)
+        return None
+    _, R, t, _ = cv2.recoverPose(E[:3], p1, p2, np.eye(3), mask=mask)  # stacked solutions: the first is best
     candidates = [(R, t.ravel())] + _homography_poses(p1, p2, 2 * opts.ransac_px * thr)
     errors = [_sampson_px(Rc, tc, p1, p2, thr) for Rc, tc in candidates]
     cost = [float(np.sum(np.minimum(e, opts.ransac_px) ** 2)) for e in errors]  # MSAC: outliers cost the cap
     best = int(np.argmin(cost))
     inl = errors[best] < opts.ransac_px
-    pair.support, pair.idx = int(inl.sum()), m[inl]
     # Which pose wins is a likelihood-ratio question: how much worse the best distinct rival fits, in units of
     # the noise the winner leaves (robust σ). Twins of one plane fit its points alike; only off-plane points
-    # tell them apart, and when those are too few or too near the plane the pose is a coin flip.
+    # (or one twin putting points behind a camera) tell them apart, and without those the pose is a coin flip.
     sigma2 = max((1.4826 * float(np.median(errors[best][inl]))) ** 2, 1e-4) if inl.any() else 1.0
     rivals = [c for k, c in enumerate(cost) if not _same_pose(candidates[best], candidates[k])]
-    pair.evidence = round((min(rivals) - cost[best]) / sigma2, 1) if rivals else math.inf
-    if pair.support < opts.min_pair_inliers or pair.evidence < opts.min_evidence:
-        return pair  # the matches are real and still link tracks; the two-view pose is not known
-    pair.spread = _spread(p1[inl], p2[inl], candidates[best], thr * opts.ransac_px, opts.seed)
-    if pair.spread[0] > opts.max_spread_deg or pair.spread[1] > 5 * opts.max_spread_deg:
-        return pair
-    pair.R, pair.t = candidates[best]
-    return pair
+    evidence = round((min(rivals) - cost[best]) / sigma2, 1) if rivals else math.inf
+    return candidates[best], inl, evidence
 
 
-def _spread(p1, p2, pose, thr, seed: int, rounds: int = 8) -> tuple[float, float]:
-    """How far the pose moves when it is estimated again from random halves of its inliers (median degrees of
-    rotation, of translation direction). Matches on a line, in one small patch or on one plane give poses
-    that fit yet are not determined, and this is where that shows; well-spread matches barely move it."""
-    import cv2
-
-    rng = np.random.default_rng(seed)
+def _spread(p1, p2, pose, thr, opts: Options, rounds: int = 8) -> tuple[float, float]:
+    """How far the pose moves when it is chosen again, the same way, from random halves of its inliers (median
+    degrees of rotation, of translation direction). Matches bunched in a patch or along a line, or a camera
+    that only turned, give poses that fit yet are not determined, and this is where that shows."""
+    rng = np.random.default_rng(opts.seed)
     rot, tra = [], []
     for _ in range(rounds):
         sel = rng.random(len(p1)) < 0.5
-        if sel.sum() < 8:
-            continue
-        try:
-            E, mask = cv2.findEssentialMat(p1[sel], p2[sel], np.eye(3), method=cv2.RANSAC, prob=0.999,
-                                           threshold=thr, maxIters=1000)
-            if E is None:
-                raise cv2.error("no essential matrix")
-            _, R, t, _ = cv2.recoverPose(E[:3], p1[sel], p2[sel], np.eye(3), mask=mask)
-        except cv2.error:
+        found = _best_pose(p1[sel], p2[sel], thr, opts, prob=0.999) if sel.sum() >= 8 else None
+        if found is None:
             rot.append(180.0)
             tra.append(180.0)
             continue
+        (R, t), _, _ = found
         rot.append(_angle_between(R, pose[0]))
-        tra.append(math.degrees(math.acos(float(np.clip(t.ravel() @ pose[1] / np.linalg.norm(pose[1]), -1, 1)))))
-    if not rot:
-        return 180.0, 180.0
+        cos = float(t @ pose[1] / (np.linalg.norm(t) * np.linalg.norm(pose[1]) + 1e-12))
+        tra.append(math.degrees(math.acos(max(-1.0, min(1.0, cos)))))
     return round(float(np.median(rot)), 2), round(float(np.median(tra)), 2)
 
 
@@ -382,7 +394,7 @@ def _verified_pairs(views: list[_View], opts: Options, info: dict) -> dict[tuple
     return pairs
 
 
-def _tracks(pairs: dict[tuple[int, int], _Pair], n_views: int) -> list[list[tuple[int, int]]]:
+def _tracks(pairs: dict[tuple[int, int], _Pair]) -> list[list[tuple[int, int]]]:
     """Join verified matches into tracks (union–find over (view, keypoint)); a track that meets one view
     twice is contradictory, and dropped."""
     parent: dict[tuple[int, int], tuple[int, int]] = {}
@@ -423,9 +435,9 @@ def _project(K, R, t, X) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _triangulate(views, model: _Model, opts: Options, only: set[int] | None = None) -> int:
-    """Triangulate tracks seen by ≥ 2 registered views and not yet placed (from the two observations with the
-    widest angle); keep a point only if it lies in front of, and reprojects near, every registered view that
-    sees it. `only`: restrict to tracks seen by these views. Returns how many points were added."""
+    """Triangulate tracks seen by ≥ 2 registered views and not yet placed (from their first and last
+    registered observations); keep a point only if it lies in front of, and reprojects near, every registered
+    view that sees it. `only`: restrict to tracks seen by these views. Returns how many points were added."""
     import cv2
 
     added = 0
@@ -447,11 +459,11 @@ def _triangulate(views, model: _Model, opts: Options, only: set[int] | None = No
         Xh = cv2.triangulatePoints(Pa, Pb, _normalized(views[va], ka).T, _normalized(views[vb], kb).T)
         with np.errstate(divide="ignore", invalid="ignore"):
             X = (Xh[:3] / Xh[3]).T
-        ok = np.isfinite(X).all(axis=1) & (_angle_deg(model, va, vb, X) >= opts.min_angle_deg)
-        for tid, x, good in zip(tids, X, ok):
-            if good and _consistent(views, model, tid, x, opts.pnp_px):
-                model.points[tid] = x
-                added += 1
+        with np.errstate(invalid="ignore"):
+            ok = np.isfinite(X).all(axis=1) & (_angle_deg(model, va, vb, X) >= opts.min_angle_deg)
+        ok &= _consistent(views, model, tids, X, opts.pnp_px)
+        model.points[tids[ok]] = X[ok]
+        added += int(ok.sum())
     return added
 
 
@@ -463,14 +475,17 @@ def _angle_deg(model: _Model, va: int, vb: int, X: np.ndarray) -> np.ndarray:
     return np.degrees(np.arccos(np.clip(cos, -1, 1)))
 
 
-def _consistent(views, model: _Model, tid: int, x: np.ndarray, px: float) -> bool:
-    for v, k in model.tracks[tid]:
-        if v in model.poses:
-            R, t = model.poses[v]
-            uv, z = _project(views[v].K, R, t, x[None])
-            if not (z[0] > 0 and np.linalg.norm(uv[0] - views[v].xy[k]) <= px):
-                return False
-    return True
+def _consistent(views, model: _Model, tids: np.ndarray, X: np.ndarray, px: float) -> np.ndarray:
+    """Which candidate points lie in front of, and reproject within px of, every registered view seeing them."""
+    ok = np.ones(len(tids), bool)
+    for v, (R, t) in model.poses.items():
+        kv = np.array([next((k for w, k in model.tracks[tid] if w == v), -1) for tid in tids], dtype=np.int64)
+        sel = np.flatnonzero((kv >= 0) & ok)
+        if len(sel):
+            uv, z = _project(views[v].K, R, t, X[sel])
+            err = np.linalg.norm(uv - views[v].xy[kv[sel]], axis=1)
+            ok[sel[~((z > 0) & (err <= px))]] = False
+    return ok
 
 
 # ------------------------------------------------------------------------------ building the model
@@ -492,8 +507,26 @@ def _initialize(model: _Model, views, pairs, opts: Options, info: dict) -> bool:
             return True
     model.poses = {}
     for v in range(len(views)):
-        info["declined"][str(v)] = "no pair of views shares enough verified matches"
+        info["declined"][str(v)] = _why_no_pair(v, info["pairs"], opts)
     return False
+
+
+def _why_no_pair(v: int, stats: dict, opts: Options) -> str:
+    """In words, why view v's best pair could not start a reconstruction."""
+    mine = {k: s for k, s in stats.items() if str(v) in k.split("-")}
+    if not mine:
+        return "no other view to pair with"
+    k, s = max(mine.items(), key=lambda kv: (kv[1]["support"], kv[1]["matches"]))
+    if s["support"] < opts.min_pair_inliers:
+        return (f"no pair shares enough verified matches (best {k}: {s['support']} of {s['matches']} matches "
+                f"agree, < {opts.min_pair_inliers})")
+    if s["evidence"] < opts.min_evidence:
+        return (f"pair {k}: {s['support']} matches fit two different poses about equally (evidence {s['evidence']} < "
+                f"{opts.min_evidence}): one plane seen, or no translation")
+    if not s["pose"]:
+        return (f"pair {k}: its pose is not pinned down (wobbles {s['spread'][0]}° in rotation, {s['spread'][1]}° in "
+                f"direction over half-samples): matches clustered, on a line, or too little translation")
+    return f"pair {k}: too few points with enough parallax to triangulate (< {opts.min_pose_inliers})"
 
 
 def _register_rest(model: _Model, views, opts: Options, info: dict) -> None:
@@ -562,17 +595,18 @@ def _final_check(model: _Model, views, opts: Options, info: dict) -> None:
 # ------------------------------------------------------------------------------- bundle adjustment
 
 
-def _bundle(model: _Model, views, opts: Options, info: dict) -> None:
+def _bundle(model: _Model, views, opts: Options, info: dict, final: bool = False) -> None:
     """Refine every registered pose but the first (which fixes the frame) and the points, on reprojection
-    error with a Huber loss; then drop observations the refined model disowns (> pnp_px)."""
+    error with a Huber loss; then drop observations the refined model disowns (> pnp_px). Between
+    registrations a lighter pass (a third of the points, fewer iterations) is enough to keep PnP honest."""
     obs = _observations(model)
     if len(obs[0]) == 0:
         return
-    cams, tids = obs[0], obs[1]
     before = _rmse(model, views, obs)
-    entry = {"views": len(model.poses), "observations": int(len(cams)), "rmse_before": round(before, 3)}
+    entry = {"views": len(model.poses), "observations": int(len(obs[0])), "final": final,
+             "rmse_before": round(before, 3)}
     if opts.bundle_adjust:
-        _least_squares(model, views, obs, opts)
+        _least_squares(model, views, obs, opts, final)
     after = _rmse(model, views, obs)
     entry["rmse_after"] = round(after, 3)
     info.setdefault("ba", []).append(entry)
@@ -624,7 +658,7 @@ def _rotate(rvecs: np.ndarray, X: np.ndarray) -> np.ndarray:
     return X * cos + np.cross(k, X) * sin + k * (k * X).sum(axis=1, keepdims=True) * (1 - cos)
 
 
-def _least_squares(model: _Model, views, obs_all, opts: Options) -> None:
+def _least_squares(model: _Model, views, obs_all, opts: Options, final: bool) -> None:
     """scipy's trust-region least squares over (Rodrigues vector, t) of every free camera and the points, with
     the Jacobian computed analytically into its fixed sparse structure (2 rows per observation: 6 camera
     and 3 point columns), which is what makes a few thousand points take a fraction of a second."""
@@ -632,7 +666,8 @@ def _least_squares(model: _Model, views, obs_all, opts: Options) -> None:
     from scipy.optimize import least_squares
     from scipy.sparse import csr_matrix
 
-    obs = _observations(model, opts.max_ba_points, opts.seed) if opts.max_ba_points else obs_all
+    limit = opts.max_ba_points if final else opts.max_ba_points // 3
+    obs = _observations(model, limit, opts.seed) if limit else obs_all
     cams, tids, kps = obs
     ref = min(model.poses)  # the frame-defining camera stays put
     free = [v for v in sorted(model.poses) if v != ref]
@@ -687,12 +722,12 @@ def _least_squares(model: _Model, views, obs_all, opts: Options) -> None:
         return csr_matrix((data, (rows, cols)), shape=(2 * n, len(x0)))
 
     sol = least_squares(fun, x0, jac=jac, method="trf", loss="huber", f_scale=1.0, x_scale="jac",
-                        ftol=1e-6, xtol=1e-8, max_nfev=50, tr_solver="lsmr")
+                        ftol=1e-5, xtol=1e-8, max_nfev=50 if final else 15, tr_solver="lsmr")
     cp = sol.x[:nc].reshape(-1, 6)
     for v in free:
         model.poses[v] = (cv2.Rodrigues(cp[slot[v], :3])[0], cp[slot[v], 3:].copy())
     model.points[pts] = sol.x[nc:].reshape(-1, 3)
-    if opts.max_ba_points and len(obs[0]) < len(obs_all[0]):
+    if limit and len(obs[0]) < len(obs_all[0]):
         _retriangulate_rest(model, views, pts, opts)
 
 
@@ -713,7 +748,8 @@ def _skew(v: np.ndarray) -> np.ndarray:
 
 
 def _drotate(rvecs: np.ndarray, R: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """d(R(r) X)/dr, (n, 3, 3): −R [X]× (r rᵀ + (Rᵀ − I)[r]×) / |r|² (Gallego & Yezzi 2015); −[X]× at r = 0."""
+    """d(R(r) X)/dr, (n, 3, 3): −R [X]× (r rᵀ + (Rᵀ − I)[r]×) / |r|² (Gallego & Yezzi 2015); −[X]× at r = 0.
+    """
     theta2 = np.sum(rvecs * rvecs, axis=1)
     Sx = _skew(X)
     small = theta2 < 1e-16

@@ -1,6 +1,6 @@
 """Synthetic scenes with known cameras, for the classic backend's tests and benchmark.
 
-A room (floor, ceiling, four walls) with a few boxes standing on the floor, every face a rectangle with its
+A room (floor, ceiling, four walls) with 6–9 boxes standing on the floor, every face a rectangle with its
 own random multi-octave colour texture, ray-cast from pinhole cameras in the OpenCV convention (x right,
 y down, z forward; world y points down too, the floor is at y = +FLOOR). Nothing here is fitted to the
 reconstruction: the images come from geometry alone, so the poses they were taken from are ground truth.
@@ -29,7 +29,7 @@ class Quad:
 
 
 def texture(rng: np.random.Generator, width: int, height: int) -> np.ndarray:
-    """Colour noise summed over octaves (periods 2..64 texels): blobs at every scale, so SIFT finds features
+    """Colour noise summed over octaves (periods 3..64 texels): blobs at every scale, so SIFT finds features
     at the scales each view sees the surface at."""
     import cv2
 
@@ -153,6 +153,7 @@ class Views:
     K: np.ndarray
     points: np.ndarray  # ground-truth visible surface points, world frame = camera 0's
     shared_planes: int = 0  # non-parallel surfaces views 0 and 1 both see (1: their pose is ambiguous)
+    redrawn: int = 0  # draws random_pair threw away (sharing one plane or too little) before this one
 
 
 def random_pair(seed: int, width: int = 640, height: int = 480, fov_deg: float = 75.0,
@@ -160,11 +161,13 @@ def random_pair(seed: int, width: int = 640, height: int = 480, fov_deg: float =
     """Two views of a random room: camera 1 turned by 10–60° (either way) about the up axis and moved
     0.6–1.0 units in a random ground-plane direction (plus a little height) from camera 0.
 
-    With `relief`, a draw whose views share only one plane (or little at all) is redrawn: from such a pair
-    no two-view method can tell the true pose from its mirror twin, so it tests declining, not accuracy
-    (relief=False keeps it). Poses are re-expressed with camera 0 as the world frame, as reconstructions are."""
+    With `relief`, a draw is redrawn unless two differently oriented surfaces each fill ≥ 15 % of what both
+    views see: from one shared plane no two-view method can tell the true pose from its mirror twin, so such
+    a pair tests declining, not accuracy (relief=False keeps every draw). Poses are re-expressed with camera 0
+    as the world frame, as reconstructions are."""
     for attempt in range(50):
         pair = _draw(np.random.default_rng([seed, attempt]), seed, width, height, fov_deg, yaw_range, move_range)
+        pair.redrawn = attempt
         if not relief or pair.shared_planes >= 2:
             return pair
     return pair
