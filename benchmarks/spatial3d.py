@@ -3,8 +3,9 @@
     python benchmarks/spatial3d.py [--pairs 50] [--skip-mindcube]
 
 A. Synthetic pairs (toolpath.tools.spatial3d.synthetic: a textured room with boxes, ray-cast at 640x480 from
-   known cameras, camera 1 turned 10–60° and moved 0.6–1.0 units; pairs whose views share a single plane are
-   redrawn, since their pose is ambiguous for any two-view method; A′ keeps every draw). Median rotation error, median
+   known cameras, camera 1 turned 10–60° and moved 0.6–1.0 units; draws whose views do not share two
+   differently oriented surfaces (≥ 15 % each) are redrawn, since one plane can leave the pose ambiguous for
+   any two-view method; A′ keeps every draw). Median rotation error, median
    translation-direction error, and describe_camera_motion right (same movement bin, same turn side, angle
    within 5°) out of --pairs, for reconstruct_classic and for the plain OpenCV two-view recipe on the same
    matches (essential matrix by RANSAC + recoverPose: no rival check, no bundle adjustment); descriptions also

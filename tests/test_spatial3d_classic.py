@@ -109,17 +109,32 @@ def test_two_unrelated_images_give_no_pose_at_all():
     assert not r.registered.any() and np.isnan(r.extrinsics).all() and len(r.points) == 0
 
 
-def test_a_single_textured_plane_is_declined_because_its_pose_has_a_mirror_twin():
-    # Both views see only one wall: a homography explains every match, and two different poses fit it alike.
-    rng = np.random.default_rng(2)
-    wall = [S.Quad(np.array([-4.0, -3.0, 5.0]), np.array([8.0, 0, 0]), np.array([0, 6.0, 0]), S.texture(rng, 800, 600))]
+def wall_views(angle_deg, center, yaw):
+    """Two views of one textured wall (nothing else), turned angle_deg from facing camera 0."""
+    a = math.radians(angle_deg)
+    edge = np.array([math.cos(a), 0.0, math.sin(a)]) * 10
+    wall = [S.Quad(np.array([0, -3.0, 4.0]) - edge / 2, edge, np.array([0, 6.0, 0]),
+                   S.texture(np.random.default_rng(2), 1000, 600))]
     K = S.intrinsics(W, H)
-    poses = [S.look_pose([0.0, 0.0, 0.0], 0.0), S.look_pose([0.8, 0.05, 0.3], 25.0)]
-    images = [S.render(wall, E, K, W, H)[0] for E in poses]
+    poses = [S.look_pose([0.0, 0.0, 0.0], 0.0), S.look_pose(center, yaw)]
+    return [S.render(wall, E, K, W, H)[0] for E in poses], K, poses[1]
+
+
+def test_one_plane_whose_homography_allows_two_poses_is_declined():
+    # Both decompositions of the wall's homography put it in front of both cameras and fit every match.
+    images, K, _ = wall_views(65, [-0.6, 0.0, 0.4], -20.0)
     r = reconstruct_classic(images, [K, K])
     assert not r.registered.any()
     assert r.info["pairs"]["0-1"]["support"] > 100  # plenty of real matches: declined for ambiguity, not for lack
-    assert r.info["pairs"]["0-1"]["pose"] is False
+    assert "two different poses" in r.info["declined"]["0"]
+
+
+def test_one_plane_with_a_single_physical_pose_is_still_recovered():
+    # Here the twin would put the wall behind a camera, so the plane alone pins the pose down.
+    images, K, truth_E = wall_views(30, [0.8, 0.05, 0.3], 25.0)
+    r = reconstruct_classic(images, [K, K])
+    assert r.registered.all()
+    assert S.rotation_error_deg(r.extrinsics[1], truth_E) <= 1.0
 
 
 def test_turning_in_place_is_declined_or_described_as_no_movement():

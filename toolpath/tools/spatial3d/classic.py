@@ -261,8 +261,6 @@ def _verify(a: _View, b: _View, i: int, j: int, opts: Options) -> _Pair:
     random halves of the inliers barely moves it, which fails for matches bunched in a patch or along a line,
     and for pure rotation (any translation fits). Otherwise the pair still links tracks but gives no pose
     (pair.R None): picking one of the candidates would be a guess."""
-    import cv2
-
     m = _match(a, b, opts.ratio)
     pair = _Pair(i, j, len(m), np.zeros((0, 2), np.int64))
     if len(m) < max(opts.min_pair_inliers, 8):

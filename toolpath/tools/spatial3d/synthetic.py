@@ -63,7 +63,7 @@ def _box(rng, x0, z0, sx, sz, height) -> list[Quad]:
 
 def room(seed: int = 0, half_width: float = 4.0, front: float = 6.0, back: float = -4.0) -> list[Quad]:
     """The room and 6–9 boxes 2.7–3.6 units from the middle, where the cameras stand (within 1.5 of it): enough
-    relief that two views rarely share a single plane only (which leaves their relative pose ambiguous)."""
+    relief that two views rarely share a single plane only (which can leave their relative pose ambiguous)."""
     rng = np.random.default_rng(seed)
     hw, hgt = half_width, FLOOR - CEILING
     quads = [
@@ -162,8 +162,9 @@ def random_pair(seed: int, width: int = 640, height: int = 480, fov_deg: float =
     0.6–1.0 units in a random ground-plane direction (plus a little height) from camera 0.
 
     With `relief`, a draw is redrawn unless two differently oriented surfaces each fill ≥ 15 % of what both
-    views see: from one shared plane no two-view method can tell the true pose from its mirror twin, so such
-    a pair tests declining, not accuracy (relief=False keeps every draw). Poses are re-expressed with camera 0
+    views see: from one shared plane the true pose often has a mirror twin that fits as well, which no
+    two-view method can tell apart, so such a pair tests declining, not accuracy (relief=False keeps every
+    draw). Poses are re-expressed with camera 0
     as the world frame, as reconstructions are."""
     for attempt in range(50):
         pair = _draw(np.random.default_rng([seed, attempt]), seed, width, height, fov_deg, yaw_range, move_range)
