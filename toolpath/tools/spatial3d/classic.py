@@ -1,10 +1,11 @@
 """The `classic` reconstruction backend: structure from motion with OpenCV and SciPy, offline, CPU only.
 
-SIFT features (RootSIFT-normalised), Lowe's ratio test plus a mutual check, an essential matrix with RANSAC
-for every pair (geometric verification), the first pair's pose from that matrix (recoverPose), further views
-registered one at a time by PnP + RANSAC on the points already triangulated, triangulation of what the new
-view adds, and bundle adjustment (scipy.optimize.least_squares, Rodrigues rotations, sparse Jacobian, Huber
-loss) after each registration.
+SIFT features (RootSIFT-normalised; optionally affine-simulated, ASIFT), Lowe's ratio test plus a mutual
+check, an essential matrix with RANSAC for every pair (geometric verification) checked against the poses a
+plane's homography allows and for stability over half-samples, the first pair's pose from it (recoverPose),
+further views registered one at a time by PnP + RANSAC on the points already triangulated, triangulation of
+what the new view adds, and bundle adjustment (scipy.optimize.least_squares: Rodrigues rotations, an
+analytic Jacobian in its sparse structure, Huber loss) after each registration and once more at the end.
 
 Honesty over coverage: a view is registered only when enough inliers support it, and its confidence is the
 number of observations that agree with its final pose (reprojection within 2 px at the working size). A view
@@ -608,7 +609,7 @@ def _bundle(model: _Model, views, opts: Options, info: dict, final: bool = False
     after = _rmse(model, views, obs)
     entry["rmse_after"] = round(after, 3)
     info.setdefault("ba", []).append(entry)
-    _drop_outliers(model, views, obs, opts.pnp_px)
+    _drop_outliers(model, views, opts.pnp_px)
 
 
 def _observations(model: _Model, limit: int | None = None, seed: int = 0):
@@ -765,7 +766,7 @@ def _retriangulate_rest(model: _Model, views, adjusted: np.ndarray, opts: Option
     _triangulate(views, model, opts)
 
 
-def _drop_outliers(model: _Model, views, obs, px: float) -> None:
+def _drop_outliers(model: _Model, views, px: float) -> None:
     """Forget points that some registered view sees far from where the model puts them."""
     obs = _observations(model)
     if len(obs[0]) == 0:
