@@ -87,3 +87,29 @@ def _publish(tmp: Path, final: Path) -> None:
 def _new_tmp_dir(final: Path) -> Path:
     final.parent.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=final.name + ".", suffix=".tmp", dir=final.parent))
+
+
+def cached_index(folder: Path, marker: str, load, build, what: str):
+    """The index in `folder`: from memory, else loaded from disk (when `marker` is there), else built in a
+    temporary folder by `build(tmp)` and published atomically. A damaged cache is rebuilt, not fatal."""
+    import logging
+
+    with _LOCK:
+        if str(folder) in _LOADED:
+            return _LOADED[str(folder)]
+        index = None
+        if (folder / marker).is_file():
+            try:
+                index = load(folder)
+            except (OSError, ValueError, KeyError) as err:
+                logging.getLogger(__name__).warning("%s: rebuilding unreadable index %s: %s", what, folder, err)
+        if index is None:
+            tmp = _new_tmp_dir(folder)
+            try:
+                index = build(tmp)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            _publish(tmp, folder)
+        _LOADED[str(folder)] = index
+        return index

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from pathlib import Path
 
 from ..registry import ToolError
-from .cache import _LOADED, _LOCK, _cache_dir, _corpus_files, _new_tmp_dir, _publish, stats
+from .cache import _cache_dir, _corpus_files, cached_index, stats
 
 log = logging.getLogger(__name__)
 
@@ -179,36 +178,22 @@ def _build_image_index(files: list[Path], out: Path) -> tuple[_ImageIndex, list[
 
 def image_index(root: Path) -> tuple[_ImageIndex, list[str]]:
     """The window index of an image folder: from memory, else from the disk cache, else built (and cached)."""
-    import numpy as np
-
     files = _corpus_files(root, IMAGE_SUFFIXES)
     if not files:
         raise ToolError(f"image_search: {root} has no {' '.join(IMAGE_SUFFIXES)} files to search")
     params = {"side": _SIDE, "fractions": _WINDOW_FRACTIONS, "bins": [_H_BINS, _S_BINS, _V_BINS], "thumb": _THUMB,
               "grid": [_GRID, _ORIENT], "weights": _WEIGHTS}
     folder = _cache_dir("image", root, files, params)
-    with _LOCK:
-        if str(folder) in _LOADED:
-            return _LOADED[str(folder)]
-        loaded = None
-        if (folder / "images.json").is_file():
-            try:
-                meta = json.loads((folder / "images.json").read_text())
-                with np.load(folder / "windows.npz") as z:
-                    loaded = (_ImageIndex(meta["paths"], z["vectors"], z["owner"], z["boxes"], z["sizes"]),
-                              meta["notes"])
-            except (OSError, ValueError, KeyError) as err:
-                log.warning("image_search: rebuilding unreadable index %s: %s", folder, err)
-        if loaded is None:
-            tmp = _new_tmp_dir(folder)
-            try:
-                loaded = _build_image_index(files, tmp)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-            _publish(tmp, folder)
-        _LOADED[str(folder)] = loaded
-        return loaded
+    return cached_index(folder, "images.json", _load_image_index, lambda tmp: _build_image_index(files, tmp),
+                        "image_search")
+
+
+def _load_image_index(folder: Path) -> tuple[_ImageIndex, list[str]]:
+    import numpy as np
+
+    meta = json.loads((folder / "images.json").read_text())
+    with np.load(folder / "windows.npz") as z:
+        return _ImageIndex(meta["paths"], z["vectors"], z["owner"], z["boxes"], z["sizes"]), meta["notes"]
 
 
 _REFINE_TOP = 6  # how many best images get a finer search around their best window at query time

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-import shutil
 from pathlib import Path
 
 from ..registry import ToolError
-from .cache import _LOADED, _LOCK, _cache_dir, _corpus_files, _new_tmp_dir, _publish, stats
+from .cache import _cache_dir, _corpus_files, cached_index, stats
 from .documents import PASSAGE_WORDS, TEXT_SUFFIXES, _passages, _read_document
 
 log = logging.getLogger(__name__)
@@ -116,25 +115,8 @@ def text_index(root: Path) -> _TextIndex:
         raise ToolError(f"search: {root} has no {' '.join(TEXT_SUFFIXES)} files to search")
     stemmer = _stemmer()
     folder = _cache_dir("text", root, files, {"stem": stemmer is not None, "passage": PASSAGE_WORDS})
-    with _LOCK:
-        if str(folder) in _LOADED:
-            return _LOADED[str(folder)]
-        index = None
-        if (folder / "passages.json").is_file():
-            try:
-                index = _load_text_index(folder, stemmer)
-            except (OSError, ValueError, KeyError) as err:  # a damaged cache is rebuilt, not fatal
-                log.warning("search: rebuilding unreadable index %s: %s", folder, err)
-        if index is None:
-            tmp = _new_tmp_dir(folder)
-            try:
-                index = _build_text_index(files, tmp, stemmer)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-            _publish(tmp, folder)
-        _LOADED[str(folder)] = index
-        return index
+    return cached_index(folder, "passages.json", lambda f: _load_text_index(f, stemmer),
+                        lambda tmp: _build_text_index(files, tmp, stemmer), "search")
 
 
 # Snippets, re-ranking, the HTTP backend
