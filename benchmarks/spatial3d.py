@@ -45,11 +45,11 @@ def two_view(images, Ks):
     """The plain OpenCV recipe on classic's own features and matches: essential matrix + recoverPose."""
     import cv2
 
-    from toolpath.tools.spatial3d import classic as C
+    from toolpath.tools.spatial3d import classic as C, pairs as P
 
     opts = C.Options()
-    a, b = (C._prepare(img, K, opts) for img, K in zip(images, Ks))
-    m = C._match(a, b, opts.ratio)
+    a, b = (P._prepare(img, K, opts) for img, K in zip(images, Ks))
+    m = P._match(a, b, opts.ratio)
     E_out = np.full((2, 4, 4), np.nan)
     E_out[0] = np.eye(4)
     if len(m) < 5:
@@ -210,7 +210,7 @@ def _pct(a: int, b: int) -> str:
 
 
 def timing_rows() -> None:
-    from toolpath.tools.spatial3d import classic as C
+    from toolpath.tools.spatial3d import classic as C, pairs as P
     from toolpath.tools.spatial3d.synthetic import random_views
 
     v = random_views(0, n=4)
@@ -226,10 +226,10 @@ def timing_rows() -> None:
     floor = []
     for _ in range(3):
         t = time.perf_counter()
-        views = [C._prepare(img, K, C.Options()) for img, K in zip(v.images, Ks)]
+        views = [P._prepare(img, K, C.Options()) for img, K in zip(v.images, Ks)]
         for i in range(4):
             for j in range(i + 1, 4):
-                C._match(views[i], views[j], 0.75)
+                P._match(views[i], views[j], 0.75)
         floor.append(time.perf_counter() - t)
     w, f = statistics.median(warm), statistics.median(floor)
     print(f"C. 4 views of 640x480: reconstruct_classic {w:.2f} s warm (cold first call {cold:.2f} s), "
