@@ -1,0 +1,1 @@
+"""Planners: the subtask chain of an instruction, A* over toolpaths, and the learned subroutine library."""

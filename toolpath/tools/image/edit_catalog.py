@@ -1,0 +1,3 @@
+"""Imports the modules whose edit tools register themselves (see edit_base.register_edit_tool)."""
+
+from . import learned  # noqa: F401
