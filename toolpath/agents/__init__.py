@@ -6,7 +6,8 @@ import importlib
 from types import ModuleType
 
 # Capability issues add their agents here (visual_program, fast_slow, computer_use, embodied).
-AGENTS = {"react": "toolpath.agents.react", "visual_program": "toolpath.agents.visual_program"}
+AGENTS = {"react": "toolpath.agents.react", "visual_program": "toolpath.agents.visual_program",
+          "fast_slow": "toolpath.agents.fast_slow"}
 
 
 class UnknownAgent(ValueError):

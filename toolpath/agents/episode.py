@@ -116,7 +116,8 @@ def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
         raise ValueError(f"sandbox {spec.sandbox.kind!r} is not available; available: {', '.join(SANDBOX_KINDS)}")
     defaults = agent.DEFAULT_TOOLS + (["python"] if spec.sandbox.kind in CODE_SANDBOXES else [])
     tools = {t.name: t for t in select_tools(spec.tools, defaults)}
-    if policy is None:
+    # An agent that decides without a model (fast_slow's grammar planner) does not pay for loading one.
+    if policy is None and getattr(agent, "needs_policy", lambda _spec: True)(spec):
         if on_event is not None and slow_to_load(spec.model):
             on_event({"type": "loading", "model": spec.model.name})
         policy = load(spec.model)

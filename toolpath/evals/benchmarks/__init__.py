@@ -22,7 +22,8 @@ from ...spec import TaskSpec
 
 BENCHMARKS = {"arith": "toolpath.evals.benchmarks.arith:Arith",
               "mindcube": "toolpath.evals.benchmarks.mindcube:MindCube",
-              "omni3d_bench": "toolpath.evals.benchmarks.omni3d_bench:Omni3DBench"}
+              "omni3d_bench": "toolpath.evals.benchmarks.omni3d_bench:Omni3DBench",
+              "edits": "toolpath.evals.benchmarks.edits:Edits"}
 
 # The repository's root: toolpath/evals/benchmarks/__init__.py is three folders below it.
 REPO_ROOT = Path(__file__).resolve().parents[3]
