@@ -176,6 +176,51 @@ def test_nothing_matching_is_an_edit_error_that_says_what():
         locate("shape_segment", background("stripes"), "star")
 
 
+def shaded_object(w: int = 160, h: int = 120):
+    """A red ellipse lit on the left and in shadow on the right (RGB scaled 1.0 → 0.3: named red, then brown,
+    then black, the hue staying 28–35°) on a tan, wood-like background of another hue (~60°)."""
+    img = np.empty((h, w, 3), np.uint8)
+    img[:] = (196, 140, 96)
+    truth = np.zeros((h, w), np.uint8)
+    cv2.ellipse(truth, (w // 2, h // 2), (55, 35), 0, 0, 360, 1, -1)
+    truth = truth.astype(bool)
+    ramp = np.interp(np.arange(w, dtype=np.float32), [w // 2 - 55, w // 2 + 55], [1.0, 0.3])
+    obj = np.broadcast_to(np.array(COLORS["red"], np.float32) * ramp[:, None], (h, w, 3))
+    img[truth] = np.clip(obj[truth], 0, 255).astype(np.uint8)
+    return img, truth
+
+
+def test_hue_segment_keeps_the_shaded_part_that_color_segment_loses():
+    img, truth = shaded_object()
+    hue, s = locate("hue_segment", img, "red cup")
+    named, _ = locate("color_segment", img, "red cup")
+    assert iou(hue.mask, truth) >= 0.95
+    assert iou(named.mask, truth) < 0.7  # the shadowed side is named brown and black
+    start = EditState(image=img)
+    assert check("hue_segment", start, hue, s) >= 0.8 > check("color_segment", start, named, s)
+
+
+def test_hue_segment_needs_a_colour_with_a_hue():
+    img, _ = scene("uniform")
+    for name in ("black triangle", "white circle", "gray square"):
+        with pytest.raises(EditError, match="has no hue.*use color_segment"):
+            locate("hue_segment", img, name)
+    with pytest.raises(EditError, match="names no colour"):
+        locate("hue_segment", img, "circle")
+
+
+def test_locate_check_penalises_a_mask_that_stops_inside_the_object():
+    img, truth = shaded_object()
+    s = Subtask("s1", "recolor", target("red cup"), {"color": "blue"})  # no shape: only colour and completeness
+    half = truth.copy()
+    half[:, img.shape[1] // 2:] = False  # cut through the shading: the object goes on past its right edge
+    L = F.lab(img)
+    assert Q.continuation(L, truth, "red") < 0.02 and Q.continuation(L, half, "red") > 0.2
+    start = EditState(image=img)
+    assert Q.check_locate(start, EditState(image=img, mask=truth), s) >= 0.9
+    assert Q.check_locate(start, EditState(image=img, mask=half), s) < 0.5
+
+
 # ---- recolor ------------------------------------------------------------------------------------------
 
 def shaded_scene():

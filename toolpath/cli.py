@@ -88,6 +88,8 @@ class Progress:
 def _finish(result, args, score: float | None) -> int:
     out = {"run_id": result.run_id, "status": result.status, "answer": result.answer, "steps": result.steps,
            "tokens": result.tokens, "seconds": round(result.seconds, 3), "score": score}
+    if result.error:  # why it failed, or what went wrong in a run that still finished (a failed edit subtask)
+        out["error"] = result.error
     if args.json:
         print(json.dumps(out))
     else:
@@ -181,6 +183,14 @@ def cmd_runs_list(args) -> int:
     return EXIT_OK
 
 
+def _lines(text: str, most: int = 12, width: int = 200) -> str:
+    """Multi-line text for `runs show`: each line cut to `width`, at most `most` lines, later lines indented."""
+    lines = [_one_line(line, width) for line in (text or "").splitlines() if line.strip()] or [""]
+    if len(lines) > most:
+        lines = lines[:most] + [f"… {len(lines) - most} more lines (runs show --json has them all)"]
+    return "\n    ".join(lines)
+
+
 def cmd_runs_show(args) -> int:
     store = _store(args)
     run = store.find_run(args.run_id)
@@ -217,7 +227,9 @@ def cmd_runs_show(args) -> int:
             for c in m.get("tool_calls", []):
                 print(f"  call {c['name']}({json.dumps(c.get('arguments', {}), ensure_ascii=False)})  id={c['id']}")
             if role == "tool":
-                print(f"  observation from {m.get('name')}: " + _one_line(m.get("content", ""), 200))
+                print(f"  observation from {m.get('name')}: " + _lines(m.get("content", "")))
+            if role == "assistant" and s["node"] != "policy":  # a planner's own step (the edit agent's plan, learn)
+                print(f"  {s['node']}: " + _lines(m.get("content", "")))
             if role == "user" and s["node"] != "task":
                 print("  feedback: " + _one_line(m.get("content", ""), 200))
             for img in m.get("images", []):
@@ -240,6 +252,42 @@ def cmd_tools_list(args) -> int:
     print(f"{'TOOL':<16} {'COST s':>8} {'QUALITY':>8}  DESCRIPTION")
     for t in sorted(tools.values(), key=lambda t: t.name):
         print(f"{t.name:<16} {t.cost:>8g} {t.quality:>8.2f}  {_one_line(t.description, 80)}")
+    return EXIT_OK
+
+
+def cmd_tools_calibrate(args) -> int:
+    """Measure the edit tools on generated sample edits and write the priors table planners read."""
+    from .evals.benchmarks.edits import subtask_samples
+    from .tools.image.calibrate import calibrate
+    from .tools.image.edit_base import edit_tools
+    from .tools.image.priors import load_priors, user_table, write_table
+
+    if args.tasks < 1 or args.repeats < 1:
+        raise BadInput("--tasks and --repeats must be at least 1")
+    samples = subtask_samples(args.tasks, args.seed)
+    tools = edit_tools()
+    before = load_priors(tools)
+
+    def progress(i, subtask):
+        if not args.json and (i % 10 == 0 or i == len(samples) - 1):
+            print(f"  sample {i + 1}/{len(samples)}: {subtask.label}", file=sys.stderr)
+
+    rows = calibrate(samples, repeats=args.repeats, progress=progress)
+    path = write_table(rows, Path(args.out).expanduser() if args.out else user_table())
+    if args.json:
+        print(json.dumps({"table": str(path), "samples": len(samples), "tools": {
+            k: {"cost": p.cost, "cost_min": p.cost_min, "quality": p.quality, "n": p.n} for k, p in rows.items()}}))
+        return EXIT_OK
+    print(f"{'TOOL':<26} {'STAGE':<11} {'COST s':>8} {'MIN s':>8} {'QUALITY':>8} {'N':>5}  (was cost / quality)")
+    for name, p in sorted(rows.items(), key=lambda kv: (tools[kv[0]].stage, kv[0])):
+        old = before.get(name)
+        was = f"{old.cost:.4g} / {old.quality:.2f}" if old else ""
+        print(f"{name:<26} {tools[name].stage:<11} {p.cost:>8.4f} {p.cost_min:>8.4f} {p.quality:>8.2f} {p.n:>5}  ({was})")
+    unused = sorted(set(tools) - set(rows))
+    for name in unused:
+        why = tools[name].available()
+        print(f"{name:<26} {tools[name].stage:<11} not measured: {why or 'no sample of its subtask kinds'}")
+    print(f"wrote {path} ({len(samples)} samples from {args.tasks} generated tasks, seed {args.seed})")
     return EXIT_OK
 
 
@@ -352,16 +400,23 @@ def cmd_eval(args) -> int:
     except BenchmarkDataError as err:  # missing or malformed data: the message names the file and the variable
         raise BadInput(str(err)) from None
     summary = result.summary()
-    keys = ("eval_id", "benchmark", "n", "score", "by_category", "tokens", "seconds", "overall_excludes", "n_overall")
+    keys = ("eval_id", "benchmark", "n", "score", "by_category", "tokens", "seconds", "overall_excludes", "n_overall",
+            "metrics")
     if args.json:
         print(json.dumps({k: summary[k] for k in keys if k in summary}))
         return EXIT_OK
+    names = list(summary.get("metrics", {}))  # the benchmark's own numbers, one column each
+
+    def cells(m: dict) -> str:
+        return "".join(f" {m.get(k, float('nan')):>{max(9, len(k))}.3f}" for k in names)
+
     print(f"eval {summary['eval_id']}  benchmark {summary['benchmark']}  model {summary['model']}")
-    print(f"{'CATEGORY':<12} {'N':>4} {'SCORE':>7}")
+    print(f"{'CATEGORY':<12} {'N':>4} {'SCORE':>7}" + "".join(f" {k:>{max(9, len(k))}}" for k in names))
     for cat, v in summary["by_category"].items():
-        print(f"{cat:<12} {v['n']:>4} {v['score']:>7.3f}")
+        print(f"{cat:<12} {v['n']:>4} {v['score']:>7.3f}" + cells(v.get("metrics", {})))
     n_all = summary.get("n_overall", summary["n"])
-    print(f"{'all':<12} {n_all:>4} {summary['score']:>7.3f}   tokens {summary['tokens']}  {summary['seconds']:.1f} s")
+    print(f"{'all':<12} {n_all:>4} {summary['score']:>7.3f}" + cells(summary.get("metrics", {}))
+          + f"   tokens {summary['tokens']}  {summary['seconds']:.1f} s")
     if summary.get("overall_excludes"):
         print(f"(all leaves out {', '.join(summary['overall_excludes'])}, as {summary['benchmark']} reports it)")
     return EXIT_OK
@@ -413,6 +468,14 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument("--input", action="append", metavar="PATH", help="a file the call may read (read_file)")
     tc.add_argument("--json", action="store_true")
     tc.set_defaults(fn=cmd_tools_call)
+    tk = tools.add_parser("calibrate", help="measure the image-edit tools' cost and quality; write the priors table")
+    tk.add_argument("--tasks", type=int, default=40, help="generated edit tasks to sample subtasks from (default 40)")
+    tk.add_argument("--seed", type=int, default=1000,
+                    help="their seed (default 1000: not the benchmark's 0, so priors are not fitted to it)")
+    tk.add_argument("--repeats", type=int, default=1, help="runs per tool and sample (default 1)")
+    tk.add_argument("--out", metavar="PATH", help="table to write (default $TOOLPATH_HOME/priors/edit_tools.json)")
+    tk.add_argument("--json", action="store_true")
+    tk.set_defaults(fn=cmd_tools_calibrate)
 
     models = sub.add_parser("models", help="policy kinds").add_subparsers(dest="sub", metavar="SUBCOMMAND", required=True)
     ml = models.add_parser("list", help="each policy kind and whether it can run here")

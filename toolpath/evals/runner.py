@@ -27,6 +27,16 @@ class SampleResult:
     seconds: float
     answer: str | None = None
     error: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)  # the benchmark's own per-sample numbers, if any
+
+
+def _means(samples: list[SampleResult]) -> dict[str, float]:
+    """Per metric, its mean over the samples that report it."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for s in samples:
+        for k, v in s.metrics.items():
+            values[k].append(v)
+    return {k: round(sum(v) / len(v), 4) for k, v in values.items()}
 
 
 @dataclass
@@ -39,20 +49,25 @@ class EvalResult:
     overall_excludes: tuple[str, ...] = ()  # categories with a row of their own but not in the overall score
 
     def summary(self) -> dict:
-        by_cat: dict[str, list[float]] = defaultdict(list)
+        by_cat: dict[str, list[SampleResult]] = defaultdict(list)
         for s in self.samples:
-            by_cat[s.category].append(s.score)
-        counted = [s.score for s in self.samples if s.category not in self.overall_excludes]
+            by_cat[s.category].append(s)
+        kept = [s for s in self.samples if s.category not in self.overall_excludes]
+        counted = [s.score for s in kept]
         out = {
             "eval_id": self.eval_id,
             "benchmark": self.benchmark,
             "model": self.model,
             "n": len(self.samples),
             "score": (sum(counted) / len(counted)) if counted else 0.0,
-            "by_category": {k: {"n": len(v), "score": sum(v) / len(v)} for k, v in sorted(by_cat.items())},
+            "by_category": {k: {"n": len(v), "score": sum(s.score for s in v) / len(v),
+                                **({"metrics": _means(v)} if any(s.metrics for s in v) else {})}
+                            for k, v in sorted(by_cat.items())},
             "tokens": sum(s.tokens for s in self.samples),
             "seconds": round(self.seconds, 3),
         }
+        if any(s.metrics for s in kept):
+            out["metrics"] = _means(kept)
         if self.overall_excludes:  # say what the overall score is over, when it is not every sample
             out.update(overall_excludes=list(self.overall_excludes), n_overall=len(counted))
         return out
@@ -76,10 +91,13 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
         else:
             value = bench.score(rec, run.answer)
             store.update_run(run.run_id, score=value)
+            # a benchmark may measure more than its score (edits: subtask success, cost, tool calls, quality)
+            metrics = bench.metrics(rec, run.answer) if hasattr(bench, "metrics") else {}
             sample = SampleResult(rec.id, rec.category, run.run_id, run.status, value, run.tokens, run.seconds,
-                                  run.answer, run.error)
+                                  run.answer, run.error, metrics)
         store.put_eval_sample(eval_id, rec.id, sample.run_id, rec.category, sample.status, sample.score, sample.tokens,
-                              sample.seconds, {"answer": sample.answer, "error": sample.error})
+                              sample.seconds, {"answer": sample.answer, "error": sample.error,
+                                               **({"metrics": sample.metrics} if sample.metrics else {})})
         result.samples.append(sample)
         if on_sample:
             on_sample(i + 1, len(records), sample)

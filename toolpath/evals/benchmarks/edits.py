@@ -1061,6 +1061,17 @@ def input_image(task: EditTask) -> np.ndarray:
     return render(task.scene)
 
 
+def subtask_samples(n_tasks: int, seed: int) -> list[tuple[np.ndarray, Subtask]]:
+    """One (image, subtask) per subtask of `n_tasks` generated tasks, each image the scene just before that
+    subtask: what `toolpath tools calibrate` measures the tools on (use a seed other than the benchmark's,
+    so priors are not fitted to the tasks they are judged on)."""
+    out = []
+    for task in generate(n_tasks, seed):
+        for scene, s in zip(states(task), task.subtasks):
+            out.append((render(scene), s))
+    return out
+
+
 # ---- the benchmark adapter -------------------------------------------------------------------------------
 
 def _home() -> Path:
@@ -1157,3 +1168,21 @@ class Edits:
     def score(self, record: Record, answer: Any) -> float:
         results = self.subtask_success(record, answer)
         return 1.0 if results and all(r.ok for r in results) else 0.0
+
+    def metrics(self, record: Record, answer: Any) -> dict[str, float]:
+        """Beyond the task score: the share of subtasks done (checked here), and the cost and quality the
+        agent reports in its answer (seconds of tool calls, tool calls, product of step qualities), when it
+        reports them. A malformed report is left out, not guessed."""
+        results = self.subtask_success(record, answer)
+        out = {"subtask_success": sum(r.ok for r in results) / len(results) if results else 0.0}
+        try:
+            data = json.loads(answer) if isinstance(answer, str) else answer
+            subs = data.get("subtasks") or []
+            out["cost_s"] = float(data["cost_s"])
+            out["tool_calls"] = float(data["tool_calls"])
+            qualities = [float(s["quality"]) for s in subs if s.get("ok")]
+            if qualities:
+                out["quality"] = sum(qualities) / len(qualities)
+        except (TypeError, ValueError, KeyError, AttributeError):
+            pass
+        return out

@@ -19,7 +19,8 @@ import numpy as np
 
 from .edit_base import COLORS, POSITIONS, SHAPES, EditState, Subtask
 from .features import (Background, delta_e, background_distance, background_model, blobs, border_band, color_lab, distance_to,
-                       kmeans, lab, mask_box, named_share, color_mask, shape_box, shape_coverage, shape_score)
+                       color_names, hue_match, kmeans, HUE_TOL, lab, mask_box, named_share, color_mask, shape_box,
+                       shape_coverage, shape_score, NAMES)
 
 INK_DE = 30.0  # a pixel this far (ΔE) from the background around it is ink
 UNCHANGED = 12  # a pixel whose channels all moved less than this is unchanged (JPEG-free, so tight)
@@ -70,9 +71,44 @@ def mask_solidity(mask: np.ndarray) -> float:
     return pieces[0].area / max(int(mask.sum()), 1) if pieces else 0.0
 
 
-def color_coherence(image: np.ndarray, mask: np.ndarray, color: str) -> float:
-    """The share of the mask (its anti-aliased rim left out) named `color`."""
-    return named_share(image[erode(mask, 1)], color)
+def color_coherence(image: np.ndarray, mask: np.ndarray, color: str, image_lab: np.ndarray | None = None) -> float:
+    """The share of the mask (its anti-aliased rim left out) named `color` or of its hue (features.hue_match:
+    the shaded part of a real object is named "brown" or "black" but keeps the hue; in the darkest shadows,
+    where the hue drifts, within twice the tolerance)."""
+    core = erode(mask, 1)
+    if not core.any():
+        return 0.0
+    L = lab(image) if image_lab is None else image_lab
+    ok = (color_names(image[core]) == NAMES.index(color)) | hue_match(L[core], color, dark_tol=2 * HUE_TOL)
+    return float(ok.mean())
+
+
+CONTINUE_DE = 20.0  # an outside pixel this near (ΔE) the mask's colour beside it continues the object
+CONTINUE_WIN = 13  # px: the window in which "the mask's colour beside it" is averaged
+
+
+def continuation(image_lab: np.ndarray, mask: np.ndarray, color: str) -> float:
+    """The share of the band just outside the mask (2–4 px out, past the anti-aliased rim) where the object
+    goes on: pixels of the target's hue (hue_match) whose colour is near (ΔE < CONTINUE_DE) the mask's own
+    colour beside them (the mean of its inner band in a CONTINUE_WIN window). A mask cut through a shading
+    gradient (color_segment on a shaded object) has much of its edge there; one that follows the object's
+    edge has next to none: another object of the same hue but a different colour (orange on brown) differs by
+    more than CONTINUE_DE, and a nearly grey background (the benchmark's) has no hue. 0 for achromatic colours."""
+    inside = mask & ~erode(mask, 2, keep_some=False)
+    out = dilate(mask, 4) & ~dilate(mask, 1)
+    if not inside.any() or not out.any():
+        return 0.0
+    ys, xs = np.nonzero(out)  # only the mask's neighbourhood is filtered
+    pad = CONTINUE_WIN
+    y0, y1 = max(0, ys.min() - pad), min(mask.shape[0], ys.max() + 1 + pad)
+    x0, x1 = max(0, xs.min() - pad), min(mask.shape[1], xs.max() + 1 + pad)
+    L, ins, o = image_lab[y0:y1, x0:x1], inside[y0:y1, x0:x1].astype(np.float32), out[y0:y1, x0:x1]
+    k = (CONTINUE_WIN, CONTINUE_WIN)
+    weight = cv2.boxFilter(ins, -1, k, normalize=False)
+    beside = np.stack([cv2.boxFilter(L[..., i] * ins, -1, k, normalize=False) for i in range(3)], -1)
+    beside = beside[o] / np.maximum(weight[o], 1e-6)[:, None]
+    near = (weight[o] > 0) & (delta_e(L[o], beside) < CONTINUE_DE)
+    return float((near & hue_match(L[o], color)).mean())
 
 
 def shape_match(mask: np.ndarray, shape: str) -> float:
@@ -253,8 +289,13 @@ def ink_contrast(image: np.ndarray, ink: np.ndarray) -> float:
 
 # ---- stage checks (EditTool.check) ------------------------------------------------------------------------------
 
+CONTINUE_FREE = 0.05  # this much of a mask's outer band may look like the object going on (noise, a highlight)
+CONTINUE_ZERO = 0.30  # …and with this much more the mask scores 0: it is a piece of the object
+
+
 def check_locate(before: EditState, after: EditState, subtask: Subtask) -> float:
-    """A plausible, solid mask; made of the target's colour and shaped like its shape when it names them."""
+    """A plausible, solid mask; made of the target's colour and shaped like its shape when it names them; and,
+    for a colour with a hue, complete: the object does not go on past its edge (continuation)."""
     mask = after.mask
     q = mask_plausibility(mask, before.image.shape[:2])
     if q == 0.0:
@@ -263,7 +304,11 @@ def check_locate(before: EditState, after: EditState, subtask: Subtask) -> float
     q *= mask_solidity(mask)
     target = subtask.target
     if target and target.color in COLORS:
-        q *= float(np.clip((color_coherence(before.image, mask, target.color) - 0.4) / 0.5, 0.0, 1.0))
+        L = lab(before.image)
+        q *= float(np.clip((color_coherence(before.image, mask, target.color, L) - 0.4) / 0.5, 0.0, 1.0))
+        # 0 for achromatic colours (hue_match finds nothing), so black, white and gray are judged as before
+        cont = continuation(L, mask, target.color)
+        q *= float(np.clip(1.0 - (cont - CONTINUE_FREE) / CONTINUE_ZERO, 0.0, 1.0))
     if target and target.shape in SHAPES:
         q *= 0.5 + 0.5 * shape_match(mask, target.shape)
     if not (target and (target.color in COLORS or target.shape in SHAPES)):
