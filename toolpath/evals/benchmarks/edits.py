@@ -73,6 +73,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from ...spec import TaskSpec
 from ...tools.image.edit_base import COLORS, KINDS, POSITIONS, SHAPES, Subtask, Target
+from ...tools.image.features import shape_box, shape_outline
 from . import Record, pick, task_id
 
 N_TASKS = 200
@@ -254,43 +255,8 @@ def texture_scale(scene: Scene) -> float:
     return 3.0 if kind in ("noise", "blobs") else 1.5
 
 
-def shape_outline(shape: str, box) -> tuple[str, list[tuple[float, float]]]:
-    """("ellipse", [corner, corner]) or ("polygon", points) of a shape drawn in a box (the convention)."""
-    x0, y0, x1, y1 = map(float, box)
-    w, h, cx, cy = x1 - x0, y1 - y0, (x0 + x1) / 2, (y0 + y1) / 2
-    s = min(w, h) / 2
-    if shape == "circle":
-        return "ellipse", [(cx - s, cy - s), (cx + s, cy + s)]
-    if shape == "ellipse":
-        return "ellipse", [(x0, y0), (x1, y1)]
-    if shape == "square":
-        return "polygon", [(cx - s, cy - s), (cx + s, cy - s), (cx + s, cy + s), (cx - s, cy + s)]
-    if shape == "rectangle":
-        return "polygon", [(x0, y0), (x1, y0), (x1, y1), (x0, y1)]
-    if shape == "triangle":
-        return "polygon", [(cx, y0), (x1, y1), (x0, y1)]
-    if shape == "star":
-        pts = []
-        for k in range(10):
-            r = s if k % 2 == 0 else 0.45 * s
-            a = -np.pi / 2 + k * np.pi / 5
-            pts.append((cx + r * np.cos(a), cy + s * 0.1 + r * np.sin(a)))
-        return "polygon", pts
-    raise ValueError(f"unknown shape {shape!r}; known shapes: {', '.join(SHAPES)}")
-
-
-def shape_box(shape: str, box) -> tuple[int, int, int, int]:
-    """The box a replacement shape is drawn in, given the old object's box (see the module docstring)."""
-    x0, y0, x1, y1 = box
-    w, h = x1 - x0, y1 - y0
-    cx, cy, side = (x0 + x1) / 2, (y0 + y1) / 2, min(w, h)
-    if shape in ("ellipse", "rectangle"):
-        if max(w, h) / max(min(w, h), 1) >= 1.35:
-            return tuple(box)
-        bw, bh = (w, w / 1.6) if w >= h else (h / 1.6, h)
-    else:
-        bw = bh = side
-    return (int(round(cx - bw / 2)), int(round(cy - bh / 2)), int(round(cx + bw / 2)), int(round(cy + bh / 2)))
+# shape_outline and shape_box (toolpath.tools.image.features) are the drawing convention the generator, the
+# draw_shape tool and the checker share: one definition, so they cannot drift apart.
 
 
 def _crop(box, W: int, H: int, pad: int = 2) -> tuple[int, int, int, int]:
