@@ -36,3 +36,23 @@ class Sandbox(Protocol):
     def __enter__(self) -> "Sandbox": ...
 
     def __exit__(self, *exc) -> None: ...
+
+
+class GUISandbox(Sandbox, Protocol):
+    """A screen an agent acts on (sandboxes/browser.py, sandboxes/desktop.py): what tools/gui.py executes through.
+
+    Coordinates here are always screen pixels of `screen_size()` (the screenshot's own pixels); the agent has
+    converted the model's convention already. `act` gets arguments the action's model in tools/gui.py has
+    validated (None values dropped); what it cannot do (an action this platform lacks, a key it does not know,
+    a point off screen, a page that did not load) is a SandboxError naming the action and why.
+    """
+
+    platform: str  # "web", "desktop" or "phone": which of tools.gui.PLATFORMS the agent offers
+
+    def screen_size(self) -> tuple[int, int]: ...  # (width, height) in pixels
+
+    def screenshot(self) -> bytes: ...  # PNG, exactly screen_size() pixels
+
+    def act(self, action: str, args: dict) -> str: ...  # a short account of what happened, for the agent
+
+    def observe(self) -> dict: ...  # text facts of the current screen: {"url", "title", "dom", "windows", ...}
