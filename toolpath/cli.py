@@ -395,7 +395,7 @@ def cmd_eval(args) -> int:
             print(f"loading model {ev['model']} …", file=sys.stderr, flush=True)
 
     try:
-        result = run_eval(args.benchmark, store, model=args.model, limit=args.limit, seed=args.seed,
+        result = run_eval(args.benchmark, store, model=args.model, limit=args.limit, seed=args.seed, data=args.data,
                           on_sample=on_sample, on_event=on_event)
     except BenchmarkDataError as err:  # missing or malformed data: the message names the file and the variable
         raise BadInput(str(err)) from None
@@ -487,6 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--limit", type=int, help="at most N records")
     ev.add_argument("--model", help="the model for every task (default: local)")
     ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--data", metavar="PATH", help="the benchmark's data (OSWorld-G, ScreenSpot: a JSON file or folder)")
     ev.add_argument("--json", action="store_true")
     ev.add_argument("-q", "--quiet", action="store_true")
     ev.set_defaults(fn=cmd_eval)

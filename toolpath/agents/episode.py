@@ -56,10 +56,13 @@ def _open_sandbox(kind: str, options: dict):
     import importlib
     from dataclasses import fields
 
-    from ..sandboxes.base import SandboxLimits
+    from ..sandboxes.base import SandboxError, SandboxLimits
 
     module, name = SANDBOXES[kind]
-    cls = getattr(importlib.import_module(module), name)
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise SandboxError(f"cannot load {module}.{name}: {err}") from err
     opts = dict(options)
     own = {k: opts.pop(k) for k in cls.OPTIONS if k in opts}
     known = {f.name for f in fields(SandboxLimits)}
@@ -86,13 +89,16 @@ def _episode_sandbox(rt: Runtime, agent=None):
     try:
         try:
             box = _open_sandbox(spec.sandbox.kind, spec.sandbox.options)
-            inputs = box.workdir / "inputs"
-            if spec.inputs.images or spec.inputs.files:
+            # Code sandboxes get the task's inputs as files, and its images loaded under their names;
+            # a GUI sandbox (browser, desktop) has no working folder and shows its own screen.
+            workdir = getattr(box, "workdir", None)
+            inputs = workdir / "inputs" if workdir is not None else None
+            if inputs is not None and (spec.inputs.images or spec.inputs.files):
                 inputs.mkdir()
                 for p in list(spec.inputs.images) + list(spec.inputs.files):
                     shutil.copyfile(p, inputs / p.name)
                     os.chmod(inputs / p.name, 0o644)
-            if rt.ctx.images:  # the same names the image tools use: image_1, image_2, …
+            if inputs is not None and rt.ctx.images:  # the same names the image tools use: image_1, image_2, …
                 box.preload("\n".join(["from PIL import Image as _Image"] + [
                     f"{name} = _Image.open({('inputs/' + path.name)!r}); {name}.load()"
                     for name, path in rt.ctx.images.items()]))
@@ -141,6 +147,8 @@ def _agent_params(agent, spec: TaskSpec):
         expected = ", ".join(f"{k} ({v})" for k, v in accepted.items()) or "none"
         raise ValueError(f"agent.params: unknown parameter(s) {', '.join(unknown)} for agent {spec.agent.name!r}; "
                          f"expected: {expected}")
+    if hasattr(agent, "check_spec"):  # what an agent can tell is wrong before anything starts (computer_use)
+        agent.check_spec(spec)
     fmt = get_format(spec.agent.params.get("format"))
     if fmt.max_steps and "max_steps" not in spec.limits.model_fields_set:
         spec = spec.model_copy(deep=True)

@@ -73,12 +73,32 @@ class EvalResult:
         return out
 
 
+def final_state(store: Store, run_id: str) -> dict | None:
+    """What an environment-scored episode recorded of its world as it ended (computer_use's finish step)."""
+    for step in reversed(store.steps(run_id)):
+        if "final_state" in step["payload"]:
+            return step["payload"]["final_state"]
+    return None
+
+
+def score_run(bench, rec: Record, store: Store, run_id: str, answer: str | None) -> float:
+    """The benchmark's score: from the final state of the environment when it scores that (WebArena,
+    MiniWoB++: `score_final`), else from the answer."""
+    if hasattr(bench, "score_final"):
+        state = final_state(store, run_id)
+        if state is not None:
+            return bench.score_final(rec, answer, state)
+    return bench.score(rec, answer)
+
+
 def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int | None = None, seed: int = 0,
-             on_sample: Callable[[int, int, SampleResult], None] | None = None, on_event=None) -> EvalResult:
-    bench = get_benchmark(benchmark)
+             on_sample: Callable[[int, int, SampleResult], None] | None = None, on_event=None,
+             data: str | None = None) -> EvalResult:
+    bench = get_benchmark(benchmark, data=data)
     records: list[Record] = list(bench.records(limit=limit, seed=seed))
     model_name = model or "local"
-    eval_id = store.create_eval(bench.name, model_name, {"limit": limit, "seed": seed}, len(records))
+    eval_id = store.create_eval(bench.name, model_name, {"limit": limit, "seed": seed,
+                                                          **({"data": str(data)} if data else {})}, len(records))
     result = EvalResult(eval_id=eval_id, benchmark=bench.name, model=model_name,
                         overall_excludes=tuple(getattr(bench, "overall_excludes", ())))
     started = time.perf_counter()
@@ -89,7 +109,7 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
         except EpisodeError as err:
             sample = SampleResult(rec.id, rec.category, None, "failed", 0.0, 0, 0.0, error=str(err))
         else:
-            value = bench.score(rec, run.answer)
+            value = score_run(bench, rec, store, run.run_id, run.answer)
             store.update_run(run.run_id, score=value)
             # a benchmark may measure more than its score (edits: subtask success, cost, tool calls, quality)
             metrics = bench.metrics(rec, run.answer) if hasattr(bench, "metrics") else {}

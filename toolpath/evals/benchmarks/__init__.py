@@ -96,8 +96,17 @@ def pick(records: list[Record], limit: int | None, seed: int) -> list[Record]:
     return out
 
 
-def get_benchmark(name: str) -> Benchmark:
+def get_benchmark(name: str, data: str | Path | None = None) -> Benchmark:
+    """The benchmark's adapter; `data` (`toolpath eval BENCH --data PATH`) is the user's copy of its data, for
+    the benchmarks that read one (they take `data=` in their constructor)."""
     if name not in BENCHMARKS:
         raise UnknownBenchmark(f"unknown benchmark {name!r}; available: {', '.join(sorted(BENCHMARKS))}")
     mod, _, attr = BENCHMARKS[name].partition(":")
-    return getattr(importlib.import_module(mod), attr)()
+    cls = getattr(importlib.import_module(mod), attr)
+    if data is None:
+        return cls()
+    import inspect
+
+    if "data" not in inspect.signature(cls).parameters:
+        raise BenchmarkDataError(f"benchmark {name!r} reads no data files: --data does not apply to it")
+    return cls(data=Path(data).expanduser())

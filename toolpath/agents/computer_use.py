@@ -1,0 +1,420 @@
+"""ScaleCUA's computer-use agent: screenshot → one step in the unified GUI action space → executed on the screen.
+
+    START → observe → policy ─┬─ actions ─► act ─┬─► observe …
+                              │                  └─ response / terminate / budget ─► finish → END
+                              └─ bad reply (told what was wrong) ─► observe
+
+Modes (agent.params.mode): `grounding` (one screenshot in, one point out; no sandbox: the screenshot is the
+task's input image, the answer is JSON {"point": [x, y]} in its pixels or {"refused": true}), `direct`
+(<operation> + <action> per step) and `reasoned` (<think> first). Each step the policy sees what ScaleCUA's
+model sees: the system prompt for the platform, the task, the history as "Step i: <operation>", and the
+current screenshot only; a policy that declares `observes = (..., "dom")` also gets the page's elements as
+JSON lines, boxes in its own coordinates.
+
+The model's coordinates (agent.params.coordinates: absolute pixels of the smart-resized screenshot,
+normalized, or grid1000) are converted to screen pixels by policies.coords before an action runs, and the
+step records both. A line that cannot be parsed or converted is reported back; the other lines still run.
+When the episode ends on a browser, the probes the spec's evaluator asks for (evaluator.options.probes) are
+evaluated in the live page and recorded as the run's final state, which environment-scored benchmarks
+(WebArena, MiniWoB++) score.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from typing import Any
+
+from ..state import AgentState, Message, ToolCall, initial_state as _common_initial
+from .nodes import END, Runtime, budget_exceeded, loop_update, run_call
+
+DEFAULT_TOOLS: list[str] = []  # the platform's GUI actions, chosen in build()
+SANDBOX = None  # grounding needs none; the action modes need `sandbox: browser` or `sandbox: desktop`
+PARAMS = {"mode": "grounding, direct (default with a GUI sandbox) or reasoned",
+          "platform": "web, desktop or phone (default: from the sandbox, desktop without one)",
+          "coordinates": "absolute (default: pixels of the smart_resized screenshot), normalized or grid1000",
+          "min_pixels": "smart_resize's lower bound on the model image's area", "max_pixels": "its upper bound",
+          "history": "how many earlier operations the prompt lists (default all)"}
+
+_PLATFORM_PROMPT = {
+    "desktop": "You are a GUI agent operating a computer desktop (Linux, X11) with mouse and keyboard.",
+    "web": "You are a GUI agent operating a web browser with mouse and keyboard.",
+    "phone": "You are a GUI agent operating a mobile phone through touch and text input.",
+}
+SYSTEM_PROMPT = _PLATFORM_PROMPT["desktop"]  # the task step's prompt; each policy step builds its own
+_SANDBOX_PLATFORM = {"browser": "web", "desktop": "desktop"}
+
+
+class ComputerUseState(AgentState, total=False):
+    operations: list[str]  # "Step i" history: the operation of each policy step
+    feedback: str  # what was wrong with the last reply or its actions, shown once in the next prompt
+    screen: list[int]  # size of the current screenshot
+    shot: dict  # ArtifactRef of the current screenshot
+    elements: list[dict]  # the page's elements at the last observation (web)
+
+
+def initial_state() -> AgentState:
+    return {**_common_initial(), "operations": [], "feedback": "", "screen": [], "shot": {}, "elements": []}
+
+
+def check_spec(spec) -> None:
+    """ValueError naming the parameter, before the episode starts (episode._agent_params calls it)."""
+    from ..policies.coords import CONVENTIONS
+
+    p = _spec_params(spec)
+    if p["coordinates"] not in CONVENTIONS:
+        raise ValueError(f"agent.params.coordinates must be one of {', '.join(CONVENTIONS)}, got {p['coordinates']!r}")
+
+
+def _params(rt: Runtime) -> dict:
+    return _spec_params(rt.spec)
+
+
+def _spec_params(spec) -> dict:
+    p = spec.agent.params
+    kind = spec.sandbox.kind
+    mode = str(p.get("mode", "direct" if kind in _SANDBOX_PLATFORM else "grounding"))
+    platform = str(p.get("platform", _SANDBOX_PLATFORM.get(kind, "desktop")))
+    from ..tools.gui import PLATFORMS
+
+    from ..policies.scalecua import MODES
+
+    if mode not in MODES:
+        raise ValueError(f"agent.params.mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if platform not in PLATFORMS:
+        raise ValueError(f"agent.params.platform must be one of {', '.join(PLATFORMS)}, got {platform!r}")
+    if mode != "grounding" and kind not in _SANDBOX_PLATFORM:
+        raise ValueError(f"agent computer_use in mode {mode!r} acts on a screen: set sandbox to browser or desktop "
+                         f"(got {kind!r}), or use mode grounding with an input image")
+    return {"mode": mode, "platform": platform, "coordinates": str(p.get("coordinates", "absolute")),
+            "history": p.get("history")}
+
+
+def _format(rt: Runtime):
+    if "cua_format" not in rt.extras:
+        from ..policies.coords import MAX_PIXELS, MIN_PIXELS
+        from ..policies.scalecua import ScaleCUAFormat
+
+        p = _params(rt)
+        rt.extras["cua_format"] = ScaleCUAFormat(
+            mode=p["mode"], platform=p["platform"], convention=p["coordinates"],
+            min_pixels=int(rt.spec.agent.params.get("min_pixels", MIN_PIXELS)),
+            max_pixels=int(rt.spec.agent.params.get("max_pixels", MAX_PIXELS)), schemas=rt.schemas)
+    return rt.extras["cua_format"]
+
+
+def _record(rt: Runtime, state: AgentState, node: str, messages: list[Message], started: float, seconds: float,
+            update: dict, **extra) -> dict:
+    seq = state["seq"] + 1
+    rt.record(seq, node, messages, started, seconds, **extra)
+    return {**update, "seq": seq, "seconds": state["seconds"] + seconds}
+
+
+# ---- observe ------------------------------------------------------------------------------------------
+
+def _observe(rt: Runtime) -> tuple[bytes, dict]:
+    """(PNG, facts) of the current screen: the sandbox's, or in grounding mode the task's input image."""
+    box = rt.ctx.sandbox
+    if box is not None and callable(getattr(box, "screenshot", None)):
+        return box.screenshot(), (box.observe() if callable(getattr(box, "observe", None)) else {})
+    images = list(rt.ctx.images.values())
+    if not images:
+        raise ValueError("grounding needs the screenshot as the task's input image (inputs.images)")
+    return images[0].read_bytes(), {}
+
+
+def make_observe_node(rt: Runtime):
+    from langgraph.types import Command
+    from PIL import Image
+
+    def observe_node(state: ComputerUseState) -> Any:
+        rt.wait_durable(state)
+        started, t0 = time.time(), time.perf_counter()
+        try:
+            png, facts = _observe(rt)
+            with Image.open(io.BytesIO(png)) as im:
+                size = list(im.size)
+        except Exception as err:  # noqa: BLE001 — a screen that cannot be read ends the run, named
+            from ..sandboxes.base import SandboxError
+
+            what = str(err) if isinstance(err, (SandboxError, ValueError)) else f"{type(err).__name__}: {err}"
+            return Command(update={"status": "failed", "error": f"observe: {what}"}, goto="finish")
+        n = state["steps"] + 1
+        ref = rt.store.put_artifact(png, name=f"screen_{n}.png", mime="image/png")
+        lines = [f"screen {size[0]}x{size[1]}"] + [f"{k}: {facts[k]}" for k in ("url", "title", "focused")
+                                                    if facts.get(k)]
+        if facts.get("blocked"):
+            lines.append("blocked by the allow-list: " + ", ".join(map(str, facts["blocked"])))
+        if facts.get("windows"):
+            lines.append("windows: " + "; ".join(str(w.get("title", "")) for w in facts["windows"]))
+        msg = Message(role="user", content="\n".join(lines), name="observe", images=[ref])
+        update = _record(rt, state, "observe", [msg], started, time.perf_counter() - t0,
+                         {"screen": size, "shot": ref.model_dump(), "elements": list(facts.get("elements") or [])})
+        return Command(update=update, goto="policy")
+
+    return observe_node
+
+
+# ---- policy -------------------------------------------------------------------------------------------
+
+def _element_lines(elements: list[dict], space) -> list[str]:
+    """The page's elements as JSON lines, boxes converted to the model's coordinates."""
+    out = []
+    for e in elements:
+        box = e.get("box")
+        try:
+            x1, y1 = space.from_screen(box[0], box[1])
+            x2, y2 = space.from_screen(max(box[0], box[2] - 1), max(box[1], box[3] - 1))
+        except (TypeError, IndexError, ValueError, ZeroDivisionError):
+            continue
+        out.append(json.dumps({**e, "box": [x1, y1, x2, y2]}, ensure_ascii=False))
+    return out
+
+
+def prompt_messages(rt: Runtime, state: ComputerUseState) -> list[Message]:
+    """What the policy sees this step (ScaleCUA's layout: system prompt, task + history + current screenshot)."""
+    from ..state import ArtifactRef
+
+    fmt = _format(rt)
+    w, h = state["screen"]
+    space = fmt.space(w, h)
+    system = "\n\n".join([_PLATFORM_PROMPT[fmt.platform], fmt.guide(rt.schemas), space.describe()])
+    ops = state.get("operations") or []
+    keep = _params(rt)["history"]
+    shown = list(enumerate(ops, 1))[-int(keep):] if keep else list(enumerate(ops, 1))
+    text = [f"Task: {rt.spec.instruction}"]
+    if rt.spec.inputs.urls:
+        text.append("URLs: " + ", ".join(rt.spec.inputs.urls))
+    if shown:
+        text.append("Previous operations:\n" + "\n".join(f"Step {i}: {op}" for i, op in shown))
+    if state.get("feedback"):
+        text.append(state["feedback"])
+    if "dom" in getattr(rt.policy, "observes", ()) and state.get("elements"):
+        text.append("Elements (boxes as [x1, y1, x2, y2] in your coordinates):")
+        text.extend(_element_lines(state["elements"], space))
+    text.append(f"Step {len(ops) + 1}: the current screenshot is attached. " + fmt.shape())
+    shot = ArtifactRef.model_validate(state["shot"])
+    return [Message(role="system", content=system), Message(role="user", content="\n".join(text), images=[shot])]
+
+
+def make_policy_node(rt: Runtime):
+    from langgraph.types import Command
+
+    from ..policies.base import PolicyError
+
+    def policy_node(state: ComputerUseState) -> Any:
+        rt.wait_durable(state)
+        started, t0 = time.time(), time.perf_counter()
+        step = state["steps"] + 1
+        fmt = _format(rt)
+        rt.emit({"type": "thinking", "step": step})
+        try:
+            resp = rt.policy.respond(prompt_messages(rt, state), rt.schemas, temperature=rt.spec.model.temperature,
+                                     max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed + step, format=fmt)
+        except PolicyError as err:
+            update = _record(rt, state, "policy", [], started, time.perf_counter() - t0, {}, error=str(err))
+            return Command(update={**update, "steps": step, "status": "failed", "error": f"policy: {err}"},
+                           goto="finish")
+        calls = [c.model_dump() for c in resp.tool_calls]
+        operation = resp.text.strip() or "; ".join(c.name for c in resp.tool_calls) or "(no action)"
+        update: dict[str, Any] = {"steps": step, "pending": calls, "operations": [*state["operations"], operation],
+                                  "feedback": fmt.feedback(resp.issues) if resp.issues else "",
+                                  "tokens_in": state["tokens_in"] + resp.tokens_in,
+                                  "tokens_out": state["tokens_out"] + resp.tokens_out}
+        if not calls and not resp.issues:
+            update["feedback"] = fmt.no_action
+        msg = Message(role="assistant", content=resp.text, tool_calls=resp.tool_calls)
+        update = _record(rt, state, "policy", [msg], started, time.perf_counter() - t0, update, raw=resp.raw,
+                         issues=resp.issues, latency=resp.latency_s, tokens_in=resp.tokens_in,
+                         tokens_out=resp.tokens_out)
+        rt.emit({"type": "policy", "step": step, "seconds": time.perf_counter() - t0, "text": resp.text,
+                 "calls": [c.name for c in resp.tool_calls], "issues": resp.issues,
+                 "tokens_in": resp.tokens_in, "tokens_out": resp.tokens_out})
+        if calls:
+            return Command(update=update, goto="act")
+        reason = budget_exceeded({**state, **update}, rt.spec)
+        if reason:
+            return Command(update={**update, "status": "budget_exhausted", "error": reason}, goto="finish")
+        if fmt.mode == "grounding":  # one screenshot, one answer: a reply without a point declines
+            why = "; ".join(resp.issues) or "no action"
+            return Command(update={**update, "status": "finished",
+                                   "answer": json.dumps({"refused": True, "reason": why})}, goto="finish")
+        return Command(update=update, goto="observe")
+
+    return policy_node
+
+
+# ---- act ----------------------------------------------------------------------------------------------
+
+def to_screen_call(call: ToolCall, space) -> tuple[ToolCall, str]:
+    """The call with its coordinates in screen pixels, and a note of the conversion; ValueError if off-screen."""
+    from ..tools.gui import ACTIONS, point_fields
+
+    if call.name not in ACTIONS:
+        return call, ""
+    args, notes = dict(call.arguments), []
+    for f in point_fields(call.name):
+        if f == ("x", "y"):
+            if args.get("x") is None and args.get("y") is None:
+                continue
+            if args.get("x") is None or args.get("y") is None:
+                raise ValueError("give both x and y, or neither")
+            px, py = space.to_screen(args["x"], args["y"])
+            notes.append(f"({args['x']:g}, {args['y']:g}) → screen ({px}, {py})")
+            args["x"], args["y"] = px, py
+        elif args.get(f) is not None:
+            v = args[f]
+            if not isinstance(v, (list, tuple)) or len(v) != 2:
+                raise ValueError(f"{f} must be [x, y]")
+            px, py = space.to_screen(v[0], v[1])
+            notes.append(f"{f} ({v[0]:g}, {v[1]:g}) → screen ({px}, {py})")
+            args[f] = [px, py]
+    return ToolCall(id=call.id, name=call.name, arguments=args), "; ".join(notes)
+
+
+def _ending(call: ToolCall, mode: str) -> dict:
+    """The run's outcome for response / terminate / call_user."""
+    a = call.arguments
+    if call.name == "response":
+        return {"status": "finished", "answer": str(a.get("answer", ""))}
+    if call.name == "call_user":
+        if mode == "grounding":
+            return {"status": "finished", "answer": json.dumps({"refused": True, "reason": "call_user"})}
+        return {"status": "failed", "error": "the agent asked for the user's help (call_user)"}
+    if str(a.get("status", "success")).lower() == "failure":
+        info = str(a.get("info") or "")
+        if mode == "grounding":
+            return {"status": "finished", "answer": json.dumps({"refused": True, "reason": info})}
+        return {"status": "failed", "error": f"the agent gave up: terminate(status='failure'){': ' + info if info else ''}"}
+    return {"status": "finished", "answer": str(a.get("info") or "") or "success"}
+
+
+def make_act_node(rt: Runtime):
+    from langgraph.types import Command
+
+    from ..state import Observation
+    from ..tools.gui import ENDING
+
+    def act_node(state: ComputerUseState) -> Any:
+        rt.wait_durable(state)
+        started, t0 = time.time(), time.perf_counter()
+        fmt = _format(rt)
+        space = fmt.space(*state["screen"])
+        calls = [ToolCall.model_validate(c) for c in state["pending"]]
+        update: dict[str, Any] = {"pending": []}
+        messages, observations, problems = [], [], []
+        for i, call in enumerate(calls):
+            try:
+                screen_call, note = to_screen_call(call, space)
+            except ValueError as err:
+                obs = Observation(call_id=call.id, tool=call.name, content=f"{call.name}: {err}", error=True)
+            else:
+                if fmt.mode == "grounding" and call.name in ("click", "doubleClick", "rightClick", "moveTo",
+                                                              "long_press") and "x" in screen_call.arguments:
+                    point = [screen_call.arguments["x"], screen_call.arguments["y"]]
+                    update.update(status="finished", answer=json.dumps({"point": point, "action": call.name}))
+                    obs = Observation(call_id=call.id, tool=call.name, content=f"point {note}")
+                elif call.name in ENDING:
+                    update.update(_ending(call, fmt.mode))
+                    obs = Observation(call_id=call.id, tool=call.name, content=f"{call.name}: episode ends")
+                else:
+                    obs, _ = run_call(rt, screen_call)
+                    if note and not obs.error:
+                        obs = obs.model_copy(update={"content": f"{obs.content} [{note}]"})
+            observations.append(obs.model_dump(exclude_defaults=True))
+            messages.append(Message(role="tool", content=obs.content, tool_call_id=call.id, name=call.name))
+            if obs.error:
+                problems.append(obs.content)
+            rt.emit({"type": "tool", "step": state["steps"], "tool": call.name, "error": obs.error,
+                     "content": obs.content, "seconds": time.perf_counter() - t0})
+            if "status" in update:
+                skipped = [c.name for c in calls[i + 1:]]
+                if skipped:
+                    update["error"] = (update.get("error") or "") + f" (not run after {call.name}: {', '.join(skipped)})"
+                break
+        if problems:
+            update["feedback"] = "\n".join(filter(None, [state.get("feedback"), "These actions failed:",
+                                                         *("- " + p for p in problems)]))
+        update = _record(rt, state, "act", messages, started, time.perf_counter() - t0, update,
+                         observations=observations)
+        if "status" in update:
+            return Command(update=update, goto="finish")
+        update.update(loop_update(state, state["pending"], rt.spec.limits.loop_repeats))
+        reason = None if "status" in update else budget_exceeded({**state, **update}, rt.spec)
+        if reason:
+            update.update(status="budget_exhausted", error=reason)
+        return Command(update=update, goto="finish" if "status" in update else "observe")
+
+    return act_node
+
+
+# ---- finish -------------------------------------------------------------------------------------------
+
+def final_state(rt: Runtime) -> dict | None:
+    """The live page's URL, title and the evaluator's probes, before the browser closes (None without one)."""
+    box = rt.ctx.sandbox
+    if box is None or not callable(getattr(box, "evaluate", None)):
+        return None
+    from ..sandboxes.base import SandboxError
+
+    out: dict[str, Any] = {}
+    try:
+        facts = box.observe()
+        out.update(url=facts.get("url"), title=facts.get("title"))
+    except SandboxError as err:
+        out["error"] = str(err)
+    probes = (rt.spec.evaluator.options.get("probes") if rt.spec.evaluator else None) or []
+    results = []
+    for p in probes:
+        entry = {"url": p.get("url", "last"), "js": p.get("js", "")}
+        try:
+            if entry["url"] != "last":
+                box.goto(entry["url"])
+            entry["value"] = box.evaluate(entry["js"])
+        except SandboxError as err:
+            entry["error"] = str(err)
+        results.append(entry)
+    out["probes"] = results
+    return out
+
+
+def make_finish_node(rt: Runtime):
+    from langgraph.types import Command
+
+    def finish_node(state: ComputerUseState) -> Any:
+        rt.wait_durable(state)
+        started, t0 = time.time(), time.perf_counter()
+        final = final_state(rt)
+        update: dict[str, Any] = {}
+        if state.get("status") == "running":  # routed here by an observe failure that set no status
+            update["status"] = "failed"
+        if final is not None:
+            text = json.dumps(final, ensure_ascii=False, default=str)
+            update = _record(rt, state, "finish", [Message(role="assistant", name="finish",
+                                                           content=f"final state: {text[:2000]}")],
+                             started, time.perf_counter() - t0, update, final_state=final)
+        return Command(update=update, goto=END)
+
+    return finish_node
+
+
+def build(rt: Runtime, checkpointer=None):
+    from langgraph.graph import START, StateGraph
+
+    from ..tools.gui import PLATFORMS
+    from ..tools.registry import get_tool
+
+    p = _params(rt)
+    if rt.spec.tools is None:  # the platform's action space (a spec's allow-list narrows it)
+        rt.tools = {n: get_tool(n) for n in PLATFORMS[p["platform"]]}
+        rt.schemas = [t.schema() for t in rt.tools.values()]
+    rt.format = _format(rt)
+    g = StateGraph(ComputerUseState)
+    g.add_node("observe", make_observe_node(rt), destinations=("policy", "finish"))
+    g.add_node("policy", make_policy_node(rt), destinations=("act", "observe", "finish"))
+    g.add_node("act", make_act_node(rt), destinations=("observe", "finish"))
+    g.add_node("finish", make_finish_node(rt), destinations=(END,))
+    g.add_edge(START, "observe")
+    rt.deferred = getattr(checkpointer, "commits_store_steps", False)
+    return g.compile(checkpointer=checkpointer)
