@@ -218,6 +218,8 @@ def cmd_runs_show(args) -> int:
         print(head)
         if s["node"] == "policy" and "raw" in p:
             print("  output: " + p["raw"].replace("\n", "\n          "))
+            for issue in p.get("issues") or []:
+                print("  issue: " + _one_line(issue, 200))
         if p.get("error"):
             print(f"  error: {p['error']}")
         for m in p.get("messages", []):
@@ -230,7 +232,9 @@ def cmd_runs_show(args) -> int:
                 print(f"  observation from {m.get('name')}: " + _lines(m.get("content", "")))
             if role == "assistant" and s["node"] != "policy":  # a planner's own step (the edit agent's plan, learn)
                 print(f"  {s['node']}: " + _lines(m.get("content", "")))
-            if role == "user" and s["node"] != "task":
+            if role == "user" and s["node"] == "observe":  # the computer-use agent's view of the screen
+                print("  screen: " + _lines(m.get("content", "")))
+            elif role == "user" and s["node"] != "task":
                 print("  feedback: " + _one_line(m.get("content", ""), 200))
             for img in m.get("images", []):
                 print(f"  artifact {img.get('name') or ''} {img['path']}")

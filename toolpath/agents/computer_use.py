@@ -142,7 +142,7 @@ def make_observe_node(rt: Runtime):
             return Command(update={"status": "failed", "error": f"observe: {what}"}, goto="finish")
         n = state["steps"] + 1
         ref = rt.store.put_artifact(png, name=f"screen_{n}.png", mime="image/png")
-        lines = [f"screen {size[0]}x{size[1]}"] + [f"{k}: {facts[k]}" for k in ("url", "title", "focused")
+        lines = [f"{size[0]}x{size[1]} pixels"] + [f"{k}: {facts[k]}" for k in ("url", "title", "focused")
                                                     if facts.get(k)]
         if facts.get("blocked"):
             lines.append("blocked by the allow-list: " + ", ".join(map(str, facts["blocked"])))
