@@ -104,8 +104,13 @@ def _finish(result, args, score: float | None) -> int:
 
 
 def _score_run(store, result, spec) -> float | None:
-    from .evals.scorers import score
+    from .evals.scorers import SCORERS, score
 
+    if spec.evaluator is not None and spec.evaluator.name not in SCORERS:
+        # WebArena, MiniWoB++: scored from the world's final state by their benchmark (`toolpath eval`)
+        print(f"note: evaluator {spec.evaluator.name!r} is scored by its benchmark (toolpath eval); "
+              "this run is not scored", file=sys.stderr)
+        return None
     value = score(spec.evaluator, result.answer)
     if value is not None:
         store.update_run(result.run_id, score=value)

@@ -33,6 +33,10 @@ class _Part(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# Policies that decide without a language model, for the computer-use agent: OCR grounding, DOM rules.
+OFFLINE_GUI_POLICIES = ("ocr-grounder", "dom")
+
+
 class ModelSpec(_Part):
     """Which policy decides. `name` is `local`, `openai:MODEL`, `hf:PATH`, `scripted:FILE` or `python:MOD:ATTR`."""
 
@@ -47,9 +51,12 @@ class ModelSpec(_Part):
     @classmethod
     def _known_kind(cls, v: str) -> str:
         kind = v.split(":", 1)[0]
-        if kind not in {"local", "openai", "hf", "scripted", "python"}:
-            raise ValueError(f"unknown model kind {kind!r}; expected local, openai:MODEL, hf:PATH, scripted:FILE or python:MODULE:ATTR")
-        if kind != "local" and (":" not in v or v.endswith(":")):
+        if kind not in {"local", "openai", "hf", "scripted", "python", *OFFLINE_GUI_POLICIES}:
+            raise ValueError(f"unknown model kind {kind!r}; expected local, openai:MODEL, hf:PATH, scripted:FILE, "
+                             f"python:MODULE:ATTR, or {' or '.join(OFFLINE_GUI_POLICIES)}")
+        if kind in OFFLINE_GUI_POLICIES and v != kind:
+            raise ValueError(f"model {kind!r} takes no value after it")
+        if kind not in ("local", *OFFLINE_GUI_POLICIES) and (":" not in v or v.endswith(":")):
             raise ValueError(f"model {v!r} needs a value after '{kind}:'")
         return v
 

@@ -46,7 +46,9 @@ class EpisodeError(RuntimeError):
 # Sandbox kinds an episode can run in, and the module and class of each. Tools that need one (code, GUI,
 # robot) bring their kinds with them.
 SANDBOXES = {"process": ("toolpath.sandboxes.process", "ProcessSandbox"),
-             "docker": ("toolpath.sandboxes.docker", "DockerSandbox")}
+             "docker": ("toolpath.sandboxes.docker", "DockerSandbox"),
+             "browser": ("toolpath.sandboxes.browser", "BrowserSandbox"),
+             "desktop": ("toolpath.sandboxes.desktop", "DesktopSandbox")}
 SANDBOX_KINDS = ("none", *SANDBOXES)
 CODE_SANDBOXES = ("process", "docker")  # kinds that hold a Python kernel: the python tool is a default there
 

@@ -5,6 +5,8 @@
     hf:PATH            a transformers model folder (safetensors) or a .gguf file
     openai:MODEL       any OpenAI-compatible server (OPENAI_BASE_URL / OPENAI_API_KEY or the spec's base_url)
     scripted:FILE      replays a YAML list of responses (tests, demos, regression traces)
+    ocr-grounder       clicks the on-screen text an instruction names (offline OCR; computer_use agent)
+    dom                acts on a web page's elements by rules (MiniWoB++-style tasks; computer_use agent)
     python:MOD:ATTR    your own class or factory, called with the ModelSpec
 """
 
@@ -86,6 +88,10 @@ def kinds() -> list[KindInfo]:
         out.append(KindInfo("openai", "openai:MODEL", False, "set OPENAI_BASE_URL (and OPENAI_API_KEY if the server needs one), or base_url in the spec"))
     out.append(KindInfo("scripted", "scripted:responses.yaml", True, "replays recorded responses"))
     out.append(KindInfo("python", "python:module:Class", True, "your own Policy class"))
+    ocr = _module_available("rapidocr_onnxruntime")
+    out.append(KindInfo("ocr-grounder", "ocr-grounder", ocr, "GUI grounding by OCR (rapidocr)" if ocr else
+                        "missing: rapidocr-onnxruntime (pip install 'toolpath[edit]')"))
+    out.append(KindInfo("dom", "dom", True, "rule-based actions on a web page's elements (computer_use, browser)"))
     return out
 
 
@@ -127,6 +133,14 @@ def load(spec: ModelSpec | str) -> Policy:
         policy = ScriptedPolicy.from_file(value)
     elif kind == "python":
         policy = _load_python(value, spec)
+    elif kind == "ocr-grounder":
+        from .ocr_grounder import OCRGrounder
+
+        policy = OCRGrounder(spec)
+    elif kind == "dom":
+        from .dom import DOMPolicy
+
+        policy = DOMPolicy(spec)
     else:
         raise PolicyError(f"unknown model kind {kind!r}")
     # Scripted and python policies are cheap, and their files may change between runs: don't cache them.

@@ -23,7 +23,16 @@ from ...spec import TaskSpec
 BENCHMARKS = {"arith": "toolpath.evals.benchmarks.arith:Arith",
               "mindcube": "toolpath.evals.benchmarks.mindcube:MindCube",
               "omni3d_bench": "toolpath.evals.benchmarks.omni3d_bench:Omni3DBench",
-              "edits": "toolpath.evals.benchmarks.edits:Edits"}
+              "edits": "toolpath.evals.benchmarks.edits:Edits",
+              "osworld_g": "toolpath.evals.benchmarks.osworld_g:OSWorldG",
+              "screenspot": "toolpath.evals.benchmarks.screenspot:ScreenSpot",
+              "gui_grounding": "toolpath.evals.benchmarks.gui_grounding:GUIGrounding",
+              "miniwob": "toolpath.evals.benchmarks.miniwob:MiniWoB",
+              "webarena": "toolpath.evals.benchmarks.webarena:WebArena",
+              "webarena_lite": "toolpath.evals.benchmarks.webarena:WebArenaLite",
+              "webarena_lite_v2": "toolpath.evals.benchmarks.webarena:WebArenaLiteV2",
+              "webarena_verified": "toolpath.evals.benchmarks.webarena:WebArenaVerified",
+              "webarena_verified_hard": "toolpath.evals.benchmarks.webarena:WebArenaVerifiedHard"}
 
 # The repository's root: toolpath/evals/benchmarks/__init__.py is three folders below it.
 REPO_ROOT = Path(__file__).resolve().parents[3]

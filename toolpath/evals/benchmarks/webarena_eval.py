@@ -1,0 +1,642 @@
+"""WebArena's evaluators, offline: the agent's answer and the browser's final state in, a score out.
+
+Two schemas:
+  - WebArena's own (test.raw.json, WebArena-Lite, Lite-v2): `eval` is a dict with `eval_types` among
+    string_match, url_match, program_html; the scores of the listed evaluators multiply.
+  - webarena-verified: `eval` is a list of {"evaluator": "AgentResponseEvaluator" | "NetworkEventEvaluator", ...};
+    all of them must pass.
+
+Semantics follow WebArena's evaluation_harness (evaluators.py, helper_functions.py): answers are cleaned
+(stripped, one pair of surrounding quotes removed, lower-cased) before comparing; must_include is a substring
+test per phrase, where " |OR| " separates alternatives; a lone one-character phrase is matched against the
+answer's tokens, so "0" is not found in "10"; must_exclude fails on any excluded phrase; fuzzy_match asks a
+judge policy; an "N/A" reference is matched exactly, else the judge compares the reported reason with the
+data's string_note. url_match compares host+path ("GOLD in PRED": the reference is contained in the final
+URL) and requires every reference query parameter to have one of its reference values.
+program_html reads the values of JavaScript locators that the agent's final state recorded as probes
+(`probes_for` builds them; the adapter puts them in the task spec) and applies exact_match / must_include /
+fuzzy_match to each, like WebArena does to `str(page.evaluate(locator))`.
+
+What cannot be scored offline is reported, never passed: a fuzzy item with no judge configured, a helper
+function that needs the real site's REST API (shopping_get_latest_order_url, shopping_get_sku_latest_review_*),
+a probe missing from the final state, and webarena-verified's NetworkEventEvaluator checks that need the
+request log (only URL-only checks are scored, against the URLs the final state has).
+`evaluate()` returns the details; its "score" is None when the outcome depends on something unscorable.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+import unicodedata
+import urllib.parse
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+OR = " |OR| "
+
+# ---- helpers that WebArena calls in configs, and whether we can compute them ----------------------------
+
+# Those that need the live site's REST API (an admin token): no page state can stand in for them.
+NEEDS_SITE_API = {
+    "shopping_get_latest_order_url": "asks the shopping site's REST API (admin token) for the latest order",
+    "shopping_get_sku_latest_review_rating": "asks the shopping site's REST API (admin token) for a product's reviews",
+    "shopping_get_sku_latest_review_author": "asks the shopping site's REST API (admin token) for a product's reviews",
+}
+_FUNC = re.compile(r"^func:(\w+)\((.*)\)\s*$", re.DOTALL)
+
+
+def _func(text: str) -> tuple[str, list[str]] | None:
+    """('name', [string args]) of a `func:name('a', 'b')` locator or URL, else None."""
+    m = _FUNC.match(text.strip())
+    if not m:
+        return None
+    args = [a or b for a, b in re.findall(r"'([^']*)'|\"([^\"]*)\"", m.group(2))]
+    return m.group(1), args
+
+
+def reddit_get_post_url(url: str) -> str:
+    """The post's own page for a URL under it (/f/<forum>/<id>/…), else the URL unchanged (WebArena's helper)."""
+    p = urllib.parse.urlparse(url)
+    parts = p.path.split("/")
+    if len(parts) < 4 or parts[1] != "f":
+        return url
+    return f"{p.scheme}://{p.netloc}/f/{parts[2]}/{parts[3]}/"
+
+
+def _gitlab_member_role_js(account: str) -> str:
+    # WebArena's helper, as one expression: the role shown in the members table for @account, "" if absent.
+    who = json.dumps("@" + account)
+    return ("(() => { try { const names = document.querySelectorAll(\"td[data-label='Account'] "
+            "span.gl-avatar-labeled-sublabel\"); let i = -1; for (let k = 0; k < names.length; k++) "
+            f"{{ if (names[k].outerText === {who}) {{ i = k; break; }} }} "
+            "return document.querySelectorAll('td.col-max-role span')[i].outerText; } catch (e) { return ''; } })()")
+
+
+def _with_prep(js: str, prep: list[str]) -> str:
+    """The locator preceded by the config's prep_actions (clicks that reveal a field); their errors are ignored,
+    as WebArena ignores them."""
+    if not prep:
+        return js
+    steps = " ".join(f"try {{ {p}; }} catch (e) {{}}" for p in prep)
+    return f"(() => {{ {steps} return ({js}); }})()"
+
+
+def html_target(entry: dict) -> dict:
+    """How one program_html entry is read: {"probe": {"url", "js"}} or {"unscorable": reason}; plus "post_url"
+    when the URL is reddit_get_post_url('__last_url__') (computed from the final URL at scoring time)."""
+    url, locator = str(entry.get("url", "last")), str(entry.get("locator", ""))
+    out: dict[str, Any] = {}
+    for text in (url, locator):
+        f = _func(text) if text.startswith("func:") else None
+        if text.startswith("func:") and f is None:
+            return {"unscorable": f"cannot read the helper call {text!r}"}
+        if f and f[0] in NEEDS_SITE_API:
+            return {"unscorable": f"helper {f[0]} {NEEDS_SITE_API[f[0]]}; not computable offline"}
+    f = _func(url) if url.startswith("func:") else None
+    if f:
+        if f[0] != "reddit_get_post_url":
+            return {"unscorable": f"unknown helper {f[0]} in program_html url"}
+        # The post page is the agent's last page or one under it (a comment, the slug): read it there.
+        out["post_url"], url = True, "last"
+    f = _func(locator) if locator.startswith("func:") else None
+    if f:
+        if f[0] != "gitlab_get_project_memeber_role" or len(f[1]) != 1:
+            return {"unscorable": f"unknown helper call {locator!r} in program_html locator"}
+        js = _gitlab_member_role_js(f[1][0])
+    elif not locator.strip():
+        js = "document.documentElement.outerHTML"  # WebArena reads page.content(): the page's HTML
+    elif locator.startswith(("document.", "[...document.")):
+        js = locator
+    else:
+        return {"unscorable": f"unknown locator {locator!r}"}
+    out["probe"] = {"url": url, "js": _with_prep(js, list(entry.get("prep_actions") or []))}
+    return out
+
+
+def probes_for(eval_block: Any) -> list[dict]:
+    """The probes a task's final state must hold for program_html (WebArena schema), deduplicated, in order."""
+    if not isinstance(eval_block, dict) or "program_html" not in (eval_block.get("eval_types") or []):
+        return []
+    out: list[dict] = []
+    for entry in eval_block.get("program_html") or []:
+        probe = html_target(entry).get("probe")
+        if probe and probe not in out:
+            out.append(probe)
+    return out
+
+
+# ---- string comparisons (WebArena's StringEvaluator) -----------------------------------------------------
+
+def clean_answer(text: Any) -> str:
+    s = str(text).strip()
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
+        s = s[1:-1]
+    return s.lower()
+
+
+def _tokens(text: str) -> list[str]:
+    # A stand-in for nltk's word_tokenize, enough to keep a lone "0" from matching inside "10".
+    return re.findall(r"\w+|[^\w\s]", text)
+
+
+def exact_match(ref: Any, pred: Any) -> float:
+    return float(clean_answer(pred) == clean_answer(ref))
+
+
+def must_include(ref: str, pred: str, tokenize: bool = False) -> float:
+    """1 if any " |OR| " alternative of `ref` occurs in `pred` (a token of it, for a lone character)."""
+    p = clean_answer(pred)
+    for alt in str(ref).split(OR):
+        r = clean_answer(alt)
+        if tokenize and len(r) == 1:
+            if r in _tokens(p):
+                return 1.0
+        elif r in p:
+            return 1.0
+    return 0.0
+
+
+# ---- the judge ---------------------------------------------------------------------------------------------
+
+def _ask(judge, prompt: str) -> str:
+    from ...state import Message
+
+    messages = [Message(role="system", content="You are a careful grader."), Message(role="user", content=prompt)]
+    try:
+        resp = judge.respond(messages, [], temperature=0.0, max_new_tokens=256)
+    except Exception as err:  # noqa: BLE001 - a judge that fails leaves the item unscorable, not the sweep dead
+        raise _Unscorable(f"the judge policy failed: {err}") from err
+    return " ".join(x for x in (resp.text, resp.answer or "", "" if resp.text else resp.raw) if x).lower()
+
+
+def judge_fuzzy(judge, question: str, reference: str, pred: str) -> float:
+    """1 if the judge calls the answer correct (semantically the reference), 0 for incorrect / partially correct."""
+    verdict = _ask(judge, (
+        "Grade a student's answer to a question against the reference answer. The wording may differ; "
+        "what matters is whether the answer means the same as the reference.\n"
+        f"question: {question}\nreference answer: {reference}\n"
+        "The string 'N/A' anywhere above means 'not achievable'.\n"
+        f"student answer: {pred}\n"
+        "End with one verdict: correct, incorrect or partially correct."))
+    if "partially correct" in verdict or "incorrect" in verdict or "correct" not in verdict:
+        return 0.0
+    return 1.0
+
+
+def judge_unachievable(judge, task: str, reason: str, pred: str) -> float:
+    """1 if the judge finds the agent's reason for giving up the same as the data's reason the task is unachievable."""
+    verdict = _ask(judge, (
+        f"task: {task}\nactual reason the task cannot be done: {reason}\nreason the agent reported: {pred}\n"
+        "The task cannot be done, for the actual reason above. Does the agent's reported reason agree with "
+        "it, even if only implicitly? Answer 'same' if it does, 'different' if it does not."))
+    return 0.0 if "different" in verdict or "same" not in verdict else 1.0
+
+
+# ---- WebArena's three evaluators -----------------------------------------------------------------------------
+
+class _Unscorable(Exception):
+    pass
+
+
+def _fuzzy(ref: str, pred: str, intent: str, judge, items: list) -> float:
+    if exact_match(ref, pred):  # identical answers need no judge
+        items.append({"fuzzy_match": ref, "score": 1.0, "by": "identical"})
+        return 1.0
+    if judge is None:
+        raise _Unscorable(f"fuzzy_match {ref!r} needs a judge policy (set TOOLPATH_WEBARENA_JUDGE, e.g. "
+                          "openai:gpt-4.1-mini, or pass judge=)")
+    s = judge_fuzzy(judge, intent, ref, pred)
+    items.append({"fuzzy_match": ref, "score": s, "by": "judge"})
+    return s
+
+
+def string_match(block: dict, answer: str | None, intent: str = "", judge=None) -> dict:
+    pred = clean_answer(answer or "")
+    refs = block.get("reference_answers") or {}
+    score, items = 1.0, []
+    try:
+        for kind, value in refs.items():
+            if kind == "exact_match":
+                s = exact_match(value, pred)
+                items.append({"exact_match": value, "score": s})
+                score *= s
+            elif kind == "must_include":
+                values = value if isinstance(value, list) else [value]
+                for v in values:
+                    s = must_include(v, pred, tokenize=len(values) == 1)
+                    items.append({"must_include": v, "score": s})
+                    score *= s
+            elif kind == "must_exclude":
+                for v in value if isinstance(value, list) else [value]:
+                    s = 1.0 - must_include(v, pred)
+                    items.append({"must_exclude": v, "score": s})
+                    score *= s
+            elif kind == "fuzzy_match":
+                if value == "N/A":  # an unachievable task: "N/A", or the same reason as the data's note
+                    s = exact_match("N/A", pred)
+                    if not s:
+                        note = block.get("string_note") or block.get("reference_answer_raw_annotation") or ""
+                        if judge is None:
+                            raise _Unscorable("the answer is not 'N/A'; comparing its reason with the data's "
+                                              f"string_note {note!r} needs a judge policy")
+                        s = judge_unachievable(judge, intent, note, pred)
+                    items.append({"fuzzy_match": "N/A", "score": s})
+                    score *= s
+                else:
+                    for v in value if isinstance(value, list) else [value]:
+                        if score == 0:
+                            break  # already failed: don't spend judge calls
+                        score *= _fuzzy(str(v), pred, intent, judge, items)
+            else:
+                raise _Unscorable(f"unknown string_match approach {kind!r}")
+    except _Unscorable as err:
+        return _result("string_match", score, items, str(err))
+    return _result("string_match", score, items)
+
+
+def _url_parts(url: str) -> tuple[str, dict[str, list[str]]]:
+    # The path's trailing slash is dropped too (WebArena drops only the whole URL's): ".../issues/?sort=x"
+    # and ".../issues?sort=x" are the same page, and GitLab writes the second.
+    p = urllib.parse.urlparse(url)
+    return p.netloc + p.path.rstrip("/"), urllib.parse.parse_qs(p.query)
+
+
+def url_match(block: dict, final_url: str | None) -> dict:
+    if not final_url:
+        return _result("url_match", None, [], "the final state has no URL")
+    pred = str(final_url).rstrip("/")
+    refs = [u.strip().rstrip("/") for u in str(block.get("reference_url") or "").split(OR.strip())]
+    refs = [r for r in refs if r]
+    rule = block.get("url_note") or "GOLD in PRED"
+    pred_base, pred_q = _url_parts(pred)
+    if rule == "EXACT":
+        ok = any(_url_parts(r) == (pred_base, pred_q) for r in refs)
+        return _result("url_match", float(ok), [{"rule": rule, "pred": pred, "refs": refs}])
+    if rule != "GOLD in PRED":
+        return _result("url_match", None, [], f"unknown url_note {rule!r}")
+    ref_q: dict[str, set[str]] = defaultdict(set)
+    ref_bases = []
+    for r in refs:
+        base, q = _url_parts(r)
+        ref_bases.append(base)
+        for k, v in q.items():
+            ref_q[k].update(v)
+    base_score = float(any(b in pred_base for b in ref_bases))
+    query_score = float(all(any(v in pred_q.get(k, []) for v in vals) for k, vals in ref_q.items()))
+    return _result("url_match", base_score * query_score,
+                   [{"rule": rule, "pred": pred, "refs": refs, "base": base_score, "query": query_score}])
+
+
+def _py_str(value: Any) -> str:
+    """What WebArena's str(page.evaluate(...)) gives for a JSON value (True, None, [1, 2] …)."""
+    if isinstance(value, float) and value.is_integer() and not math.isinf(value):
+        value = int(value)  # a JS number 3 arrives as 3 from Playwright
+    return str(value)
+
+
+def _probe_value(probes: list, want: dict) -> tuple[bool, str]:
+    for p in probes:
+        if isinstance(p, dict) and p.get("url") == want["url"] and p.get("js") == want["js"]:
+            if "error" in p and "value" not in p:
+                return True, ""  # the page lacked the element: WebArena reads it as ""
+            return True, _py_str(p.get("value"))
+    return False, ""
+
+
+def program_html(block: dict, final_state: dict | None, intent: str = "", judge=None) -> dict:
+    if not final_state:
+        return _result("program_html", None, [], "no final state of the browser")
+    probes = final_state.get("probes") or []
+    score, items = 1.0, []
+    for n, entry in enumerate(block.get("program_html") or []):
+        target = html_target(entry)
+        if "unscorable" in target:
+            return _result("program_html", 0.0 if score == 0 else None, items, f"program_html[{n}]: {target['unscorable']}")
+        found, text = _probe_value(probes, target["probe"])
+        if not found:
+            return _result("program_html", 0.0 if score == 0 else None, items,
+                           f"program_html[{n}]: the final state has no probe for {target['probe']['js'][:80]!r}")
+        text = html.unescape(text)
+        item: dict[str, Any] = {"locator": entry.get("locator", ""), "value": text[:300]}
+        if target.get("post_url") and final_state.get("url"):
+            post = reddit_get_post_url(final_state["url"])
+            if post.rstrip("/") != str(final_state["url"]).rstrip("/"):
+                item["note"] = f"read on the last page, under the post {post}"
+        rc = entry.get("required_contents") or {}
+        try:
+            if "exact_match" in rc:
+                s = exact_match(rc["exact_match"], text)
+            elif "must_include" in rc:
+                s = 1.0
+                for phrase in rc["must_include"]:
+                    s *= must_include(phrase, text)
+            elif "fuzzy_match" in rc:
+                s, sub = 1.0, []
+                for ref in rc["fuzzy_match"]:
+                    s *= _fuzzy(str(ref), text, intent, judge, sub) if s else 0.0
+                item["fuzzy"] = sub
+            else:
+                raise _Unscorable(f"unknown required_contents {sorted(rc)}")
+        except _Unscorable as err:
+            items.append(item)
+            return _result("program_html", 0.0 if score == 0 else None, items, f"program_html[{n}]: {err}")
+        item.update(required=rc, score=s)
+        items.append(item)
+        score *= s
+    return _result("program_html", score, items)
+
+
+def _result(kind: str, score: float | None, items: list, unscorable: str | None = None) -> dict:
+    if unscorable is not None and score is not None and score != 0:
+        score = None  # passed so far, but the rest could not be judged
+    out: dict[str, Any] = {"type": kind, "score": score, "items": items}
+    if unscorable is not None and score is None:
+        out["unscorable"] = unscorable
+    return out
+
+
+# ---- webarena-verified -----------------------------------------------------------------------------------
+
+def _parse_response(answer: str | None) -> dict | None:
+    """The agent's JSON response object (bare or in a ``` block), else None."""
+    if not isinstance(answer, str):
+        return answer if isinstance(answer, dict) else None
+    text = answer.strip()
+    m = re.search(r"```(?:json)?\s*\n?(.*?)\n?```", text, re.DOTALL)
+    if m:
+        text = m.group(1).strip()
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        m = re.search(r"\{.*\}", text, re.DOTALL)  # a JSON object inside prose
+        try:
+            value = json.loads(m.group(0)) if m else None
+        except json.JSONDecodeError:
+            value = None
+    return value if isinstance(value, dict) else None
+
+
+def _number(v: Any) -> float:
+    if isinstance(v, bool):
+        raise ValueError("a boolean is not a number")
+    if isinstance(v, (int, float)):
+        return float(v)
+    s = re.sub(r"[,$€£\s]|usd", "", str(v).strip().lower())
+    return float(s)
+
+
+_UNITS_S = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hr": 3600, "hour": 3600,
+            "d": 86400, "day": 86400}
+_UNITS_M = {"m": 1, "meter": 1, "metre": 1, "km": 1000, "kilometer": 1000, "kilometre": 1000, "mi": 1609.344,
+            "mile": 1609.344, "ft": 0.3048, "foot": 0.3048, "feet": 0.3048}
+
+
+def _quantity(v: Any, units: dict) -> float:
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]+)", str(v).lower().replace(",", ""))
+    if not parts:
+        raise ValueError(f"no quantity in {v!r}")
+    total = 0.0
+    for num, unit in parts:
+        u = unit if unit in units else unit.rstrip("s")
+        if u not in units:
+            raise ValueError(f"unknown unit {unit!r}")
+        total += float(num) * units[u]
+    return round(total, 3)
+
+
+_DATE_FORMATS = ("%B %d, %Y", "%B %d %Y", "%b %d, %Y", "%b %d %Y", "%Y-%m-%d", "%m/%d/%Y", "%d %B %Y", "%B %Y",
+                 "%b %Y", "%Y-%m")
+
+
+def _date(v: Any) -> str:
+    s = re.sub(r"(\d)(st|nd|rd|th)\b", r"\1", str(v).strip())
+    for fmt in _DATE_FORMATS:
+        try:
+            return datetime.strptime(s, fmt).date().isoformat()
+        except ValueError:
+            continue
+    raise ValueError(f"not a date: {v!r}")
+
+
+def _text(v: Any) -> str:
+    return " ".join(unicodedata.normalize("NFKC", str(v)).casefold().split())
+
+
+def _url(v: Any) -> str:
+    s = str(v).strip()
+    p = urllib.parse.urlparse(s)
+    if p.scheme and p.netloc:
+        q = urllib.parse.urlencode(sorted(urllib.parse.parse_qsl(p.query)))
+        return f"{p.scheme.lower()}://{p.netloc.lower()}{p.path.rstrip('/')}" + (f"?{q}" if q else "")
+    return s.rstrip("/").lower()
+
+
+def _coords(v: Any) -> tuple:
+    if isinstance(v, dict):
+        lat, lon = v.get("latitude", v.get("lat")), v.get("longitude", v.get("lon", v.get("lng")))
+    elif isinstance(v, (list, tuple)) and len(v) == 2:
+        lat, lon = v
+    else:
+        lat, lon = str(v).split(",")
+    return (round(float(lat), 4), round(float(lon), 4))  # about 10 m
+
+
+def _boolean(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("true", "yes", "1"):
+        return True
+    if s in ("false", "no", "0"):
+        return False
+    raise ValueError(f"not a boolean: {v!r}")
+
+
+NORMALIZERS = {"string": _text, "location-name": _text, "number": _number, "currency": _number, "boolean": _boolean,
+               "duration": lambda v: _quantity(v, _UNITS_S), "distance": lambda v: _quantity(v, _UNITS_M),
+               "date": _date, "url": _url, "coordinates": _coords}
+
+
+def _norm(value: Any, schema: dict) -> Any:
+    kind = schema.get("format") or schema.get("type") or "string"
+    if kind == "object":
+        if isinstance(value, str):
+            value = json.loads(value)
+        if not isinstance(value, dict):
+            raise ValueError(f"expected an object, got {value!r}")
+        return tuple((k, _norm_alts(value.get(k), s)) for k, s in sorted((schema.get("properties") or {}).items()))
+    if value is None:
+        return None
+    fn = NORMALIZERS.get(kind)
+    if fn is None:
+        raise ValueError(f"unknown results_schema type {kind!r}")
+    try:
+        return fn(value)
+    except (ValueError, TypeError):
+        return ("raw", _text(value))  # the agent's value, unnormalised: it matches only itself
+
+
+def _norm_alts(value: Any, schema: dict) -> frozenset:
+    """A value and its alternatives (an expected list is a set of acceptable values), normalised."""
+    values = value if isinstance(value, list) and schema.get("type") != "array" else [value]
+    return frozenset(_norm(v, schema) for v in values)
+
+
+def _match(expected: frozenset, actual: Any) -> bool:
+    if isinstance(actual, tuple) and actual and isinstance(actual[0], tuple) and actual[0] and actual[0][0] != "raw":
+        exp_items = [dict(e) for e in expected if isinstance(e, tuple)]
+        return any(all(dict(actual).get(k, frozenset()) & alts for k, alts in e.items()) for e in exp_items)
+    return actual in expected
+
+
+def agent_response(cfg: dict, answer: str | None) -> dict:
+    """webarena-verified's AgentResponseEvaluator: task type, status, and (for retrieve tasks) the retrieved data."""
+    expected = cfg.get("expected") or {}
+    got = _parse_response(answer)
+    if got is None:
+        return _result("AgentResponseEvaluator", 0.0, [{"error": "the answer is not a JSON object"}])
+    items, score = [], 1.0
+    kind = str(expected.get("task_type", "")).upper()
+    got_kind = str(got.get("task_type", got.get("performed_operation", got.get("action", "")))).upper()
+    for name, want, have in (("task_type", kind, got_kind),
+                             ("status", str(expected.get("status", "")).upper(), str(got.get("status", "")).upper())):
+        s = float(want == have)
+        items.append({name: want, "got": have, "score": s})
+        score *= s
+    if kind == "RETRIEVE":
+        schema = (cfg.get("results_schema") or {}).get("items") or {}
+        want_data = expected.get("retrieved_data")
+        have_data = got.get("retrieved_data", got.get("results"))
+        if want_data is None:
+            s = float(not have_data)
+        elif not isinstance(have_data, list):
+            s = 0.0
+        else:
+            exp = [_norm_alts(v, schema) for v in want_data]
+            act = []
+            for v in have_data:
+                try:
+                    act.append(_norm(v, schema))
+                except (ValueError, TypeError, json.JSONDecodeError):
+                    act.append(("raw", _text(v)))
+            if len(exp) != len(act):
+                s = 0.0
+            elif cfg.get("ordered"):
+                s = float(all(_match(e, a) for e, a in zip(exp, act)))
+            else:
+                s = float(_assign(exp, act))
+        items.append({"retrieved_data": want_data, "got": have_data, "score": s})
+        score *= s
+    return _result("AgentResponseEvaluator", score, items)
+
+
+def _assign(exp: list, act: list) -> bool:
+    """Whether the actual values can be paired one to one with the expected ones (unordered comparison)."""
+    def go(i: int, used: frozenset) -> bool:
+        if i == len(act):
+            return True
+        return any(j not in used and _match(exp[j], act[i]) and go(i + 1, used | {j}) for j in range(len(exp)))
+    return go(0, frozenset())
+
+
+_URL_ONLY = {"url", "query_params", "http_method", "response_status", "headers", "response_cookies"}
+
+
+def network_event(cfg: dict, final_state: dict | None) -> dict:
+    """webarena-verified's NetworkEventEvaluator, for the checks that only need a URL the browser visited.
+
+    The real evaluator reads the whole request log (methods, POST bodies, response codes). Our final state has
+    the final URL (and "visited" or "network" URLs when the agent records them): a check asking for a
+    navigation (a GET of a URL with given query) is scored against those; anything else is unscorable."""
+    expected = {k: v for k, v in (cfg.get("expected") or {}).items() if v is not None}
+    method = str(expected.get("http_method") or "GET").upper()
+    if cfg.get("should_not_exist") or method != "GET" or expected.get("post_data") or expected.get("response_content") \
+            or not set(expected) <= _URL_ONLY:
+        return _result("NetworkEventEvaluator", None, [], "needs the browser's request log (method, POST data or "
+                       "responses), which the final state does not record")
+    if not final_state:
+        return _result("NetworkEventEvaluator", None, [], "no final state of the browser")
+    seen = [final_state.get("url")] if cfg.get("last_event_only") else \
+        [final_state.get("url"), *[e.get("url") if isinstance(e, dict) else e
+                                   for e in (final_state.get("visited") or final_state.get("network") or [])]]
+    seen = [u for u in seen if u]
+    wants = expected.get("url")
+    wants = wants if isinstance(wants, list) else [wants]
+    ignored = set(cfg.get("ignored_query_params") or [])
+    patterns = [re.compile(p) for p in cfg.get("ignored_query_params_patterns") or []]
+    want_q = {k: (v if isinstance(v, list) else [v]) for k, v in (expected.get("query_params") or {}).items()}
+
+    def strip(url: str) -> tuple[str, dict]:
+        p = urllib.parse.urlparse(str(url))
+        q = {k: v for k, v in urllib.parse.parse_qs(p.query).items()
+             if k not in ignored and not any(pt.fullmatch(k) for pt in patterns)}
+        return f"{p.netloc.lower()}{p.path.rstrip('/')}", q
+
+    def ok(url: str) -> bool:
+        base, q = strip(url)
+        for w in wants:
+            wb, wq = strip(w)
+            need = {**wq, **want_q}
+            if base == wb and all(sorted(map(str, need[k])) == sorted(q.get(k, [])) for k in need) \
+                    and set(q) <= set(need):
+                return True
+        return False
+
+    s = float(any(ok(u) for u in seen))
+    return _result("NetworkEventEvaluator", s, [{"url": expected.get("url"), "seen": seen[:20], "score": s}])
+
+
+# ---- entry point ------------------------------------------------------------------------------------------
+
+def evaluate(eval_block: Any, answer: str | None, final_state: dict | None = None, *, intent: str = "",
+             judge=None) -> dict:
+    """Every evaluator of a task: {"score": product or None when unscorable, "evaluators": [details...]}.
+
+    A zero from any evaluator decides the score even when another one is unscorable."""
+    results: list[dict] = []
+    if isinstance(eval_block, list):  # webarena-verified
+        for cfg in eval_block:
+            name = cfg.get("evaluator") if isinstance(cfg, dict) else None
+            if name == "AgentResponseEvaluator":
+                results.append(agent_response(cfg, answer))
+            elif name == "NetworkEventEvaluator":
+                results.append(network_event(cfg, final_state))
+            else:
+                results.append(_result(str(name), None, [], f"unknown evaluator {name!r}"))
+    elif isinstance(eval_block, dict):
+        for kind in eval_block.get("eval_types") or []:
+            if kind == "string_match":
+                results.append(string_match(eval_block, answer, intent, judge))
+            elif kind == "url_match":
+                results.append(url_match(eval_block, (final_state or {}).get("url")))
+            elif kind == "program_html":
+                results.append(program_html(eval_block, final_state, intent, judge))
+            else:
+                results.append(_result(kind, None, [], f"unknown eval type {kind!r}"))
+    else:
+        results.append(_result("eval", None, [], f"eval block must be a dict or a list, got {type(eval_block).__name__}"))
+    scores = [r["score"] for r in results]
+    if any(s == 0 for s in scores):
+        total: float | None = 0.0
+    elif any(s is None for s in scores) or not scores:
+        total = None
+    else:
+        total = math.prod(scores)
+    out: dict[str, Any] = {"score": total, "evaluators": results}
+    reasons = [f"{r['type']}: {r['unscorable']}" for r in results if "unscorable" in r]
+    if total is None:
+        out["unscorable"] = "; ".join(reasons) or "no evaluator"
+    return out
+
+
+def eval_types(eval_block: Any) -> list[str]:
+    """The evaluator names of a task, in either schema (for counts and reports)."""
+    if isinstance(eval_block, list):
+        return [str(c.get("evaluator")) for c in eval_block if isinstance(c, dict)]
+    if isinstance(eval_block, dict):
+        return list(eval_block.get("eval_types") or [])
+    return []
