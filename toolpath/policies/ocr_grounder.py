@@ -182,8 +182,9 @@ def glued(box: tuple[int, int, int, int], text: str, query: str):
     letters = "".join(text[i].lower() for i in idx)
     if len(q) < 2 or len(letters) <= len(q):
         return 0.0, None, ""
-    def starts(i: int) -> bool:  # a word may start here: line start, after a non-letter, or a capital after lower case
-        return i == 0 or not text[i - 1].isalnum() or (text[i].isupper() and text[i - 1].islower())
+    def starts(i: int) -> bool:  # a word may start here: line start, after a non-letter, a capital after a
+        # lower-case letter or a digit (a misread last letter of the previous word: "DebugBuild" read "6Build")
+        return i == 0 or not text[i - 1].isalnum() or (text[i].isupper() and not text[i - 1].isupper())
 
     def ends(i: int) -> bool:  # a word may end before i
         return i >= len(text) or not text[i].isalnum() or (text[i].isupper() and text[i - 1].islower())
@@ -247,11 +248,17 @@ def icon_near(image: np.ndarray, box) -> tuple[int, int] | None:
     x0, y0, x1, y1 = box
     h = max(y1 - y0, 8)
     cx = (x0 + x1) / 2
-    win = (max(0, int(x0 - 3 * h)), max(0, int(y0 - 5 * h)), min(W, int(x1 + 3 * h)), max(0, y0 - 1))
-    found = [c for c in _components(image, win) if c[3] < win[3] - 1 and c[2] - c[0] >= 6 and c[3] - c[1] >= 6]
+    # The window takes in the text itself, so the tooltip's frame and letters are whole shapes that overlap
+    # the text's box and can be left out; an icon cut by the window's edge is still seen.
+    def apart(c):
+        return c[2] <= x0 or c[0] >= x1 or c[3] <= y0 or c[1] >= y1
+
+    win = (max(0, int(x0 - 3 * h)), max(0, int(y0 - 5 * h)), min(W, int(x1 + 3 * h)), min(H, y1 + 1))
+    found = [c for c in _components(image, win) if apart(c) and c[3] <= y0 + 2 and c[2] - c[0] >= 6
+             and c[3] - c[1] >= 6]
     if not found:
-        win = (max(0, int(x0 - 6 * h)), max(0, y0 - h), max(0, x0 - 1), min(H, y1 + h))
-        found = [c for c in _components(image, win) if c[2] < win[2] - 1 and c[2] - c[0] >= 6]
+        win = (max(0, int(x0 - 6 * h)), max(0, y0 - h), min(W, x1 + 1), min(H, y1 + h))
+        found = [c for c in _components(image, win) if apart(c) and c[2] <= x0 + 2 and c[2] - c[0] >= 6]
     if not found:
         return None
     c = min(found, key=lambda c: ((c[0] + c[2]) / 2 - cx) ** 2 + (y0 - c[3]) ** 2)

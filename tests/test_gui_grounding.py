@@ -1,0 +1,492 @@
+"""GUI grounding: the point-in-box/polygon scorer, the OSWorld-G and ScreenSpot loaders on files written here,
+the generated suite (deterministic, boxes where the drawing is), and the OCR grounder on generated screens."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from toolpath.agents import episode
+from toolpath.agents.episode import run_episode
+from toolpath.evals.benchmarks import BenchmarkDataError
+from toolpath.evals.benchmarks import gui_grounding as G
+from toolpath.evals.benchmarks.osworld_g import OSWorldG, read_records
+from toolpath.evals.benchmarks.screenspot import ScreenSpot
+from toolpath.evals.scorers import SCORERS, grounding, grounding_answer, point_in_box, point_in_polygon
+from toolpath.policies import ocr_grounder as O
+from toolpath.policies.ocr_grounder import OCRGrounder, query_of, read_prompt
+from toolpath.policies.scalecua import ScaleCUAFormat
+from toolpath.runs import Store
+from toolpath.spec import parse_spec
+from toolpath.state import ArtifactRef, Message
+
+GROUNDER = "python:toolpath.policies.ocr_grounder:OCRGrounder"
+POINT = lambda x, y: json.dumps({"point": [x, y]})  # noqa: E731
+REFUSED = json.dumps({"refused": True, "reason": "not there"})
+U_SHAPE = [0, 0, 30, 0, 30, 30, 20, 30, 20, 10, 10, 10, 10, 30, 0, 30]  # a concave "U", notch 10..20 × 10..30
+
+
+# ---- scorers --------------------------------------------------------------------------------------------
+
+def test_point_in_bbox_counts_edges_and_nothing_beyond():
+    box = {"box_type": "bbox", "box_coordinates": [10, 20, 30, 40]}  # x 10..40, y 20..60
+    for (x, y), want in [((25, 40), 1), ((10, 20), 1), ((40, 60), 1), ((40, 35), 1), ((40.5, 35), 0),
+                         ((9.9, 35), 0), ((25, 60.01), 0), ((0, 0), 0)]:
+        assert grounding(POINT(x, y), box, {}) == want, (x, y)
+    # ScreenSpot-Pro's [x1, y1, x2, y2]: (35, 50) is inside either reading, (45, 50) only inside the xywh one
+    pro = {"box_type": "bbox", "box_coordinates": [10, 20, 40, 60]}
+    assert grounding(POINT(35, 50), pro, {"bbox_format": "xyxy"}) == 1
+    assert grounding(POINT(45, 50), pro, {"bbox_format": "xyxy"}) == 0
+    assert grounding(POINT(45, 50), pro, {}) == 1
+    assert point_in_box((1, 1), [2, 2, 0, 0])  # corners in either order
+
+
+def test_point_in_a_concave_polygon():
+    for (x, y), want in [((5, 20), True), ((25, 20), True), ((15, 5), True), ((15, 20), False), ((15, 29), False),
+                         ((15, 10), True), ((20, 30), True), ((10, 20), True), ((35, 5), False), ((-1, 0), False)]:
+        assert point_in_polygon((x, y), U_SHAPE) is want, (x, y)
+    poly = {"box_type": "polygon", "box_coordinates": U_SHAPE}
+    assert grounding(POINT(5, 20), poly, {}) == 1 and grounding(POINT(15, 20), poly, {}) == 0
+    assert not point_in_polygon((1, 1), [0, 0, 5, 5])  # two points are no polygon
+
+
+def test_refusal_scores_only_a_decline_and_garbage_scores_zero():
+    refusal = {"box_type": "refusal", "box_coordinates": [-1, -1, -1, -1]}
+    box = {"box_type": "bbox", "box_coordinates": [0, 0, 100, 100]}
+    assert grounding(REFUSED, refusal, {}) == 1 and grounding(POINT(5, 5), refusal, {}) == 0
+    assert grounding(REFUSED, box, {}) == 0
+    for bad in (None, "", "click(5, 5)", "{", '{"point": [1]}', '{"point": ["a", "b"]}', '{"point": [NaN, 1]}',
+                '{"point": [true, 1]}', "[5, 5]", '{"refused": "yes"}'):
+        assert grounding(bad, box, {}) == 0 and grounding(bad, refusal, {}) == 0, bad
+    assert grounding_answer('{"point": [3, 4.5], "action": "click"}') == ((3.0, 4.5), False)
+    assert SCORERS["grounding"] is grounding
+    assert grounding(POINT(5, 5), {"box_type": "bbox", "box_coordinates": "junk"}, {}) == 0
+
+
+# ---- OSWorld-G files ------------------------------------------------------------------------------------
+
+def _png(path, size=(200, 100), color="white"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", size, color).save(path)
+    return path
+
+
+def _osworld(tmp_path, records=None, name="OSWorld-G.json"):
+    _png(tmp_path / "images" / "a.png")
+    _png(tmp_path / "b.png")
+    records = records if records is not None else [
+        {"id": "r1", "image_path": "a.png", "image_size": [200, 100], "instruction": "click Save",
+         "box_type": "bbox", "box_coordinates": [10, 10, 50, 20], "GUI_types": ["Button", "Toolbar"]},
+        {"id": "r2", "image_path": "b.png", "image_size": [200, 100], "instruction": "the red tab",
+         "box_type": "polygon", "box_coordinates": U_SHAPE, "GUI_types": ["Tab"]},
+        {"id": 3, "image_path": "a.png", "image_size": [200, 100], "instruction": "the Frobnicate button",
+         "box_type": "refusal", "box_coordinates": [], "GUI_types": []}]
+    (tmp_path / name).write_text(json.dumps(records))
+    return tmp_path / name
+
+
+def test_osworld_g_loads_scores_and_tables_by_first_type(tmp_path):
+    _osworld(tmp_path)
+    bench = OSWorldG(data=tmp_path)  # a folder: the JSON inside, images next to it or in images/
+    recs = list(bench.records())
+    assert [(r.id, r.category) for r in recs] == [("r1", "Button"), ("r2", "Tab"), ("3", "unclassified")]
+    assert recs[0].data["image"] == str((tmp_path / "images" / "a.png").resolve())
+    assert bench.score(recs[0], POINT(60, 30)) == 1 and bench.score(recs[0], POINT(61, 30)) == 0
+    assert bench.score(recs[1], POINT(25, 25)) == 1 and bench.score(recs[1], POINT(15, 25)) == 0
+    assert bench.score(recs[2], REFUSED) == 1 and bench.score(recs[2], POINT(1, 1)) == 0
+    assert bench.metrics(recs[0], POINT(20, 20)) == {"type:Button": 1.0, "type:Toolbar": 1.0}
+    task = bench.to_task(recs[0], model=GROUNDER)
+    assert task.agent.name == "computer_use" and task.agent.params == {"mode": "grounding", "platform": "desktop"}
+    assert task.inputs.images and task.instruction == "click Save" and task.sandbox.kind == "none"
+    assert task.evaluator.name == "grounding"
+    assert SCORERS["grounding"](POINT(60, 30), task.evaluator.expected, task.evaluator.options) == 1
+    assert list(OSWorldG(data=tmp_path / "OSWorld-G.json").records(limit=1))[0].id == "r1"
+
+
+def test_osworld_g_default_model_is_the_ocr_grounder(tmp_path):
+    _osworld(tmp_path)
+    rec = list(OSWorldG(data=tmp_path).records())[0]
+    try:
+        task = OSWorldG(data=tmp_path).to_task(rec)
+    except Exception as err:  # spec.py learns the kind when the lead wires policies.load()
+        pytest.skip(f"model kind ocr-grounder not yet known to spec.py: {err}")
+    assert task.model.name == "ocr-grounder"
+
+
+def test_osworld_g_classification_groups_replace_gui_types(tmp_path):
+    _osworld(tmp_path)
+    (tmp_path / "classification_result.json").write_text(json.dumps({"classified": {
+        "text_matching": [{"id": "r1"}], "layout_understanding": [{"id": "r1"}], "refusal": [{"id": 3}]}}))
+    recs = {r.id: r for r in OSWorldG(data=tmp_path).records()}
+    assert recs["r1"].category == "text_matching" and recs["3"].category == "refusal"
+    assert OSWorldG().metrics(recs["r1"], POINT(20, 20)) == {"type:text_matching": 1.0,
+                                                              "type:layout_understanding": 1.0}
+    assert recs["r2"].category == "Tab"  # not classified: its GUI_types
+
+
+@pytest.mark.parametrize("field,value,says", [
+    ("instruction", None, "instruction: missing"),
+    ("box_type", "circle", "box_type: expected one of bbox, polygon, refusal"),
+    ("box_coordinates", [1, 2, 3], "box_coordinates: a bbox is [x, y, w, h]"),
+    ("box_coordinates", [1, 2, -3, 4], "box_coordinates: a bbox is [x, y, w, h]"),
+    ("GUI_types", "Button", "GUI_types: expected a list of strings"),
+    ("image_path", "missing.png", "image_path: image not found"),
+    ("image_size", [0, 10], "image_size: expected [width, height]"),
+    ("image_size", [300, 100], "image_size: [300, 100], but a.png is 200x100"),
+])
+def test_a_malformed_osworld_record_names_file_index_and_field(tmp_path, field, value, says):
+    good = {"id": "ok", "image_path": "a.png", "image_size": [200, 100], "instruction": "x", "box_type": "bbox",
+            "box_coordinates": [1, 1, 5, 5], "GUI_types": ["Button"]}
+    bad = {**good, "id": "bad", field: value}
+    if value is None:
+        del bad[field]
+    path = _osworld(tmp_path, [good, bad])
+    with pytest.raises(BenchmarkDataError) as err:
+        list(OSWorldG(data=path).records())
+    msg = str(err.value)
+    assert str(path) in msg and "record 1 (id 'bad')" in msg and says in msg
+
+
+def test_osworld_polygon_and_file_level_problems(tmp_path):
+    good = {"id": "p", "image_path": "a.png", "instruction": "x", "box_type": "polygon",
+            "box_coordinates": [0, 0, 5, 0, 5]}
+    path = _osworld(tmp_path, [good])
+    with pytest.raises(BenchmarkDataError, match=r"record 0 \(id 'p'\): box_coordinates: a polygon"):
+        list(OSWorldG(data=path).records())
+    path.write_text("{not json")
+    with pytest.raises(BenchmarkDataError, match="not valid JSON"):
+        list(OSWorldG(data=path).records())
+    path.write_text(json.dumps([{**good, "box_coordinates": U_SHAPE}, {**good, "box_coordinates": U_SHAPE}]))
+    with pytest.raises(BenchmarkDataError, match="record 1 .*id: repeats record 0"):
+        list(OSWorldG(data=path).records())
+
+
+def test_osworld_data_from_the_environment_and_a_missing_path(tmp_path, monkeypatch):
+    _osworld(tmp_path / "og")
+    monkeypatch.setenv("TOOLPATH_OSWORLD_G", str(tmp_path / "og"))
+    assert len(list(OSWorldG().records())) == 3
+    with pytest.raises(BenchmarkDataError, match="TOOLPATH_OSWORLD_G"):
+        list(OSWorldG(data=tmp_path / "nowhere").records())
+
+
+# ---- ScreenSpot v1/v2 and Pro ---------------------------------------------------------------------------
+
+def test_screenspot_v2_platform_by_text_icon(tmp_path):
+    _png(tmp_path / "screenspotv2_image" / "m.png")
+    _png(tmp_path / "screenspotv2_image" / "w.png")
+    (tmp_path / "screenspot_mobile_v2.json").write_text(json.dumps([
+        {"img_filename": "m.png", "bbox": [10, 10, 30, 20], "instruction": "open settings", "data_type": "icon",
+         "data_source": "android"}]))
+    (tmp_path / "screenspot_web_v2.json").write_text(json.dumps([
+        {"img_filename": "w.png", "bbox": [100, 50, 40, 10], "instruction": "the Docs link", "data_type": "text",
+         "data_source": "gitlab"},
+        {"img_filename": "w.png", "bbox": [0, 0, 10, 10], "instruction": "logo", "data_type": "icon",
+         "data_source": "shop"}]))
+    bench = ScreenSpot(data=tmp_path)
+    recs = list(bench.records())
+    assert sorted(r.category for r in recs) == ["mobile/icon", "web/icon", "web/text"]
+    m = next(r for r in recs if r.category == "mobile/icon")
+    assert bench.to_task(m, model=GROUNDER).agent.params == {"mode": "grounding", "platform": "phone"}
+    assert bench.score(m, POINT(40, 30)) == 1 and bench.score(m, POINT(41, 30)) == 0  # [x, y, w, h]
+    assert bench.metrics(m, POINT(40, 30)) == {"type:mobile": 1.0, "type:icon": 1.0}
+    # a single v1 file: the platform from data_source when the file name has none
+    _png(tmp_path / "v1" / "screenspot_imgs" / "d.png")
+    (tmp_path / "v1" / "desk.json").write_text(json.dumps([
+        {"img_filename": "d.png", "bbox": [1, 1, 5, 5], "instruction": "x", "data_type": "text",
+         "data_source": "macos"}]))
+    assert [r.category for r in ScreenSpot(data=tmp_path / "v1" / "desk.json").records()] == ["desktop/text"]
+
+
+def test_screenspot_pro_boxes_are_corners_and_groups_categorise(tmp_path):
+    _png(tmp_path / "images" / "autocad_windows" / "s.png", (400, 300))
+    (tmp_path / "annotations").mkdir()
+    rec = {"img_filename": "autocad_windows/s.png", "bbox": [100, 100, 150, 130], "instruction": "the Line tool",
+           "application": "autocad", "id": "autocad_1", "platform": "windows", "img_size": [400, 300],
+           "ui_type": "icon", "group": "CAD"}
+    (tmp_path / "annotations" / "autocad_windows.json").write_text(json.dumps([rec]))
+    bench = ScreenSpot(data=tmp_path)
+    (r,) = bench.records()
+    assert r.id == "autocad_windows:autocad_1" and r.category == "CAD/icon"
+    assert bench.score(r, POINT(140, 120)) == 1 and bench.score(r, POINT(200, 200)) == 0  # 200 is in x+w, not x2
+    assert set(bench.metrics(r, POINT(140, 120))) == {"type:CAD", "type:icon", "type:app:autocad"}
+    assert bench.to_task(r, model=GROUNDER).evaluator.options == {"bbox_format": "xyxy"}
+    for change, says in [({"bbox": [100, 100, 50, 130]}, "bbox: ScreenSpot-Pro's bbox is [x1, y1, x2, y2]"),
+                         ({"ui_type": None}, "ui_type: missing"),
+                         ({"img_filename": "nope.png"}, "img_filename: image not found")]:
+        bad = {**rec, **change}
+        bad = {k: v for k, v in bad.items() if v is not None}
+        (tmp_path / "annotations" / "autocad_windows.json").write_text(json.dumps([rec, bad]))
+        with pytest.raises(BenchmarkDataError) as err:
+            list(bench.records())
+        assert "autocad_windows.json: record 1" in str(err.value) and says in str(err.value)
+
+
+# ---- the generated suite --------------------------------------------------------------------------------
+
+def _bytes(img: Image.Image) -> bytes:
+    return img.tobytes()
+
+
+def test_the_suite_is_deterministic_per_seed():
+    a, b, c = G.generate(6, 3), G.generate(6, 3), G.generate(6, 4)
+    assert [G.to_osworld(i, "x") for i in a] == [G.to_osworld(i, "x") for i in b]
+    assert [_bytes(i.screen.image) for i in a] == [_bytes(i.screen.image) for i in b]
+    assert [_bytes(i.screen.image) for i in a] != [_bytes(i.screen.image) for i in c]
+    assert {i.platform for i in a} == {"desktop", "web"}
+
+
+def test_suite_files_load_as_osworld_g_and_are_reused(tmp_path):
+    file = G.write_suite(tmp_path / "suite", n=8, seed=2)
+    stamp = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "suite" / "images").iterdir()}
+    assert G.write_suite(tmp_path / "suite", n=8, seed=2) == file
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "suite" / "images").iterdir()} == stamp
+    recs = read_records(file)
+    assert len(recs) == 8 and all(r.category in G.GUI_TYPE.values() for r in recs)
+    items = G.generate(8, 2)
+    for r, it in zip(recs, items):
+        assert r.data["instruction"] == it.instruction
+        with Image.open(r.data["image"]) as im:
+            assert im.size == it.size and _bytes(im.convert("RGB")) == _bytes(it.screen.image)
+
+
+def _ink(img: np.ndarray, box) -> np.ndarray:
+    """Pixels of a region unlike its commonest colour."""
+    x0, y0, x1, y1 = box
+    crop = img[y0:y1, x0:x1].astype(int)
+    vals, counts = np.unique(crop.reshape(-1, 3), axis=0, return_counts=True)
+    return np.abs(crop - vals[counts.argmax()]).sum(axis=2) > 60
+
+
+def test_the_suites_boxes_are_what_was_drawn():
+    items = G.generate(40, 1)
+    kinds = {i.kind for i in items}
+    assert {"button", "menu", "link", "field", "search", "icon", "refusal"} <= kinds
+    assert {"bbox", "polygon", "refusal"} == {i.box_type for i in items}
+    for it in items:
+        img = np.asarray(it.screen.image)
+        W, H = it.size
+        drawn = set().union(*(G._words(t) for t in it.screen.texts))
+        if it.kind == "refusal":
+            assert not G._words(it.label) & drawn, it.id  # the named label is nowhere on the screen
+            continue
+        assert G._words(it.label) <= drawn or it.kind == "search"
+        if it.box_type == "polygon":
+            xs, ys = it.box_coordinates[0::2], it.box_coordinates[1::2]
+            box = (min(xs), min(ys), max(xs) + 1, max(ys) + 1)
+            # the polygon lies on the drawn hover disc: its vertices are that colour or the glyph's, not the page's
+            page = img[box[1] - 3, box[0] - 3]
+            assert all(np.abs(img[y, x].astype(int) - page).sum() > 20 for x, y in zip(xs, ys)), it.id
+        else:
+            x, y, w, h = it.box_coordinates
+            box = (x, y, x + w + 1, y + h + 1)
+        assert 0 <= box[0] < box[2] <= W and 0 <= box[1] < box[3] <= H
+        assert _ink(img, box).any(), it.id  # a caption, a glyph or a frame in the box
+        if it.kind in ("button", "field", "search"):  # framed: the frame is the box's edge
+            x0, y0, x1, y1 = box
+            cy = (y0 + y1) // 2
+            inside, outside = img[cy, x0 + 1].astype(int), img[cy, x0 - 2].astype(int)
+            edge = img[cy, x0].astype(int)
+            assert np.abs(edge - outside).sum() > 20, it.id
+            assert np.abs(img[cy, x1 - 1].astype(int) - img[cy, x1 + 1].astype(int)).sum() > 20, it.id
+            assert np.abs(inside - outside).sum() > 0 or np.abs(edge - inside).sum() > 0
+        if it.kind == "link":  # the link's ink is all inside its box
+            x0, y0, x1, y1 = box
+            ring = np.concatenate([_ink(img, (x0 - 3, y0, x0, y1)).ravel(), _ink(img, (x1, y0, x1 + 3, y1)).ravel()])
+            assert not ring.any(), it.id
+
+
+# ---- the OCR grounder -----------------------------------------------------------------------------------
+
+def test_queries_from_instructions():
+    assert query_of("click the 'Export' button") == (["Export"], "button")
+    assert query_of("Open the File menu") == (["File"], "menu")
+    assert query_of("the search field") == (["search"], "field")
+    assert query_of("click the search box") == (["search"], "field")
+    assert query_of("the icon with the tooltip 'Zoom In'") == (["Zoom In"], "icon")
+    assert query_of("open the Go menu") == (["Go"], "menu")
+    assert query_of("click the Email field") == (["Email"], "field")
+    assert query_of("type 'hello' into the Name field") == (["Name"], "field")
+    assert query_of("click the") == ([], None)
+
+
+def test_the_agents_message_is_read():
+    msg = Message(role="user", images=[ArtifactRef(sha256="0" * 64, path="/x/s.png")], content=(
+        "Task: click the 'Save' button\nPrevious operations:\nStep 1: Click 'Save'\n"
+        "Step 2: the current screenshot is attached. Reply as ..."))
+    assert read_prompt([Message(role="system", content="sys"), msg]) == ("click the 'Save' button",
+                                                                          ["Click 'Save'"], "/x/s.png")
+
+
+def _ask(path, instruction, fmt):
+    msg = Message(role="user", content=f"Task: {instruction}\nStep 1: the current screenshot is attached.",
+                  images=[ArtifactRef(sha256="0" * 64, path=str(path))])
+    return OCRGrounder().respond([msg], [], format=fmt)
+
+
+def test_an_unreadable_or_empty_screenshot_is_declined_with_the_reason(tmp_path):
+    fmt = ScaleCUAFormat(mode="grounding")
+    garbled = tmp_path / "garbled.png"
+    garbled.write_bytes(os.urandom(300))
+    for path, why in [(garbled, "cannot read the screenshot"), (tmp_path / "none.png", "cannot read the screenshot"),
+                      (_png(tmp_path / "blank.png", (320, 200)), "no text on the screen")]:
+        r = _ask(path, "click the 'Save' button", fmt)
+        assert [c.name for c in r.tool_calls] == ["terminate"], r.raw
+        assert r.tool_calls[0].arguments["status"] == "failure" and why in r.tool_calls[0].arguments["info"]
+        assert r.tokens_in == r.tokens_out == 0 and r.latency_s >= 0
+
+
+def _small_screen(tmp_path):
+    """A 640x360 dialog: a menu bar, a labelled field, two buttons (small, so OCR is quick)."""
+    from PIL import ImageDraw
+
+    img = Image.new("RGB", (640, 360), (246, 245, 244))
+    d = ImageDraw.Draw(img)
+    f = G.ui_font("ui", 15)
+    d.rectangle((0, 0, 639, 29), fill=(235, 235, 235))
+    for x, m in ((10, "File"), (70, "Edit"), (130, "View")):
+        d.text((x, 15), m, font=f, fill=(30, 30, 30), anchor="lm")
+    d.text((40, 100), "Email:", font=f, fill=(30, 30, 30), anchor="lm")
+    d.rectangle((120, 84, 420, 116), fill="white", outline=(180, 180, 180))  # the field: x 120..420, y 84..116
+    for x0, label in ((120, "Export"), (260, "Cancel")):
+        d.rounded_rectangle((x0, 200, x0 + 110, 236), radius=5, fill="white", outline=(170, 170, 170))
+        d.text((x0 + 55, 218), label, font=f, fill=(30, 30, 30), anchor="mm")
+    path = tmp_path / "dialog.png"
+    img.save(path)
+    return path
+
+
+@pytest.fixture
+def fake_screen(monkeypatch):
+    monkeypatch.setitem(episode.SANDBOXES, "desktop", (__name__, "FakeScreen"))
+    monkeypatch.setattr(episode, "SANDBOX_KINDS", ("none", *episode.SANDBOXES))
+    return FakeScreen
+
+
+class FakeScreen:
+    """A desktop that shows one PNG and records what was done to it."""
+
+    OPTIONS = ("image",)
+    platform = "desktop"
+    log: list = []
+
+    def __init__(self, limits, image=None):
+        self.png = open(image, "rb").read()
+        FakeScreen.log = []
+
+    def start(self):
+        return self
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def screen_size(self):
+        return Image.open(io.BytesIO(self.png)).size
+
+    def screenshot(self):
+        return self.png
+
+    def observe(self):
+        return {}
+
+    def act(self, action, args):
+        FakeScreen.log.append((action, args))
+        return f"{action} done"
+
+
+def test_the_grounder_through_the_agent_in_every_convention_and_mode(tmp_path, fake_screen):
+    shot = _small_screen(tmp_path)
+    cases = [("click the 'Export' button", (120, 200, 230, 236)), ("open the View menu", (120, 0, 180, 30)),
+             ("the Email field", (120, 84, 420, 116))]
+    with Store(tmp_path / "home") as store:
+        for conv in ("absolute", "normalized", "grid1000"):
+            for instruction, (x0, y0, x1, y1) in cases:
+                s = parse_spec({"id": "g", "instruction": instruction, "inputs": {"images": [str(shot)]},
+                                "agent": {"name": "computer_use", "params": {"mode": "grounding", "coordinates": conv}}},
+                               base_dir=tmp_path)
+                res = run_episode(s, store, policy=OCRGrounder())
+                px, py = json.loads(res.answer)["point"]
+                assert x0 <= px <= x1 and y0 <= py <= y1, (conv, instruction, res.answer)
+        s = parse_spec({"id": "r", "instruction": "click the 'Publish' button", "inputs": {"images": [str(shot)]},
+                        "agent": {"name": "computer_use", "params": {"mode": "grounding"}}}, base_dir=tmp_path)
+        answer = json.loads(run_episode(s, store, policy=OCRGrounder()).answer)
+        assert answer["refused"] is True and "Publish" in answer["reason"]
+        # direct mode on a screen: click the field, type into it, then finish on the next turn
+        s = parse_spec({"id": "d", "instruction": "type 'a@b.c' into the Email field", "sandbox": {
+            "kind": "desktop", "options": {"image": str(shot)}}, "agent": {"name": "computer_use",
+                                                                          "params": {"coordinates": "normalized"}},
+                        "model": GROUNDER}, base_dir=tmp_path)
+        res = run_episode(s, store, policy=OCRGrounder())
+    assert res.status == "finished" and res.answer == "success"
+    (click, args), (write, wargs) = fake_screen.log[:2]
+    assert click == "click" and 120 <= args["x"] <= 420 and 84 <= args["y"] <= 116
+    assert (write, wargs) == ("write", {"message": "a@b.c"})
+
+
+def test_ocr_results_are_cached_per_image_file(tmp_path, monkeypatch):
+    shot = _small_screen(tmp_path)
+    calls = []
+    from toolpath.tools.image import text as T
+
+    real = T._rapid_engine()
+    monkeypatch.setattr(T, "_rapid_engine", lambda: (lambda img, **kw: (calls.append(1), real(img, **kw))[1]))
+    fmt = ScaleCUAFormat(mode="grounding", convention="absolute")
+    a = _ask(shot, "click the 'Cancel' button", fmt)
+    b = _ask(shot, "click the 'Export' button", fmt)
+    assert len(calls) == 1 and a.tool_calls[0].name == b.tool_calls[0].name == "click"
+    assert a.tool_calls[0].arguments != b.tool_calls[0].arguments
+    w, h = 640, 360
+    px, py = fmt.space(w, h).to_screen(a.tool_calls[0].arguments["x"], a.tool_calls[0].arguments["y"])
+    assert 260 <= px <= 370 and 200 <= py <= 236
+
+
+@pytest.mark.slow
+def test_grounder_accuracy_on_generated_screens(tmp_path):
+    recs = read_records(G.write_suite(tmp_path / "suite", n=20, seed=11))
+    fmt = ScaleCUAFormat(mode="grounding", convention="grid1000")
+    hits, by_kind = 0, {}
+    for r in recs:
+        resp = _ask(r.data["image"], r.data["instruction"], fmt)
+        call = resp.tool_calls[0]
+        if call.name == "click":
+            px, py = fmt.space(*r.data["image_size"]).to_screen(call.arguments["x"], call.arguments["y"])
+            answer = POINT(px, py)
+        else:
+            answer = REFUSED
+        s = grounding(answer, {"box_type": r.data["box_type"], "box_coordinates": r.data["box_coordinates"]}, {})
+        hits += s
+        by_kind.setdefault(r.category, []).append(s)
+    assert hits / len(recs) >= 0.7, by_kind
+
+
+class SmallSuite(G.GUIGrounding):
+    def __init__(self):
+        super().__init__(n=6)
+
+
+@pytest.mark.slow
+def test_the_runner_scores_the_suite_and_osworld_data_per_category(tmp_path, monkeypatch, store):
+    from toolpath.evals import benchmarks as B
+    from toolpath.evals.runner import run_eval
+
+    monkeypatch.setitem(B.BENCHMARKS, "gui_grounding", f"{__name__}:SmallSuite")
+    monkeypatch.setitem(B.BENCHMARKS, "osworld_g", "toolpath.evals.benchmarks.osworld_g:OSWorldG")
+    res = run_eval("gui_grounding", store, model=GROUNDER, limit=2)
+    summary = res.summary()
+    assert summary["n"] == 2 and all(s.status == "finished" for s in res.samples), res.samples
+    assert all(json.loads(s.answer).keys() & {"point", "refused"} for s in res.samples)
+    assert any(k.startswith("type:") for k in summary["metrics"])
+    # the same files, read as OSWorld-G data through --data
+    folder = SmallSuite().suite_folder(0)
+    res2 = run_eval("osworld_g", store, model=GROUNDER, limit=2, data=str(folder))
+    assert [s.score for s in res2.samples] == [s.score for s in res.samples]
