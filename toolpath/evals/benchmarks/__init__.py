@@ -79,6 +79,18 @@ def require(path: Path, env: str, what: str) -> Path:
     return path
 
 
+def read_json(path: Path, what: str) -> Any:
+    """A benchmark's JSON file, or a BenchmarkDataError naming `what` it is, the file and where it breaks."""
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise BenchmarkDataError(f"cannot read {what} {path}: {err}") from None
+    except json.JSONDecodeError as err:
+        raise BenchmarkDataError(f"{path}: not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+
+
 def task_id(record_id: str) -> str:
     """A TaskSpec id for a record id: characters a spec id cannot hold become '-', at most 128 of them."""
     out = re.sub(r"[^A-Za-z0-9_.\-]", "-", record_id).lstrip("_.-")[:128]

@@ -18,14 +18,13 @@ Where the data is:
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Iterable
 
 from ...spec import TaskSpec
 from ..scorers import SCORERS
-from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, require
+from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, read_json, require
 
 FILE_ENV, DIR_ENV, AGENT_ENV = "TOOLPATH_OMNI3D_FILE", "TOOLPATH_OMNI3D_DIR", "TOOLPATH_OMNI3D_AGENT"
 ANSWER_TYPES = ("int", "float", "str")
@@ -57,12 +56,7 @@ def _problem(q: Any) -> str | None:
 
 def read_questions(path: Path, root: Path) -> list[dict]:
     """The questions of a VADAR annotation file; raises BenchmarkDataError naming the file and entry."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
-        raise BenchmarkDataError(f"cannot read Omni3D-Bench annotations {path}: {err}") from None
-    except json.JSONDecodeError as err:
-        raise BenchmarkDataError(f"{path}: not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+    data = read_json(path, "Omni3D-Bench annotations")
     questions = data.get("questions") if isinstance(data, dict) else None
     if not isinstance(questions, list) or not questions:
         raise BenchmarkDataError(f"{path}: expected an object with a non-empty list \"questions\"")

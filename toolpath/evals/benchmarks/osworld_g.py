@@ -38,7 +38,7 @@ from typing import Any, Iterable
 
 from ...spec import TaskSpec
 from ..scorers import SCORERS
-from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, require, task_id
+from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, read_json, require, task_id
 
 ENV = "TOOLPATH_OSWORLD_G"
 DEFAULT_MODEL = "ocr-grounder"
@@ -81,12 +81,7 @@ def image_size(path: Path) -> tuple[int, int] | None:
 
 
 def read_json_list(path: Path, what: str) -> list:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
-        raise BenchmarkDataError(f"cannot read the {what} file {path}: {err}") from None
-    except json.JSONDecodeError as err:
-        raise BenchmarkDataError(f"{path}: not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+    data = read_json(path, f"the {what} file")
     if not isinstance(data, list):
         raise BenchmarkDataError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
     if not data:

@@ -44,7 +44,7 @@ from typing import Any, Iterable
 from urllib.parse import urlparse
 
 from ...spec import TaskSpec
-from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, require, task_id
+from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, read_json, require, task_id
 from . import webarena_eval
 
 log = logging.getLogger(__name__)
@@ -134,15 +134,6 @@ def _problem(item: Any, schema: str) -> str | None:
     return None
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
-        raise BenchmarkDataError(f"cannot read WebArena task file {path}: {err}") from None
-    except json.JSONDecodeError as err:
-        raise BenchmarkDataError(f"{path}:{err.lineno}: not valid JSON: {err.msg} at column {err.colno}") from None
-
-
 def read_configs(path: Path, schema: str) -> list[tuple[str, dict]]:
     """(where, config) for every task in a config file, or in a folder of per-task <id>.json files.
 
@@ -150,13 +141,13 @@ def read_configs(path: Path, schema: str) -> list[tuple[str, dict]]:
     if path.is_dir():
         files = sorted((p for p in path.glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem))
         if files:
-            items = [(str(p), _read_json(p)) for p in files]
+            items = [(str(p), read_json(p, "WebArena task file")) for p in files]
         elif (path / "test.raw.json").is_file():
             return read_configs(path / "test.raw.json", schema)
         else:
             raise BenchmarkDataError(f"{path}: no <task_id>.json files and no test.raw.json in the folder")
     else:
-        data = _read_json(path)
+        data = read_json(path, "WebArena task file")
         if not isinstance(data, list):
             raise BenchmarkDataError(f"{path}: expected a JSON list of task configs, got {type(data).__name__}")
         items = [(f"{path}[{i}]", item) for i, item in enumerate(data)]
