@@ -38,6 +38,25 @@ class Sandbox(Protocol):
     def __exit__(self, *exc) -> None: ...
 
 
+# The part of tools/gui.py's action space a screen sandbox (browser, desktop) executes. The ending actions
+# (response, terminate, call_user) are the agent's; open_app and navigate_home need a phone.
+ENDING_ACTIONS = ("response", "terminate", "call_user")
+PHONE_ONLY_ACTIONS = ("open_app", "navigate_home")
+SCREEN_ACTIONS = ("click", "doubleClick", "rightClick", "moveTo", "dragTo", "scroll", "press", "hotkey", "keyDown",
+                  "keyUp", "write", "wait", "swipe", "long_press", "navigate_back")
+KEY_EXAMPLES = "'enter', 'tab', 'esc', 'backspace', 'delete', 'ctrl', 'shift', 'alt', 'up', 'pagedown', 'f5', 'a'"
+
+
+def check_screen_action(action: str, kind: str, this_is: str, instead: str) -> None:
+    """SandboxError unless a screen sandbox of `kind` executes `action` (said the same way by each of them)."""
+    if action in ENDING_ACTIONS:
+        raise SandboxError(f"{action}: ends the episode; the agent handles it, a sandbox does not execute it")
+    if action in PHONE_ONLY_ACTIONS:
+        raise SandboxError(f"{action}: needs a phone; this is {this_is} ({instead})")
+    if action not in SCREEN_ACTIONS:
+        raise SandboxError(f"unknown action {action!r}; a {kind} does {', '.join(SCREEN_ACTIONS)}")
+
+
 class GUISandbox(Sandbox, Protocol):
     """A screen an agent acts on (sandboxes/browser.py, sandboxes/desktop.py): what tools/gui.py executes through.
 

@@ -41,17 +41,13 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from urllib.parse import urlsplit
 
-from .base import SandboxError, SandboxLimits
+from .base import KEY_EXAMPLES, SandboxError, SandboxLimits, check_screen_action
 
 __all__ = ["BrowserSandbox", "chromium_path", "CHROMIUM_ENV", "KEYS", "OBSERVE_JS"]
 
 CHROMIUM_ENV = "TOOLPATH_CHROMIUM"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]
-ENDING = ("response", "terminate", "call_user")
-PHONE_ONLY = ("open_app", "navigate_home")
-ACTIONS = ("click", "doubleClick", "rightClick", "moveTo", "dragTo", "scroll", "press", "hotkey", "keyDown",
-           "keyUp", "write", "wait", "swipe", "long_press", "navigate_back")
 ALWAYS_ALLOWED = ("data", "about", "blob")
 NOTCH_PX = 100  # one wheel notch, as Chromium scrolls for a real mouse wheel
 DRAG_STEPS = 12  # intermediate mouse moves of a drag, so pages see the motion between press and release
@@ -75,7 +71,6 @@ KEYS = {
     "contextmenu": "ContextMenu", "apps": "ContextMenu", "plus": "+", "minus": "-",
     **{f"f{i}": f"F{i}" for i in range(1, 25)},
 }
-KEY_EXAMPLES = "'enter', 'tab', 'esc', 'backspace', 'delete', 'ctrl', 'shift', 'alt', 'up', 'pagedown', 'f5', 'a'"
 
 # What is under a point, for the account of an action: the nearest interactive ancestor, else the element.
 DESCRIBE_JS = """([x, y]) => {
@@ -558,13 +553,7 @@ class BrowserSandbox:
             raise SandboxError(f"{what}: {_first_line(err)}") from None
 
     def act(self, action: str, args: dict) -> str:
-        if action in ENDING:
-            raise SandboxError(f"{action}: ends the episode; the agent handles it, a sandbox does not execute it")
-        if action in PHONE_ONLY:
-            raise SandboxError(f"{action}: needs a phone; this is a web browser (use click, navigate_back or goto "
-                               "a page instead)")
-        if action not in ACTIONS:
-            raise SandboxError(f"unknown action {action!r}; a browser does {', '.join(ACTIONS)}")
+        check_screen_action(action, "browser", "a web browser", "use click, navigate_back or goto a page instead")
         args = dict(args or {})
         try:  # the time a wait or a long press takes on top of the usual bound
             extra = sum(float(args.get(k) or 0) for k in ("seconds", "duration"))

@@ -57,7 +57,7 @@ import uuid
 from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 
-from .base import SandboxError, SandboxLimits
+from .base import KEY_EXAMPLES, SandboxError, SandboxLimits, check_screen_action
 
 __all__ = ["DesktopSandbox", "CHROMIUM", "chromium_args"]
 
@@ -67,17 +67,12 @@ START_TIMEOUT = 30.0  # seconds for the X server, and for each launched program,
 TITLE_TIMEOUT = 5.0  # seconds start() waits for a start_url page to set its title
 MARKER = "TOOLPATH_DESKTOP_SANDBOX"  # environment variable carried by everything the sandbox starts
 DRAG_SECONDS = 0.3  # a drag moves in steps over this time, so programs see the motion between press and release
-PHONE_ONLY = ("open_app", "navigate_home")
-ENDING = ("response", "terminate", "call_user")
-ACTIONS = ("click", "doubleClick", "rightClick", "moveTo", "dragTo", "scroll", "press", "hotkey", "keyDown",
-           "keyUp", "write", "wait", "swipe", "long_press", "navigate_back")
 # Names models write for keys that pyautogui spells otherwise.
 KEY_ALIASES = {"control": "ctrl", "ctl": "ctrl", "cmd": "win", "command": "win", "super": "win", "meta": "win",
                "windows": "win", "option": "alt", "arrowup": "up", "arrowdown": "down", "arrowleft": "left",
                "arrowright": "right", "page_up": "pageup", "page_down": "pagedown", "spacebar": "space",
                "caps_lock": "capslock", "escape": "esc", "bksp": "backspace", "ret": "enter",
                "return": "enter", "ins": "insert", "plus": "+", "minus": "-"}
-KEY_EXAMPLES = "'enter', 'tab', 'esc', 'backspace', 'delete', 'ctrl', 'shift', 'alt', 'up', 'pagedown', 'f5', 'a'"
 
 # pyautogui and its Xlib connection are module globals: one caller at a time, whichever thread it is on.
 _X_LOCK = threading.RLock()
@@ -625,12 +620,7 @@ class DesktopSandbox:
         return out
 
     def act(self, action: str, args: dict) -> str:
-        if action in ENDING:
-            raise SandboxError(f"{action}: ends the episode; the agent handles it, a sandbox does not execute it")
-        if action in PHONE_ONLY:
-            raise SandboxError(f"{action}: needs a phone; this is a desktop (use click, hotkey or write instead)")
-        if action not in ACTIONS:
-            raise SandboxError(f"unknown action {action!r}; a desktop does {', '.join(ACTIONS)}")
+        check_screen_action(action, "desktop", "a desktop", "use click, hotkey or write instead")
         args = dict(args or {})
         self.screen_size()  # a closed sandbox says so, whatever the action
         if action == "wait":

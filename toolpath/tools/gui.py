@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..sandboxes.base import ENDING_ACTIONS
 from .registry import _REGISTRY, Tool, ToolContext, ToolError, ToolResult
 
 Button = Literal["left", "right", "middle"]
@@ -214,7 +215,7 @@ class terminate(Action):
 ACTIONS: dict[str, type[Action]] = {c.__name__: c for c in (
     click, doubleClick, rightClick, moveTo, dragTo, scroll, press, hotkey, keyDown, keyUp, write, wait, swipe,
     long_press, open_app, navigate_home, navigate_back, call_user, response, terminate)}
-ENDING = frozenset({"response", "terminate", "call_user"})  # actions the agent handles; never sent to a sandbox
+ENDING = frozenset(ENDING_ACTIONS)  # actions the agent handles; never sent to a sandbox
 
 _DESKTOP = ["click", "doubleClick", "rightClick", "moveTo", "dragTo", "scroll", "press", "hotkey", "keyDown", "keyUp",
             "write", "wait", "call_user", "response", "terminate"]
