@@ -27,22 +27,23 @@ from .formats import Parsed, _snippet
 
 MODES = ("grounding", "direct", "reasoned")
 _TAG = {t: (re.compile(rf"<{t}>", re.I), re.compile(rf"</{t}>", re.I)) for t in ("think", "operation", "action")}
+_ANY_OPEN = re.compile(r"<(think|operation|action)>", re.I)
 _BARE_POINT = re.compile(r"^\s*[\(\[]\s*(-?[\d.]+)\s*,\s*(-?[\d.]+)\s*[\)\]]\s*$")
 _PREFIXES = ("pyautogui.", "computer.", "mobile.", "browser.")
 
 
-def _block(text: str, tag: str) -> tuple[str | None, bool, tuple[int, int] | None]:
-    """(body, closed, span) of the first <tag> block; an unclosed one runs to the next tag or the end."""
+def _block(text: str, tag: str) -> str | None:
+    """The body of the first <tag> block; an unclosed one runs to the next tag or the end (generation stops
+    at </action>, so a missing closing tag at the end is the normal case)."""
     op, cl = _TAG[tag]
     m = op.search(text)
     if not m:
-        return None, False, None
+        return None
     end = cl.search(text, m.end())
-    nxt = re.compile(r"<(think|operation|action)>", re.I).search(text, m.end())
+    nxt = _ANY_OPEN.search(text, m.end())
     if end and (not nxt or end.start() <= nxt.start()):
-        return text[m.end():end.start()], True, (m.start(), end.end())
-    stop = nxt.start() if nxt else len(text)
-    return text[m.end():stop], False, (m.start(), stop)
+        return text[m.end():end.start()]
+    return text[m.end():nxt.start() if nxt else len(text)]
 
 
 def _depth_change(line: str) -> int:
@@ -148,9 +149,9 @@ class ScaleCUAFormat:
     def parse(self, text: str, id_prefix: str = "call", schemas: list[dict] | None = None) -> Parsed:
         text = text or ""
         issues: list[str] = []
-        think, _, _ = _block(text, "think")
-        operation, _, _ = _block(text, "operation")
-        action, closed, span = _block(text, "action")
+        think = _block(text, "think")
+        operation = _block(text, "operation")
+        action = _block(text, "action")
         if action is None:
             bare = _BARE_POINT.match(text.strip()) if self.mode == "grounding" else None
             if bare:
