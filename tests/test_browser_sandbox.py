@@ -366,3 +366,35 @@ def test_the_gui_tools_drive_the_browser_from_their_thread_pool(box):
     assert box.evaluate("swipes")[-1] == [[600, 400], [728, 400]]
     with pytest.raises(ToolError, match="off the screen"):
         get_tool("click").call({"x": 10, "y": 9999}, ctx)
+
+
+def test_browser_example_signs_in_with_a_screenshot_per_step(tmp_path):
+    """`toolpath run examples/browser.yaml`, as a user runs it: popup dismissed, form filled, signed in."""
+    import json
+
+    from PIL import Image
+
+    from conftest import toolpath_cli
+    from toolpath.runs import Store
+
+    home = tmp_path / "home"
+    from conftest import ROOT
+
+    r = toolpath_cli("run", ROOT / "examples" / "browser.yaml", "--json", home=home, cwd=tmp_path)  # not the root
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["status"], out["answer"], out["steps"]) == ("finished", "success", 3)
+    with Store(home) as store:
+        steps = store.steps(out["run_id"])
+    assert "web browser" in steps[0]["payload"]["messages"][0]["content"]  # the task step names the platform
+    finish = [s for s in steps if s["node"] == "finish"][0]
+    assert finish["payload"]["final_state"]["url"].endswith("/signin/account.html?user=alice")
+    assert finish["payload"]["final_state"]["title"].startswith("Signed in as alice")
+    shots = [img for s in steps if s["node"] in ("observe", "finish")
+             for m in s["payload"]["messages"] for img in m.get("images", [])]
+    assert [s["name"] for s in shots] == ["screen_1.png", "screen_2.png", "screen_3.png", "screen_final.png"]
+    for ref in shots:
+        with Image.open(ref["path"]) as im:
+            assert im.size == (1280, 720)
+    ops = [c["name"] for s in steps if s["node"] == "policy" for c in s["payload"]["messages"][0]["tool_calls"]]
+    assert ops == ["click", "click", "write", "click", "write", "click", "terminate"]

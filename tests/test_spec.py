@@ -110,3 +110,20 @@ def test_scripted_and_hf_paths_resolve_against_the_spec_file(tmp_path, monkeypat
     assert spec.model.name.endswith("/specs/r.yaml") and spec.model.name.startswith(f"scripted:{tmp_path.resolve()}")
     spec = load_spec(write(tmp_path / "specs" / "v.yaml", "id: t\ninstruction: x\nmodel: scripted:gone.yaml\n"))
     assert spec.model.name == "scripted:gone.yaml"  # left for the loader to report
+
+
+def test_sandbox_start_url_file_path_resolves_against_the_spec_file(tmp_path, monkeypatch):
+    page = write(tmp_path / "site" / "index.html", "<title>x</title>")
+    spec_file = write(tmp_path / "t.yaml", "id: t\ninstruction: go\nsandbox: {kind: browser, options: "
+                                           "{start_url: site/index.html}}\n")
+    monkeypatch.chdir(tmp_path / "site")  # the spec's own directory wins over the working directory
+    assert load_spec(spec_file).sandbox.options["start_url"] == page.resolve().as_uri()
+
+
+def test_sandbox_start_url_missing_file_is_named_and_urls_are_left_alone(tmp_path):
+    bad = {**GOOD, "sandbox": {"kind": "browser", "options": {"start_url": "nope/index.html"}}}
+    found, _ = problems(bad, tmp_path)
+    assert list(found) == ["sandbox.options.start_url"] and "nope/index.html" in found["sandbox.options.start_url"]
+    for url in ("http://127.0.0.1:8000/a", "file:///x/y.html", "data:text/html,hi", "about:blank"):
+        spec = parse_spec({**GOOD, "sandbox": {"kind": "browser", "options": {"start_url": url}}}, base_dir=tmp_path)
+        assert spec.sandbox.options["start_url"] == url

@@ -178,10 +178,29 @@ def parse_spec(data: Any, source: str = "<spec>", base_dir: Path | None = None) 
             if not full.is_file():
                 missing.append((f"inputs.{kind}[{i}]", f"file not found: {full}"))
             paths[i] = full.resolve()
+    start = resolve_start_url(spec, base)
+    if start is not None:
+        missing.append(("sandbox.options.start_url", start))
     if missing:
         raise SpecError(source, missing)
     resolve_model_path(spec, base)
     return spec
+
+
+def resolve_start_url(spec: TaskSpec, base_dir: Path) -> str | None:
+    """Turn a sandbox start_url written as a file path (no scheme) into a file:// URL; the problem, or None.
+
+    A path is taken relative to the spec file first, then to the working directory, so an example's local page
+    opens from wherever `toolpath run` is started. Any URL with a scheme is left to the sandbox to check."""
+    url = spec.sandbox.options.get("start_url")
+    if not isinstance(url, str) or not url or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", url):
+        return None
+    path = Path(url).expanduser()
+    for candidate in ([path] if path.is_absolute() else [base_dir / path, Path.cwd() / path]):
+        if candidate.is_file():
+            spec.sandbox.options["start_url"] = candidate.resolve().as_uri()
+            return None
+    return f"no URL scheme, and no file {url!r} next to the spec or in the working directory"
 
 
 def resolve_model_path(spec: TaskSpec, base_dir: Path) -> None:

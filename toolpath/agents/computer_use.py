@@ -42,8 +42,16 @@ _PLATFORM_PROMPT = {
     "web": "You are a GUI agent operating a web browser with mouse and keyboard.",
     "phone": "You are a GUI agent operating a mobile phone through touch and text input.",
 }
-SYSTEM_PROMPT = _PLATFORM_PROMPT["desktop"]  # the task step's prompt; each policy step builds its own
+SYSTEM_PROMPT = _PLATFORM_PROMPT["desktop"]  # without a spec; system_prompt(spec) names the run's platform
 _SANDBOX_PLATFORM = {"browser": "web", "desktop": "desktop"}
+
+
+def system_prompt(spec) -> str:
+    """The task step's system prompt: the run's platform (each policy step adds the action guide)."""
+    try:
+        return _PLATFORM_PROMPT[_spec_params(spec)["platform"]]
+    except ValueError:  # a bad spec is reported by check_spec before the episode starts
+        return SYSTEM_PROMPT
 
 
 class ComputerUseState(AgentState, total=False):
@@ -351,6 +359,20 @@ def make_act_node(rt: Runtime):
 
 # ---- finish -------------------------------------------------------------------------------------------
 
+def final_screenshot(rt: Runtime, state: ComputerUseState):
+    """The screen as the episode left it (the last action's result), stored; None without a live screen."""
+    box = rt.ctx.sandbox
+    if box is None or not callable(getattr(box, "screenshot", None)):
+        return None
+    from ..sandboxes.base import SandboxError
+
+    try:
+        png = box.screenshot()
+    except SandboxError:  # a screen that died at the end: the run's steps are all recorded already
+        return None
+    return rt.store.put_artifact(png, name="screen_final.png", mime="image/png")
+
+
 def final_state(rt: Runtime) -> dict | None:
     """The live page's URL, title and the evaluator's probes, before the browser closes (None without one)."""
     box = rt.ctx.sandbox
@@ -385,15 +407,16 @@ def make_finish_node(rt: Runtime):
     def finish_node(state: ComputerUseState) -> Any:
         rt.wait_durable(state)
         started, t0 = time.time(), time.perf_counter()
+        shot = final_screenshot(rt, state)  # before the probes, which may open other pages
         final = final_state(rt)
         update: dict[str, Any] = {}
         if state.get("status") == "running":  # routed here by an observe failure that set no status
             update["status"] = "failed"
-        if final is not None:
-            text = json.dumps(final, ensure_ascii=False, default=str)
-            update = _record(rt, state, "finish", [Message(role="assistant", name="finish",
-                                                           content=f"final state: {text[:2000]}")],
-                             started, time.perf_counter() - t0, update, final_state=final)
+        if final is not None or shot is not None:
+            text = "final state: " + json.dumps(final, ensure_ascii=False, default=str)[:2000] if final else "final screen"
+            msg = Message(role="assistant", name="finish", content=text, images=[shot] if shot else [])
+            extra = {"final_state": final} if final is not None else {}
+            update = _record(rt, state, "finish", [msg], started, time.perf_counter() - t0, update, **extra)
         return Command(update=update, goto=END)
 
     return finish_node

@@ -169,6 +169,12 @@ def _initial(agent) -> AgentState:
     return getattr(agent, "initial_state", initial_state)()
 
 
+def _system_prompt(agent, spec) -> str:
+    """The agent's system prompt for this spec (`system_prompt(spec)` when it varies, e.g. by platform)."""
+    make = getattr(agent, "system_prompt", None)
+    return make(spec) if callable(make) else agent.SYSTEM_PROMPT
+
+
 def _first_messages(rt: Runtime, system_prompt: str) -> list[Message]:
     images = [rt.store.put_artifact(p, name=p.name) for p in rt.spec.inputs.images]
     text = rt.spec.instruction
@@ -225,7 +231,7 @@ def run_episode(spec: TaskSpec, store: Store, on_event: Callable[[Event], None] 
                                               eval_id)
         rt.ctx.run_id = run_id
         rt.emit({"type": "start", "run_id": run_id, "model": spec.model.name, "agent": spec.agent.name})
-        first = _first_messages(rt, agent.SYSTEM_PROMPT)
+        first = _first_messages(rt, _system_prompt(agent, rt.spec))
         rt.record(0, "task", first, time.time(), 0.0)
         graph = agent.build(rt, checkpointer=store.checkpointer())
         return _drive(graph, rt, _initial(agent), run_id)
@@ -262,7 +268,7 @@ def _resume(agent, rt: Runtime, store: Store, run_id: str) -> RunResult:
         store.drop_steps_after(run_id, 0)
         rt.transcript = store.transcript(run_id)
         if not rt.transcript:
-            rt.record(0, "task", _first_messages(rt, agent.SYSTEM_PROMPT), time.time(), 0.0)
+            rt.record(0, "task", _first_messages(rt, _system_prompt(agent, rt.spec)), time.time(), 0.0)
         rt.emit({"type": "resume", "run_id": run_id, "from_step": 0})
         return _drive(graph, rt, _initial(agent), run_id)
     dropped = store.drop_steps_after(run_id, values["seq"])

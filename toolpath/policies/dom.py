@@ -777,8 +777,8 @@ class DOMPolicy:
         user = next((m for m in reversed(messages) if getattr(m, "role", "") == "user"), None)
         page = read_message(getattr(user, "content", "") or "")
         raw = render(decide(page, fmt.convention))
-        turn = sum(1 for m in messages if getattr(m, "role", "") == "assistant")
-        parsed = fmt.parse(raw, id_prefix=f"dom{turn + 1}")
+        # the agent sends one fresh prompt per step, its history as "Step i" lines: they number this step
+        parsed = fmt.parse(raw, id_prefix=f"dom{len(page.history) + 1}")
         prompt_words = sum(word_count(getattr(m, "content", "") or "") for m in messages)
         return Response(text=parsed.content, tool_calls=parsed.calls, issues=parsed.issues, raw=raw,
                         tokens_in=prompt_words, tokens_out=word_count(raw), latency_s=time.perf_counter() - started)

@@ -10,6 +10,7 @@ Options (a task spec passes them in `sandbox.options`):
   screen      the Xvfb screen, "WxH" or "WxHxDEPTH" (default 1280x720x24); only for the sandbox's own Xvfb.
   launch      commands started on the display at start() and killed at close(): a list of argv lists, or of
               strings split like a shell would (shlex; no shell runs them); one string is one command.
+              An argument "{python}" is the interpreter toolpath runs on (sys.executable).
   start_url   open this URL in the system Chromium (/usr/bin/chromium) as a real X window covering the screen:
               app + kiosk mode (no tabs, no address bar, no title bar), scale factor 1, sized to the screen,
               so page (CSS) pixel (x, y) is screen pixel (x, y). start() returns once the window is mapped
@@ -136,6 +137,8 @@ def _parse_launch(launch) -> list[list[str]]:
     for i, cmd in enumerate(launch):
         try:
             argv = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
+            # "{python}" is toolpath's own interpreter, so a spec runs a Python app without naming a venv
+            argv = [sys.executable if a == "{python}" else a for a in argv]
         except (TypeError, ValueError) as err:
             raise SandboxError(f"launch[{i}]: cannot read {cmd!r} as a command: {err}") from None
         if not argv:
