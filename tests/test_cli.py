@@ -82,7 +82,7 @@ def test_tools_commands(home):
 def test_models_list_says_what_runs_here(home):
     r = toolpath_cli("models", "list", "--json", home=home, env={"OPENAI_BASE_URL": "", "OPENAI_API_KEY": ""})
     rows = {k["kind"]: k for k in json.loads(r.stdout)}
-    assert set(rows) == {"local", "hf", "openai", "scripted", "python", "ocr-grounder", "dom"}
+    assert set(rows) == {"local", "hf", "openai", "scripted", "python", "ocr-grounder", "dom", "oracle", "detector"}
     assert rows["openai"]["available"] is False and "OPENAI_BASE_URL" in rows["openai"]["reason"]
     assert rows["scripted"]["available"] is True
 

@@ -33,8 +33,9 @@ class _Part(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-# Policies that decide without a language model, for the computer-use agent: OCR grounding, DOM rules.
-OFFLINE_GUI_POLICIES = ("ocr-grounder", "dom")
+# Policies that decide without a language model: OCR grounding and DOM rules (computer_use agent); the
+# simulator's ground truth and a colour/shape detector (embodied agent).
+OFFLINE_POLICIES = ("ocr-grounder", "dom", "oracle", "detector")
 
 
 class ModelSpec(_Part):
@@ -51,12 +52,12 @@ class ModelSpec(_Part):
     @classmethod
     def _known_kind(cls, v: str) -> str:
         kind = v.split(":", 1)[0]
-        if kind not in {"local", "openai", "hf", "scripted", "python", *OFFLINE_GUI_POLICIES}:
+        if kind not in {"local", "openai", "hf", "scripted", "python", *OFFLINE_POLICIES}:
             raise ValueError(f"unknown model kind {kind!r}; expected local, openai:MODEL, hf:PATH, scripted:FILE, "
-                             f"python:MODULE:ATTR, or {' or '.join(OFFLINE_GUI_POLICIES)}")
-        if kind in OFFLINE_GUI_POLICIES and v != kind:
+                             f"python:MODULE:ATTR, or {' or '.join(OFFLINE_POLICIES)}")
+        if kind in OFFLINE_POLICIES and v != kind:
             raise ValueError(f"model {kind!r} takes no value after it")
-        if kind not in ("local", *OFFLINE_GUI_POLICIES) and (":" not in v or v.endswith(":")):
+        if kind not in ("local", *OFFLINE_POLICIES) and (":" not in v or v.endswith(":")):
             raise ValueError(f"model {v!r} needs a value after '{kind}:'")
         return v
 

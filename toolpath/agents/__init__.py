@@ -7,7 +7,8 @@ from types import ModuleType
 
 # Capability issues add their agents here (visual_program, fast_slow, computer_use, embodied).
 AGENTS = {"react": "toolpath.agents.react", "visual_program": "toolpath.agents.visual_program",
-          "fast_slow": "toolpath.agents.fast_slow", "computer_use": "toolpath.agents.computer_use"}
+          "fast_slow": "toolpath.agents.fast_slow", "computer_use": "toolpath.agents.computer_use",
+          "embodied": "toolpath.agents.embodied"}
 
 
 class UnknownAgent(ValueError):

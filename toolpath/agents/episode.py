@@ -48,7 +48,8 @@ class EpisodeError(RuntimeError):
 SANDBOXES = {"process": ("toolpath.sandboxes.process", "ProcessSandbox"),
              "docker": ("toolpath.sandboxes.docker", "DockerSandbox"),
              "browser": ("toolpath.sandboxes.browser", "BrowserSandbox"),
-             "desktop": ("toolpath.sandboxes.desktop", "DesktopSandbox")}
+             "desktop": ("toolpath.sandboxes.desktop", "DesktopSandbox"),
+             "robot": ("toolpath.sandboxes.robot", "TabletopSandbox")}
 SANDBOX_KINDS = ("none", *SANDBOXES)
 CODE_SANDBOXES = ("process", "docker")  # kinds that hold a Python kernel: the python tool is a default there
 

@@ -96,7 +96,7 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
              data: str | None = None) -> EvalResult:
     bench = get_benchmark(benchmark, data=data)
     records: list[Record] = list(bench.records(limit=limit, seed=seed))
-    model_name = model or "local"
+    model_name = model or getattr(bench, "model", None) or "local"  # a benchmark's own default (dom, detector)
     eval_id = store.create_eval(bench.name, model_name, {"limit": limit, "seed": seed,
                                                           **({"data": str(data)} if data else {})}, len(records))
     result = EvalResult(eval_id=eval_id, benchmark=bench.name, model=model_name,
@@ -113,6 +113,8 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
             store.update_run(run.run_id, score=value)
             # a benchmark may measure more than its score (edits: subtask success, cost, tool calls, quality)
             metrics = bench.metrics(rec, run.answer) if hasattr(bench, "metrics") else {}
+            if hasattr(bench, "final_metrics"):  # measured on the world's final state (tabletop: trace errors)
+                metrics = {**metrics, **bench.final_metrics(rec, run.answer, final_state(store, run.run_id) or {})}
             sample = SampleResult(rec.id, rec.category, run.run_id, run.status, value, run.tokens, run.seconds,
                                   run.answer, run.error, metrics)
         store.put_eval_sample(eval_id, rec.id, sample.run_id, rec.category, sample.status, sample.score, sample.tokens,

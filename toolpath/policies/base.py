@@ -7,6 +7,8 @@
     scripted:FILE      replays a YAML list of responses (tests, demos, regression traces)
     ocr-grounder       clicks the on-screen text an instruction names (offline OCR; computer_use agent)
     dom                acts on a web page's elements by rules (MiniWoB++-style tasks; computer_use agent)
+    oracle             FSD answers from the robot simulator's ground truth (embodied agent; tests the pipeline)
+    detector           FSD answers from a colour/shape detector of the simulated objects (embodied agent)
     python:MOD:ATTR    your own class or factory, called with the ModelSpec
 """
 
@@ -92,6 +94,8 @@ def kinds() -> list[KindInfo]:
     out.append(KindInfo("ocr-grounder", "ocr-grounder", ocr, "GUI grounding by OCR (rapidocr)" if ocr else
                         "missing: rapidocr-onnxruntime (pip install 'toolpath[edit]')"))
     out.append(KindInfo("dom", "dom", True, "rule-based actions on a web page's elements (computer_use, browser)"))
+    out.append(KindInfo("oracle", "oracle", True, "FSD answers from the robot simulator's ground truth (embodied)"))
+    out.append(KindInfo("detector", "detector", True, "FSD answers from a colour/shape detector (embodied, tabletop)"))
     return out
 
 
@@ -141,6 +145,14 @@ def load(spec: ModelSpec | str) -> Policy:
         from .dom import DOMPolicy
 
         policy = DOMPolicy(spec)
+    elif kind == "oracle":
+        from .fsd_oracle import OraclePolicy
+
+        policy = OraclePolicy(spec)
+    elif kind == "detector":
+        from .fsd_detector import DetectorPolicy
+
+        policy = DetectorPolicy(spec)
     else:
         raise PolicyError(f"unknown model kind {kind!r}")
     # Scripted and python policies are cheap, and their files may change between runs: don't cache them.

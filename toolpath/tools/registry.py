@@ -210,7 +210,7 @@ def tool(fn: Callable | None = None, *, name: str | None = None, timeout: float 
 # Modules whose import registers tools. Capability modules append themselves here; users add their own
 # through TOOLPATH_PLUGINS=pkg.module,other.module.
 BUILTIN_MODULES = ["toolpath.tools.builtin", "toolpath.tools.code", "toolpath.tools.image.ops", "toolpath.tools.search",
-                   "toolpath.tools.gui"]
+                   "toolpath.tools.gui", "toolpath.tools.robot"]
 _loaded = False
 
 

@@ -32,7 +32,9 @@ BENCHMARKS = {"arith": "toolpath.evals.benchmarks.arith:Arith",
               "webarena_lite": "toolpath.evals.benchmarks.webarena:WebArenaLite",
               "webarena_lite_v2": "toolpath.evals.benchmarks.webarena:WebArenaLiteV2",
               "webarena_verified": "toolpath.evals.benchmarks.webarena:WebArenaVerified",
-              "webarena_verified_hard": "toolpath.evals.benchmarks.webarena:WebArenaVerifiedHard"}
+              "webarena_verified_hard": "toolpath.evals.benchmarks.webarena:WebArenaVerifiedHard",
+              "tabletop": "toolpath.evals.benchmarks.tabletop:Tabletop",
+              "vabench": "toolpath.evals.benchmarks.vabench:VABench"}
 
 # The repository's root: toolpath/evals/benchmarks/__init__.py is three folders below it.
 REPO_ROOT = Path(__file__).resolve().parents[3]

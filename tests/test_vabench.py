@@ -1,0 +1,228 @@
+"""VABench-style metrics against hand-computed cases, and the VABench loader/scorer on records generated here."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from toolpath.evals.benchmarks import BenchmarkDataError
+from toolpath.evals.benchmarks.vabench import (VABench, dtw, point_accuracy, read_records, resample_by_index,
+                                                task_of, trace_errors)
+from toolpath.policies.coords import CoordinateSpace
+from toolpath.policies.fsd import QUESTIONS, format_points, question_kind
+from toolpath.tools.spatial import Box
+
+W, H = 640, 480
+
+
+# ---- point accuracy -------------------------------------------------------------------------------------
+
+def test_point_accuracy_in_a_box_edges_included():
+    box = [10, 20, 50, 40]
+    assert point_accuracy([(10, 20), (50, 40), (30, 30), (51, 30)], box) == 0.75
+    assert point_accuracy([(0, 0)], box) == 0.0
+    assert point_accuracy([], box) == 0.0          # no points: 0, as VABench scores them
+    assert point_accuracy([(30, 30)], Box(10, 20, 50, 40)) == 1.0
+
+
+def test_point_accuracy_in_a_polygon_flat_or_pairs():
+    u_shape = [0, 0, 30, 0, 30, 30, 20, 30, 20, 10, 10, 10, 10, 30, 0, 30]  # a "U": notch 10..20 × 10..30
+    pts = [(5, 20), (15, 20), (25, 25), (15, 5)]  # left arm, the notch (outside), right arm, the base
+    assert point_accuracy(pts, u_shape) == 0.75
+    pairs = [u_shape[i:i + 2] for i in range(0, len(u_shape), 2)]
+    assert point_accuracy(pts, pairs) == 0.75
+
+
+def test_point_accuracy_in_a_mask_by_the_pixel_holding_the_point():
+    mask = np.zeros((5, 6), bool)
+    mask[1:3, 2:4] = True  # pixels x 2..3, y 1..2
+    pts = [(2, 1), (3.4, 2.4), (3.6, 2), (1.4, 1), (-1, -1), (100, 2)]
+    # (2,1) in; (3.4,2.4) → pixel (3,2) in; (3.6,2) → pixel (4,2) out; (1.4,1) → (1,1) out; off-image out
+    assert point_accuracy(pts, mask) == pytest.approx(2 / 6)
+
+
+def test_point_accuracy_bad_region_is_named():
+    for bad in ([1, 2, 3], [1, 2, 3, 4, 5], "box", [[1, 2], [3, 4]]):
+        with pytest.raises(ValueError, match="region must be a box"):
+            point_accuracy([(1, 1)], bad)
+
+
+# ---- traces ---------------------------------------------------------------------------------------------
+
+def test_resampling_by_index_as_vabench_does():
+    r = resample_by_index([(0, 0), (10, 0), (10, 30)], 5)  # at indices 0, .5, 1, 1.5, 2
+    assert np.allclose(r, [[0, 0], [5, 0], [10, 0], [10, 15], [10, 30]])
+    assert np.allclose(resample_by_index([(7, 8)], 3), [[7, 8]] * 3)
+
+
+def test_trace_errors_by_hand():
+    # equal lengths, a constant offset of (3, 4): |dx|+|dy| / 2 = 3.5, distance 5
+    e = trace_errors([(0, 0), (10, 0), (20, 0)], [(3, 4), (13, 4), (23, 4)])
+    assert e["n"] == 3
+    assert e["mae"] == pytest.approx(3.5)
+    assert e["rmse"] == pytest.approx(5.0)
+    assert e["dtw"] == pytest.approx(15.0)  # the diagonal: 5 + 5 + 5
+    # different lengths: both resampled to the longer (3); pred → (0,0), (5,0), (10,0)
+    e = trace_errors([(0, 0), (10, 0)], [(0, 0), (10, 0), (20, 0)])
+    assert e["n"] == 3
+    assert e["mae"] == pytest.approx((0 + 2.5 + 5) / 3)
+    assert e["rmse"] == pytest.approx(math.sqrt((0 + 25 + 100) / 3))
+    # DTW: pred 0, 5, 10 against gt 0, 10, 20 on a line; the best alignment costs 0 + 5 + 10
+    assert e["dtw"] == pytest.approx(15.0)
+    assert trace_errors([(1, 2), (3, 4)], [(1, 2), (3, 4)]) == {"mae": 0.0, "rmse": 0.0, "dtw": 0.0, "n": 2}
+
+
+def test_trace_errors_with_a_given_n_and_by_arc_length():
+    pred, gt = [(0, 0), (10, 0)], [(0, 0), (1, 0), (10, 0)]
+    # by index gt's middle point is (1, 0), pred's (5, 0); by arc length both are (5, 0)
+    assert trace_errors(pred, gt, n=3)["mae"] == pytest.approx((0 + 2 + 0) / 3)
+    assert trace_errors(pred, gt, n=3, by="arc")["mae"] == pytest.approx(0.0)
+    assert trace_errors(pred, gt, n=5)["n"] == 5
+    with pytest.raises(ValueError, match="by must be"):
+        trace_errors(pred, gt, by="time")
+    with pytest.raises(ValueError, match="the pred trace has no points"):
+        trace_errors([], gt)
+    with pytest.raises(ValueError, match="positive integer"):
+        trace_errors(pred, gt, n=0)
+
+
+def test_dtw_warps_repeated_points_for_free():
+    # a trace that pauses (a repeated point) aligns with the one that does not at no cost
+    assert dtw([(0, 0), (0, 0), (1, 0), (2, 0)], [(0, 0), (1, 0), (2, 0)]) == 0.0
+    # one sequence a single point: every point of the other pays its distance to it
+    assert dtw([(0, 0)], [(3, 4), (6, 8)]) == pytest.approx(15.0)
+
+
+# ---- records, tasks, scores -----------------------------------------------------------------------------
+
+PROBLEM = ("<image> You are currently a robot performing robotic manipulation tasks. Your task instruction: "
+           "put the red cube on the blue plate. Observe the image, use 2D points to mark …")
+TRAJ = [[100, 240], [160, 200], [220, 180], [280, 170], [340, 170], [400, 180], [460, 200], [520, 240]]
+
+
+def _write(tmp_path, rows, name="vabench.jsonl"):
+    (tmp_path / "images").mkdir(exist_ok=True)
+    Image.new("RGB", (W, H), (128, 128, 128)).save(tmp_path / "images" / "scene.png")
+    mask = np.zeros((H, W), np.uint8)
+    mask[200:300, 300:400] = 255
+    Image.fromarray(mask).save(tmp_path / "images" / "mask.png")
+    path = tmp_path / name
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def _rows():
+    return [
+        {"id": "trace_1", "problem": PROBLEM, "image": "scene.png",
+         "answer": "<type>fsd_visual_trace</type>" + json.dumps({"trajectory": TRAJ})},
+        {"id": "point_1", "problem": PROBLEM.replace("2D points to mark …", "points for free space"),
+         "images": ["images/scene.png"],
+         "answer": "<type>fsd_free_point</type>" + json.dumps({"bbox": [300, 200, 400, 300], "free_points": []})},
+        {"id": "point_2", "instruction": "place the cube in the marked area", "image_path": "scene.png",
+         "answer_raw": {"type": "fsd_free_point", "data": {"mask": "mask.png"}}},
+    ]
+
+
+def test_records_load_with_kinds_tasks_and_sizes(tmp_path):
+    recs = read_records(_write(tmp_path, _rows()))
+    assert [(r.id, r.category) for r in recs] == [("trace_1", "trace"), ("point_1", "point"), ("point_2", "point")]
+    t = recs[0].data
+    assert t["task"] == "put the red cube on the blue plate"
+    assert (t["width"], t["height"]) == (W, H) and t["trajectory"][0] == [100.0, 240.0]
+    assert recs[1].data["bbox"] == [300.0, 200.0, 400.0, 300.0]
+    assert recs[2].data["task"] == "place the cube in the marked area" and recs[2].data["mask"].endswith("mask.png")
+    # a folder reads every .json/.jsonl in it; a JSON list works as well as JSONL
+    (tmp_path / "more.json").write_text(json.dumps([dict(_rows()[0], id="trace_2")]))
+    assert len(VABench(data=tmp_path).records()) == 4
+    assert len(VABench(data=tmp_path).records(limit=2)) == 2  # round-robin over the kinds
+    assert {r.category for r in VABench(data=tmp_path).records(limit=2)} == {"trace", "point"}
+
+
+@pytest.mark.parametrize("change, where, what", [
+    ({"id": ""}, ":1", "id"),
+    ({"problem": "<image> "}, ":1", "problem"),
+    ({"answer": "{\"trajectory\": []}"}, ":1", "answer: expected \"<type>"),
+    ({"answer": "<type>fsd_other</type>{}"}, ":1", "type 'fsd_other'"),
+    ({"answer": "<type>fsd_visual_trace</type>{\"trajectory\": [[1, 2]]}"}, ":1", ">= 2 [x, y] points"),
+    ({"answer": "<type>fsd_visual_trace</type>{oops"}, ":1", "not valid"),
+    ({"answer": "<type>fsd_free_point</type>{\"bbox\": [5, 5, 1, 1]}"}, ":1", "needs bbox"),
+    ({"image": "missing.png"}, ":1", "image not found"),
+])
+def test_a_bad_record_stops_the_load_naming_file_line_and_field(tmp_path, change, where, what):
+    rows = _rows()
+    rows[0] = {**rows[0], **change}
+    path = _write(tmp_path, rows)
+    with pytest.raises(BenchmarkDataError) as err:
+        read_records(path)
+    assert f"{path}{where}" in str(err.value) and what in str(err.value)
+
+
+def test_repeated_ids_parquet_and_missing_data_are_named(tmp_path, monkeypatch):
+    path = _write(tmp_path, [_rows()[0], _rows()[0]])
+    with pytest.raises(BenchmarkDataError, match="repeats"):
+        read_records(path)
+    with pytest.raises(BenchmarkDataError, match="parquet is not read here"):
+        read_records(tmp_path / "test.parquet")
+    monkeypatch.setenv("TOOLPATH_VABENCH", str(tmp_path / "nowhere"))
+    with pytest.raises(BenchmarkDataError, match="TOOLPATH_VABENCH"):
+        VABench().records()
+
+
+def test_tasks_ask_our_question_of_each_kind(tmp_path):
+    bench = VABench(data=_write(tmp_path, _rows()))
+    trace, point, _ = bench.records()
+    spec = bench.to_task(trace, model="scripted:x.yaml")
+    assert spec.agent.name == "react" and spec.tools == ["final_answer"]
+    assert spec.instruction.startswith("Task: put the red cube on the blue plate\nImage: 640x480 pixels")
+    assert question_kind(spec.instruction) == "trace"
+    assert question_kind(bench.to_task(point).instruction) == "free_space"
+    assert str(spec.inputs.images[0]).endswith("scene.png")
+    assert spec.metadata["category"] == "trace"
+
+
+def test_point_scores_on_generated_records(tmp_path):
+    bench = VABench(data=_write(tmp_path, _rows()))
+    _, box_rec, mask_rec = bench.records()
+    space = CoordinateSpace("grid1000", W, H)
+    inside = [space.from_screen(350, 250), space.from_screen(310, 210)]
+    outside = [space.from_screen(100, 100)]
+    answer = f"<think>free space on the plate</think><answer>{format_points(inside + outside)}</answer>"
+    assert bench.score(box_rec, answer) == pytest.approx(2 / 3)
+    assert bench.metrics(box_rec, answer) == {"points_in": 2.0, "points": 3.0, "accuracy": pytest.approx(2 / 3)}
+    assert bench.score(mask_rec, answer) == pytest.approx(2 / 3)
+    # only the first <point> block counts (as VABench reads it); unreadable or missing points score 0
+    assert bench.score(box_rec, f"<answer>{format_points(inside)}{format_points(outside)}</answer>") == 1.0
+    for bad in (None, "", "the plate", "<answer><point>[[2000, 1]]</point></answer>"):
+        assert bench.score(box_rec, bad) == 0.0
+        assert bench.metrics(box_rec, bad)["points"] == 0.0
+
+
+def test_trace_scores_on_generated_records(tmp_path):
+    bench = VABench(data=_write(tmp_path, _rows()))
+    rec = bench.records()[0]
+    space = CoordinateSpace("grid1000", W, H)
+    exact = [space.from_screen(x, y) for x, y in TRAJ]
+    m = bench.metrics(rec, f"<answer>{format_points(exact)}</answer>")
+    assert m == {"mae": 0.0, "rmse": 0.0, "dtw": 0.0, "valid": 1.0}
+    assert bench.score(rec, f"<answer>{format_points(exact)}</answer>") == 1.0
+    # shifted 30 grid units right: mae 15, rmse 30 on the grid
+    shifted = [(x + 30, y) for x, y in exact]
+    m = bench.metrics(rec, f"<answer>{format_points(shifted)}</answer>")
+    assert m["mae"] == pytest.approx(15.0) and m["rmse"] == pytest.approx(30.0)
+    assert bench.score(rec, f"<answer>{format_points(shifted)}</answer>") == pytest.approx(0.97)
+    # a 4-point answer is resampled to the truth's 8 points before comparing
+    m = bench.metrics(rec, f"<answer>{format_points(exact[::2])}</answer>")
+    assert m["valid"] == 1.0 and m["rmse"] > 0
+    for bad in (None, "no trace", "<answer><point>[[10, 10]]</point></answer>"):
+        assert bench.score(rec, bad) == 0.0 and bench.metrics(rec, bad) == {"valid": 0.0}
+
+
+def test_task_of_reads_the_instruction_out_of_fsd_problems():
+    assert task_of(PROBLEM) == "put the red cube on the blue plate"
+    assert task_of("<image> Move the yellow block in the middle of the table") == \
+        "Move the yellow block in the middle of the table"
+    assert "0-1000 grid" in QUESTIONS["trace"]

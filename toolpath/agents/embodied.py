@@ -1,0 +1,607 @@
+"""FSD's embodied agent: a camera image and an instruction → spatial reasoning → a pick and a place on a robot.
+
+    START → observe → reason → verify ─┬─ a point on the wrong object (retry) ─► reason
+                                       └─ consistent ─► plan → execute ⟲ (one waypoint per step) → check → finish
+
+observe   the robot's camera: RGB, depth, intrinsics and extrinsics (sandboxes/robot.py's protocol); the image
+          is stored as the step's artifact.
+reason    FSD's questions to the policy, one at a time (policies/fsd.py): the relation graph (objects as
+          <ref>/<box>, relations as <pred>), then the visual trace (8 points, object → destination) or, with
+          `representation: affordance`, the grasp box, and the free-space points where the object may go. The
+          image with the drawn trace, boxes and points is stored with the step.
+verify    self-consistency: the policy is asked which object lies at the pick point and at the place point; a
+          mismatch sends the agent back to reason with what went wrong (at most `retries` times); every answer
+          is recorded.
+plan      pick = the trace's first point (or the affordance box's centre), place = the mean free-space point (or
+          the trace's last); both lifted to the world with depth and the camera (tools/spatial.lift); the grasp
+          pose from the point cloud around the pick point; a path at a clearance height over the corridor
+          between them (tools/grasp.py).
+execute   each waypoint is a robot tool call (tools/robot.py); an arm that cannot get there or a grasp that
+          closes on nothing ends the attempt, named (a missed grasp re-observes and tries again within `retries`).
+check     the camera again; the policy is asked what is at the place point now, and a simulated sandbox's own
+          judgement (is_on) decides success. The run's final state (success, points, trace, and in simulation the
+          truth-based point checks and the ground-truth trace) is recorded for benchmarks.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ..state import AgentState, ArtifactRef, Message, ToolCall, initial_state as _common_initial
+from .embodied_outcome import final_state, simulator_judgement, truth_checks
+from .nodes import END, Runtime, budget_exceeded, run_call
+
+DEFAULT_TOOLS = ["move_ee", "move_joints", "gripper", "home"]
+SANDBOX = "robot"
+SYSTEM_PROMPT = ("You are the spatial reasoner of a robot arm. You see the robot's camera image of a tabletop and "
+                 "answer questions about it in FSD's format: objects as <ref>name</ref><box>[[x1, y1, x2, y2]]</box>, "
+                 "relations as <pred>subject, relation, object</pred>, points as <point>[[x, y], ...]</point>, all on "
+                 "a 0-1000 grid over the image (x to the right, y down), the answer inside <answer>...</answer>.")
+PARAMS = {"representation": "trace (default: pick at the trace's first point) or affordance (at the grasp box)",
+          "retries": "how often a failed consistency check or a missed grasp is tried again (default 2)",
+          "verify": "ask which object lies at the pick and place points before moving (default true)"}
+REPRESENTATIONS = ("trace", "affordance")
+
+
+class EmbodiedState(AgentState, total=False):
+    camera: dict  # ArtifactRef of the current RGB image
+    size: list[int]  # its width and height
+    task: dict  # {"pick": name, "target": name} from the instruction
+    points: dict  # pick / place (image pixels), trace, free, boxes: what reasoning decided
+    attempts: int  # reasoning or grasp attempts used (the first is 1)
+    feedback: str  # what went wrong with the last attempt, shown to the policy in the next
+    path: list[list]  # [tool, arguments] waypoints still to execute
+    done_path: int  # waypoints executed in this attempt
+    outcome: dict  # the check's findings
+
+
+def initial_state() -> AgentState:
+    return {**_common_initial(), "camera": {}, "size": [], "task": {}, "points": {}, "attempts": 1, "feedback": "",
+            "path": [], "done_path": 0, "outcome": {}}
+
+
+# ---- parameters and the instruction --------------------------------------------------------------------
+
+def task_objects(instruction: str) -> dict:
+    """{"pick", "target"} named by a pick-and-place instruction ("put the red cube on the blue plate"), in the
+    instruction's own words less articles; the one instruction grammar is the offline policies' (fsd_scene)."""
+    from ..policies.fsd_scene import INSTRUCTION
+
+    m = INSTRUCTION.search(" ".join(instruction.strip().rstrip(".!").split()))
+    names = {role: " ".join(w for w in (m.group(role) if m else "").lower().split() if w not in ("the", "a", "an"))
+             for role in ("pick", "target")}
+    if not m or not names["pick"] or not names["target"]:
+        raise ValueError(f"instruction: expected a pick-and-place task such as 'put the red cube on the blue plate', "
+                         f"got {instruction!r}")
+    return names
+
+
+def _spec_params(spec) -> dict:
+    p = spec.agent.params
+    rep = str(p.get("representation", "trace"))
+    if rep not in REPRESENTATIONS:
+        raise ValueError(f"agent.params.representation must be one of {', '.join(REPRESENTATIONS)}, got {rep!r}")
+    retries = p.get("retries", 2)
+    if not isinstance(retries, int) or isinstance(retries, bool) or not 0 <= retries <= 10:
+        raise ValueError(f"agent.params.retries must be an integer from 0 to 10, got {retries!r}")
+    verify = p.get("verify", True)
+    if not isinstance(verify, bool):
+        raise ValueError(f"agent.params.verify must be true or false, got {verify!r}")
+    return {"representation": rep, "retries": retries, "verify": verify}
+
+
+def check_spec(spec) -> None:
+    """ValueError naming what is wrong, before the episode starts (episode._agent_params calls it)."""
+    _spec_params(spec)
+    task_objects(spec.instruction)
+    if spec.sandbox.kind != "robot":
+        raise ValueError(f"agent embodied acts on a robot: set sandbox to robot (got {spec.sandbox.kind!r})")
+
+
+def _record(rt: Runtime, state: AgentState, node: str, messages: list[Message], started: float, seconds: float,
+            update: dict, **extra) -> dict:
+    seq = state["seq"] + 1
+    rt.record(seq, node, messages, started, seconds, **extra)
+    return {**update, "seq": seq, "seconds": state["seconds"] + seconds}
+
+
+# ---- observe ------------------------------------------------------------------------------------------
+
+def _observation(rt: Runtime):
+    """The robot's current observation, kept for this process (arrays never go into the graph state)."""
+    obs = rt.ctx.sandbox.observe()
+    rt.extras["robot_obs"] = obs
+    rt.extras.pop("robot_cloud", None)  # the cloud and the oracle's segmentation belong to one observation
+    rt.extras.pop("robot_seg", None)
+    return obs
+
+
+def _latest(rt: Runtime):
+    return rt.extras.get("robot_obs") or _observation(rt)  # a resumed run observes again before it plans
+
+
+def make_observe_node(rt: Runtime):
+    from langgraph.types import Command
+
+    from ..sandboxes.base import SandboxError
+
+    def observe_node(state: EmbodiedState) -> Any:
+        rt.wait_durable(state)
+        started, t0 = time.time(), time.perf_counter()
+        try:
+            obs = _observation(rt)
+        except SandboxError as err:
+            return Command(update={"status": "failed", "error": f"observe: {err}"}, goto="finish")
+        h, w = obs.depth.shape
+        rgb = rt.store.put_artifact(obs.png(), name=f"camera_{state['attempts']}.png", mime="image/png")
+        depth = rt.store.put_artifact(obs.depth_png(), name=f"depth_{state['attempts']}.png", mime="image/png")
+        text = (f"camera {w}x{h}; depth {float(obs.depth.min()):.3f}–{float(obs.depth.max()):.3f} m; "
+                f"gripper {obs.gripper_width * 1000:.0f} mm at ({', '.join(f'{v:.3f}' for v in obs.ee_position)})")
+        msg = Message(role="user", name="observe", content=text, images=[rgb, depth])
+        update = {"camera": rgb.model_dump(), "size": [w, h],
+                  "task": state.get("task") or task_objects(rt.spec.instruction)}
+        update = _record(rt, state, "observe", [msg], started, time.perf_counter() - t0, update)
+        return Command(update=update, goto="reason")
+
+    return observe_node
+
+
+# ---- asking the policy ---------------------------------------------------------------------------------
+
+def _truth_lines(rt: Runtime, size) -> tuple[list[str], ArtifactRef | None]:
+    """For a policy that reads the simulator's truth (the oracle): each object's box and the segmentation image."""
+    box = rt.ctx.sandbox
+    if "truth" not in getattr(rt.policy, "observes", ()) or not callable(getattr(box, "objects_truth", None)):
+        return [], None
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from ..policies.coords import CoordinateSpace
+
+    if "robot_seg" not in rt.extras:
+        seg = np.asarray(box.segmentation())
+        buf = io.BytesIO()
+        Image.fromarray((seg + 1).astype(np.uint16)).save(buf, format="PNG")
+        ref = rt.store.put_artifact(buf.getvalue(), name="segmentation.png", mime="image/png")
+        space = CoordinateSpace("grid1000", *size)
+        lines = []
+        for i, o in enumerate(box.objects_truth()):
+            vs, us = np.nonzero(seg == i)
+            entry = {"index": i, "name": o["name"], "kind": o["kind"], "color": o["color"]}
+            if us.size:
+                x1, y1 = space.from_screen(int(us.min()), int(vs.min()))
+                x2, y2 = space.from_screen(int(us.max()), int(vs.max()))
+                entry["box"] = [x1, y1, x2, y2]
+            lines.append(json.dumps(entry))
+        rt.extras["robot_seg"] = (lines, ref)
+    return rt.extras["robot_seg"]
+
+
+def _messages(rt: Runtime, state: EmbodiedState, question: str) -> list[Message]:
+    w, h = state["size"]
+    text = [f"Task: {rt.spec.instruction}", f"Image: {w}x{h} pixels; coordinates on a 0-1000 grid "
+                                            "(x to the right, y down).", f"Question: {question}"]
+    if state.get("feedback"):
+        text.insert(1, f"Note: {state['feedback']}")
+    images = [ArtifactRef.model_validate(state["camera"])]
+    lines, seg = _truth_lines(rt, (w, h))
+    if lines:
+        text += ["Scene truth:", *lines,
+                 "Segmentation: the second image; pixel value = index + 1 of the object seen there, 0 for anything else."]
+        images.append(seg)
+    return [Message(role="system", content=SYSTEM_PROMPT), Message(role="user", content="\n".join(text), images=images)]
+
+
+def _ask(rt: Runtime, state: dict, kind: str, question: str, images: list[ArtifactRef] | None = None):
+    """One question to the policy, recorded as a policy step: (parsed answer, state update) or PolicyError."""
+    from ..policies.fsd import parse_fsd
+
+    started, t0 = time.time(), time.perf_counter()
+    step = state["steps"] + 1
+    rt.emit({"type": "thinking", "step": step})
+    resp = rt.policy.respond(_messages(rt, state, question), [], temperature=rt.spec.model.temperature,
+                             max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed + step)
+    text = resp.raw or resp.text
+    parsed = parse_fsd(text)
+    msg = Message(role="assistant", content=resp.text or text, images=images or [])
+    update = {"steps": step, "tokens_in": state["tokens_in"] + resp.tokens_in,
+              "tokens_out": state["tokens_out"] + resp.tokens_out}
+    update = _record(rt, state, "policy", [msg], started, time.perf_counter() - t0, update, raw=text, question=kind,
+                     issues=list(parsed.issues) + list(resp.issues), latency=resp.latency_s,
+                     tokens_in=resp.tokens_in, tokens_out=resp.tokens_out)
+    rt.emit({"type": "policy", "step": step, "seconds": time.perf_counter() - t0, "text": f"{kind}: {text[:200]}",
+             "calls": [], "issues": list(parsed.issues), "tokens_in": resp.tokens_in, "tokens_out": resp.tokens_out})
+    return parsed, update
+
+
+def _to_pixels(points, size) -> list[list[int]]:
+    from ..policies.coords import CoordinateSpace
+
+    space = CoordinateSpace("grid1000", *size)
+    return [list(space.to_screen(float(x), float(y))) for x, y in points]
+
+
+def _find(objects, name: str):
+    """The box the policy gave for the object called `name` (names matched loosely), or None."""
+    from ..tools.spatial import same_object
+
+    for obj_name, box in objects:
+        if same_object(obj_name, name):
+            return box
+    return None
+
+
+# ---- reason -------------------------------------------------------------------------------------------
+
+def choose_points(rep: str, task: dict, relations, trace, affordance, free) -> tuple[dict, str]:
+    """Pick and place points (grid) from the answers, each with where it came from; ("", why) when unusable."""
+    pick = place = None
+    src = {}
+    trace_pts = trace.points[0] if trace is not None and trace.points else []
+    if rep == "affordance" and affordance is not None and affordance.boxes:
+        b = affordance.boxes[0]
+        pick, src["pick"] = [(b[0] + b[2]) / 2, (b[1] + b[3]) / 2], "affordance box"
+    elif trace_pts:
+        pick, src["pick"] = list(trace_pts[0]), "trace"
+    else:
+        b = _find(relations.objects, task["pick"]) if relations is not None else None
+        if b is not None:
+            pick, src["pick"] = [(b[0] + b[2]) / 2, (b[1] + b[3]) / 2], "relation graph box"
+    free_pts = free.points[0] if free is not None and free.points else []
+    if free_pts:
+        place = [sum(p[0] for p in free_pts) / len(free_pts), sum(p[1] for p in free_pts) / len(free_pts)]
+        src["place"] = "mean free-space point"
+    elif len(trace_pts) >= 2:
+        place, src["place"] = list(trace_pts[-1]), "trace end"
+    else:
+        b = _find(relations.objects, task["target"]) if relations is not None else None
+        if b is not None:
+            place, src["place"] = [(b[0] + b[2]) / 2, (b[1] + b[3]) / 2], "relation graph box"
+    missing = [what for what, v in (("where to pick the " + task["pick"], pick),
+                                    ("where to put it on the " + task["target"], place)) if v is None]
+    if missing:
+        return {}, "no usable answer for " + " and ".join(missing)
+    return {"pick_grid": pick, "place_grid": place, "trace_grid": [list(p) for p in trace_pts],
+            "free_grid": [list(p) for p in free_pts], "sources": src}, ""
+
+
+def make_reason_node(rt: Runtime):
+    from langgraph.types import Command
+
+    from ..policies.base import PolicyError
+    from ..policies.fsd import QUESTIONS
+
+    def reason_node(state: EmbodiedState) -> Any:
+        rt.wait_durable(state)
+        p = _spec_params(rt.spec)
+        task = state["task"]
+        kinds = ["relations", "affordance" if p["representation"] == "affordance" else "trace", "free_space"]
+        answers: dict[str, Any] = {}
+        cur = dict(state)
+        for kind in kinds:
+            reason = budget_exceeded(cur, rt.spec)
+            if reason:
+                return Command(update={**_delta(state, cur), "status": "budget_exhausted", "error": reason},
+                               goto="finish")
+            try:
+                parsed, update = _ask(rt, cur, kind, QUESTIONS[kind])
+            except PolicyError as err:
+                return Command(update={**_delta(state, cur), "status": "failed", "error": f"policy: {err}"},
+                               goto="finish")
+            cur.update(update)
+            answers[kind] = parsed
+        chosen, why = choose_points(p["representation"], task, answers.get("relations"), answers.get("trace"),
+                                    answers.get("affordance"), answers.get("free_space"))
+        if not chosen:
+            return _retry(rt, state, cur, why)
+        size = state["size"]
+        try:
+            chosen["pick"] = _to_pixels([chosen["pick_grid"]], size)[0]
+            chosen["place"] = _to_pixels([chosen["place_grid"]], size)[0]
+            chosen["trace"] = _to_pixels(chosen["trace_grid"], size)
+            chosen["free"] = _to_pixels(chosen["free_grid"], size)
+        except ValueError as err:
+            return _retry(rt, state, cur, f"a point is off the image: {err}")
+        chosen["boxes"] = _boxes(answers.get("relations"), size)
+        chosen["relations"] = [list(r) for r in getattr(answers.get("relations"), "relations", [])]
+        truth = truth_checks(rt, task, chosen, _latest(rt))
+        if truth is not None:
+            chosen["truth"] = truth
+        drawn = _draw(rt, state, chosen)
+        started = time.time()
+        msg = Message(role="assistant", name="reason", images=[drawn],
+                      content=f"in image pixels: pick {chosen['pick']} ({chosen['sources']['pick']}), place "
+                              f"{chosen['place']} ({chosen['sources']['place']}); trace {chosen['trace']}")
+        update = _record(rt, cur, "reason", [msg], started, 0.0, {**_delta(state, cur), "points": chosen,
+                                                                  "feedback": ""})
+        return Command(update=update, goto="verify" if p["verify"] else "plan")
+
+    return reason_node
+
+
+def _delta(state: dict, cur: dict) -> dict:
+    """What the questions asked so far changed in the state (counters and seq)."""
+    return {k: cur[k] for k in ("seq", "steps", "tokens_in", "tokens_out", "seconds") if cur.get(k) != state.get(k)}
+
+
+def _boxes(relations, size) -> dict:
+    out = {}
+    if relations is None:
+        return out
+    for name, b in relations.objects:
+        try:
+            (x1, y1), (x2, y2) = _to_pixels([b[:2], b[2:]], size)
+        except ValueError:
+            continue
+        out[name] = [x1, y1, x2, y2]
+    return out
+
+
+def _draw(rt: Runtime, state: EmbodiedState, chosen: dict) -> ArtifactRef:
+    """The camera image with the trace (numbered), the boxes, the free-space points and pick/place marked."""
+    from ..tools.spatial import draw
+
+    png = draw(ArtifactRef.model_validate(state["camera"]).path, boxes=list(chosen["boxes"].values()),
+               labels=list(chosen["boxes"]), trace=chosen["trace"] or None,
+               points=[chosen["pick"], chosen["place"], *chosen["free"]])
+    return rt.store.put_artifact(png, name=f"trace_{state['attempts']}.png", mime="image/png")
+
+
+def _retry(rt: Runtime, state: dict, cur: dict, why: str, goto: str = "reason"):
+    """Try again with `why` shown to the policy, or end the run when the retries are used up."""
+    from langgraph.types import Command
+
+    p = _spec_params(rt.spec)
+    update = {**_delta(state, cur)}
+    if state["attempts"] > p["retries"]:
+        return Command(update={**update, "status": "failed",
+                               "error": f"{why} (after {state['attempts']} attempt(s))"}, goto="finish")
+    started = time.time()
+    msg = Message(role="user", name="retry", content=f"attempt {state['attempts'] + 1}: {why}")
+    update = _record(rt, {**state, **update}, "retry", [msg], started, 0.0,
+                     {**update, "attempts": state["attempts"] + 1, "feedback": why, "points": {}})
+    return Command(update=update, goto=goto)
+
+
+# ---- verify -------------------------------------------------------------------------------------------
+
+def make_verify_node(rt: Runtime):
+    from langgraph.types import Command
+
+    from ..policies.base import PolicyError
+    from ..policies.fsd import identify_question
+    from ..tools.spatial import same_object
+
+    def verify_node(state: EmbodiedState) -> Any:
+        rt.wait_durable(state)
+        task, pts = state["task"], state["points"]
+        cur = dict(state)
+        checks = []
+        for role, grid, expected in (("pick", pts["pick_grid"], task["pick"]),
+                                     ("place", pts["place_grid"], task["target"])):
+            reason = budget_exceeded(cur, rt.spec)
+            if reason:
+                return Command(update={**_delta(state, cur), "status": "budget_exhausted", "error": reason},
+                               goto="finish")
+            x, y = round(grid[0]), round(grid[1])
+            try:
+                parsed, update = _ask(rt, cur, "identify", identify_question(x, y))
+            except PolicyError as err:
+                return Command(update={**_delta(state, cur), "status": "failed", "error": f"policy: {err}"},
+                               goto="finish")
+            cur.update(update)
+            seen = parsed.refs[0] if parsed.refs else ""
+            checks.append({"role": role, "point": [x, y], "expected": expected, "seen": seen,
+                           "ok": bool(seen) and same_object(seen, expected)})
+        started = time.time()
+        bad = [c for c in checks if not c["ok"]]
+        text = "; ".join(f"{c['role']} point {c['point']} (grid): {c['seen'] or 'no object named'} "
+                         f"({'ok' if c['ok'] else 'expected ' + c['expected']})" for c in checks)
+        update = _record(rt, cur, "verify", [Message(role="user", name="verify", content=text)], started, 0.0,
+                         {**_delta(state, cur), "points": {**pts, "checks": checks}}, checks=checks)
+        if bad:
+            why = "; ".join(f"the {c['role']} point {c['point']} lies on {c['seen'] or 'nothing you named'}, "
+                            f"not on the {c['expected']}" for c in bad)
+            return _retry(rt, state, {**cur, **update}, why)
+        return Command(update=update, goto="plan")
+
+    return verify_node
+
+
+# ---- plan ---------------------------------------------------------------------------------------------
+
+def _cloud(rt: Runtime, obs):
+    """The scene's point cloud in the world (every second pixel), computed once per observation."""
+    if "robot_cloud" not in rt.extras:
+        import numpy as np
+
+        from ..tools.spatial3d.learned import backproject
+
+        pts = backproject(obs.depth.astype(np.float64), obs.intrinsics, obs.extrinsics, obs.rgb, 2)[:, :3]
+        valid = np.isfinite(pts).all(axis=1) & (obs.depth[::2, ::2].ravel() > 0)
+        rt.extras["robot_cloud"] = pts[valid]
+    return rt.extras["robot_cloud"]
+
+
+def make_plan_node(rt: Runtime):
+    from langgraph.types import Command
+
+    from ..tools.grasp import GraspError, pick_place_path, plan_grasp, plan_place
+    from ..tools.spatial import lift
+
+    def plan_node(state: EmbodiedState) -> Any:
+        rt.wait_durable(state)
+        started, t0 = time.time(), time.perf_counter()
+        obs = _latest(rt)
+        pts = state["points"]
+        try:
+            pick_xyz = lift(*pts["pick"], obs.depth, obs.intrinsics, obs.extrinsics)
+            place_xyz = lift(*pts["place"], obs.depth, obs.intrinsics, obs.extrinsics)
+            cloud = _cloud(rt, obs)
+            grasp = plan_grasp(cloud, pick_xyz)
+            place = plan_place(cloud, place_xyz, grasp)
+        except (GraspError, ValueError) as err:
+            return _retry(rt, state, state, f"planning: {err}")
+        path = pick_place_path(cloud, grasp, place)
+        summary = {"pick_world": [round(float(v), 4) for v in pick_xyz],
+                   "place_world": [round(float(v), 4) for v in place_xyz],
+                   "grasp": {"position": [round(v, 4) for v in grasp.position], "yaw": round(grasp.yaw, 4),
+                             "top": round(grasp.top, 4), "ground": round(grasp.ground, 4),
+                             "width": round(grasp.width, 4)},
+                   "release": [round(v, 4) for v in place.position],
+                   "clearance": round(path[1][1]["position"][2], 4)}
+        text = (f"grasp at ({', '.join(f'{v:.3f}' for v in grasp.position)}) yaw {grasp.yaw:.2f} rad, object "
+                f"{grasp.height * 100:.1f} cm tall; release at ({', '.join(f'{v:.3f}' for v in place.position)}); "
+                f"travel height {summary['clearance']:.3f} m; {len(path)} waypoints")
+        update = _record(rt, state, "plan", [Message(role="assistant", name="plan", content=text)], started,
+                         time.perf_counter() - t0, {"path": [[n, a] for n, a in path], "done_path": 0,
+                                                    "points": {**pts, "plan": summary}}, plan=summary)
+        return Command(update=update, goto="execute")
+
+    return plan_node
+
+
+# ---- execute ------------------------------------------------------------------------------------------
+
+def make_execute_node(rt: Runtime):
+    from langgraph.types import Command
+
+    def execute_node(state: EmbodiedState) -> Any:
+        rt.wait_durable(state)
+        started, t0 = time.time(), time.perf_counter()
+        name, args = state["path"][0]
+        i = state["done_path"] + 1
+        call = ToolCall(id=f"a{state['attempts']}_{i}", name=name, arguments=args)
+        obs, _ = run_call(rt, call)
+        observation = obs.model_dump(exclude_defaults=True)
+        total = i + len(state["path"]) - 1
+        msgs = [Message(role="assistant", content=f"waypoint {i} of {total}", tool_calls=[call]),
+                Message(role="tool", content=obs.content, tool_call_id=call.id, name=name)]
+        rt.emit({"type": "tool", "step": state["steps"], "tool": name, "error": obs.error, "content": obs.content,
+                 "seconds": time.perf_counter() - t0})
+        update = {"path": state["path"][1:], "done_path": i}
+        update = _record(rt, state, "execute", msgs, started, time.perf_counter() - t0, update,
+                         observations=[observation])
+        missed = name == "gripper" and args.get("command") == "close" and "holding" not in obs.content
+        if obs.error or missed:
+            why = obs.content if obs.error else f"the grasp closed on nothing ({obs.content})"
+            return _recover(rt, {**state, **update}, why)
+        return Command(update=update, goto="execute" if update["path"] else "check")
+
+    return execute_node
+
+
+def _recover(rt: Runtime, state: dict, why: str):
+    """After a failed waypoint: back home, then observe and reason again (within `retries`) or end the run."""
+    from langgraph.types import Command
+
+    from ..sandboxes.base import SandboxError
+
+    for name, args in (("gripper", {"command": "open"}), ("home", {})):
+        try:
+            rt.ctx.sandbox.act(name, args)
+        except SandboxError:
+            pass  # the robot may be stuck where it is: the next observation shows it
+    p = _spec_params(rt.spec)
+    if state["attempts"] > p["retries"]:
+        return Command(update={"status": "failed", "error": f"execution: {why} (after {state['attempts']} "
+                                                            f"attempt(s))", "path": []}, goto="check")
+    started = time.time()
+    msg = Message(role="user", name="retry", content=f"attempt {state['attempts'] + 1}: {why}")
+    update = _record(rt, state, "retry", [msg], started, 0.0, {"attempts": state["attempts"] + 1, "feedback": why,
+                                                               "points": {}, "path": [], "done_path": 0})
+    return Command(update=update, goto="observe")
+
+
+# ---- check and finish ---------------------------------------------------------------------------------
+
+def make_check_node(rt: Runtime):
+    from langgraph.types import Command
+
+    from ..policies.base import PolicyError
+    from ..policies.fsd import identify_question
+    from ..sandboxes.base import SandboxError
+    from ..tools.spatial import same_object
+
+    def check_node(state: EmbodiedState) -> Any:
+        rt.wait_durable(state)
+        started, t0 = time.time(), time.perf_counter()
+        task = state["task"]
+        outcome: dict[str, Any] = {"pick": task.get("pick"), "target": task.get("target")}
+        cur = dict(state)
+        images = []
+        try:
+            obs = _observation(rt)
+            images.append(rt.store.put_artifact(obs.png(), name="camera_final.png", mime="image/png"))
+        except SandboxError as err:
+            outcome["camera_error"] = str(err)
+        grid = (state.get("points") or {}).get("place_grid")
+        if grid and images and state.get("status", "running") == "running" and not budget_exceeded(cur, rt.spec):
+            cur["camera"] = images[0].model_dump()
+            try:
+                parsed, update = _ask(rt, cur, "identify", identify_question(round(grid[0]), round(grid[1])))
+                cur.update(update)
+                seen = parsed.refs[0] if parsed.refs else ""
+                outcome["visual_check"] = {"seen_at_place": seen, "ok": bool(seen) and same_object(seen, task["pick"])}
+            except PolicyError as err:
+                outcome["visual_check"] = {"error": str(err)}
+        simulated = simulator_judgement(rt, task)
+        if simulated is not None:
+            outcome.update(simulated)
+        elif "visual_check" in outcome and "ok" in outcome["visual_check"]:
+            outcome.update(success=outcome["visual_check"]["ok"], judged_by="visual check",
+                           reason=f"the camera shows {outcome['visual_check']['seen_at_place'] or 'nothing named'} "
+                                  f"at the place point")
+        else:
+            outcome.update(success=False, reason="no way to check the outcome", judged_by="none")
+        update = {**_delta(state, cur), "outcome": outcome}
+        if state.get("status", "running") == "running":
+            if outcome["success"]:
+                update.update(status="finished", answer=f"success: the {task['pick']} is on the {task['target']}")
+            else:
+                update.update(status="failed", error=f"the task is not done: {outcome.get('reason')}")
+        text = f"{'success' if outcome['success'] else 'not done'} ({outcome['judged_by']}): {outcome.get('reason')}"
+        update = _record(rt, {**state, **update}, "check", [Message(role="user", name="check", content=text,
+                                                                    images=images)],
+                         started, time.perf_counter() - t0, update, outcome=outcome)
+        return Command(update=update, goto="finish")
+
+    return check_node
+
+
+def make_finish_node(rt: Runtime):
+    from langgraph.types import Command
+
+    def finish_node(state: EmbodiedState) -> Any:
+        rt.wait_durable(state)
+        started, t0 = time.time(), time.perf_counter()
+        final = final_state(rt, state) if rt.ctx.sandbox is not None else {}
+        update: dict[str, Any] = {}
+        if state.get("status") == "running":
+            update["status"] = "failed"
+        text = "final state: " + json.dumps(final, ensure_ascii=False, default=str)[:2000]
+        update = _record(rt, state, "finish", [Message(role="assistant", name="finish", content=text)], started,
+                         time.perf_counter() - t0, update, final_state=final)
+        return Command(update=update, goto=END)
+
+    return finish_node
+
+
+def build(rt: Runtime, checkpointer=None):
+    from langgraph.graph import START, StateGraph
+
+    g = StateGraph(EmbodiedState)
+    g.add_node("observe", make_observe_node(rt), destinations=("reason", "finish"))
+    g.add_node("reason", make_reason_node(rt), destinations=("verify", "plan", "reason", "finish"))
+    g.add_node("verify", make_verify_node(rt), destinations=("plan", "reason", "finish"))
+    g.add_node("plan", make_plan_node(rt), destinations=("execute", "reason", "finish"))
+    g.add_node("execute", make_execute_node(rt), destinations=("execute", "check", "observe"))
+    g.add_node("check", make_check_node(rt), destinations=("finish",))
+    g.add_node("finish", make_finish_node(rt), destinations=(END,))
+    g.add_edge(START, "observe")
+    rt.deferred = getattr(checkpointer, "commits_store_steps", False)
+    return g.compile(checkpointer=checkpointer)

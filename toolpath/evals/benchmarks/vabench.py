@@ -1,0 +1,372 @@
+"""VABench (Yuan et al. 2025, "From Seeing to Doing", arXiv 2505.08548): visual aids for manipulation, scored as
+FSD's authors score them: the free-space points inside the target region, the visual trace against the
+ground truth's.
+
+Metrics (each tested against hand-computed cases in tests/test_vabench.py):
+
+    point_accuracy(points, region)   the fraction of the points inside a box [x1, y1, x2, y2], a polygon
+                                     (flat [x1, y1, …] or [[x, y], …]) or a boolean mask (a point counts
+                                     where the pixel holding it is true); edges included; no points → 0
+    trace_errors(pred, gt, n=None, by="index")
+                                     both traces resampled to n points (default: the longer of the two, as
+                                     VABench does), then
+                                       mae   mean over points of (|dx| + |dy|) / 2
+                                       rmse  sqrt(mean over points of dx² + dy²)
+                                       dtw   dynamic time warping, Euclidean cost, the summed cost of the best
+                                             alignment of the two resampled traces
+                                     by="index" is VABench's resampling (linear interpolation at evenly
+                                     spaced fractional indices); by="arc" spaces the points evenly by arc
+                                     length (tools.spatial.Trace.resample)
+
+The mae and rmse definitions are those of the authors' evaluation code (Embodied-R1's
+hf_inference_vabench_visual_trace.py, from FSD's group); their published numbers are on the 0–1000 grid,
+which is where `score` measures a trace too.
+
+Records. VABench ships as two parquet files (VABench-Point, VABench-VisualTrace: columns id, problem,
+answer, images). Neither pandas nor pyarrow is a dependency here, so the loader reads the same rows as JSON
+(a list) or JSONL (one object a line), images as files:
+
+    {"id": "fsd_pointbridge_17150",
+     "problem": "<image> You are currently a robot … Your task instruction: put carrot on plate. …",
+     "answer": "<type>fsd_visual_trace</type>{\"trajectory\": [[158, 59], [164, 64], …]}",
+     "image": "images/fsd_pointbridge_17150.jpg"}
+
+    "answer": "<type>fsd_free_point</type>{\"bbox\": [x1, y1, x2, y2], \"free_points\": […]}"
+
+Coordinates in pixels of the image. `answer` may also be that object itself ({"type": …, …}); "answer_raw",
+"image_path" and "images": [path] (as the authors' parquet export writes them) and "instruction" (instead of
+problem) are read too; a point record may give "mask" (an image path, nonzero = target) instead of a bbox.
+Where pandas is installed, converting the parquet is a few lines: for each row of pandas.read_parquet(p),
+write row.images[0] (JPEG bytes) to images/<id>.jpg, and the other columns as a JSON line with
+"image": "images/<id>.jpg".
+
+Where the data is: `toolpath eval vabench --data PATH` or $TOOLPATH_VABENCH (default ../shared/data/vabench
+next to the repository): a .json/.jsonl file, or a folder whose .json/.jsonl files are all read; image paths
+are relative to the file's folder (or its images/). A malformed record stops the load with a
+BenchmarkDataError naming the file, the line or index, and the field.
+
+Each record asks the react agent (no tools but final_answer) our question of its kind (policies.fsd:
+"free_space" for a point record, "trace" for a trace record) about the task the record's problem names.
+Score per record: point → point_accuracy of the answer's first <point> block (grid → pixels through
+CoordinateSpace) in the target; trace → max(0, 1 − rmse / 1000), rmse on the grid, the ground truth taken to
+the grid through CoordinateSpace.from_screen (which rounds to whole grid units: VABench scales by
+(1000 − 1) / size without rounding; the two differ by under 1.5 units a coordinate). An answer without a
+readable <point> block (or, for a trace, with fewer than two points) scores 0. Metrics: point records report
+points_in and points (so mean(points_in) / mean(points) is VABench's pooled accuracy) and accuracy; trace
+records report mae, rmse and dtw (means over the readable answers, as VABench averages them) and valid.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from ...spec import TaskSpec
+from ..scorers import point_in_box, point_in_polygon
+from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, require, task_id
+from .osworld_g import find_image, image_size, numbers, read_json_list
+
+ENV = "TOOLPATH_VABENCH"
+TYPES = {"fsd_free_point": "point", "fsd_visual_trace": "trace"}
+QUESTION_OF = {"point": "free_space", "trace": "trace"}
+_TYPE_TAG = re.compile(r"^\s*<type>\s*([\w-]+)\s*</type>\s*", re.I)
+_TASK = re.compile(r"task instruction:\s*(.+?)(?:\.(?:\s|$)|$)", re.I | re.S)
+
+
+# ---- metrics --------------------------------------------------------------------------------------------
+
+def _pairs(points, what: str) -> np.ndarray:
+    arr = np.asarray([[float(c) for c in (p.as_list() if hasattr(p, "as_list") else p)] for p in points],
+                     dtype=np.float64).reshape(-1, 2) if len(points) else np.zeros((0, 2))
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{what}: coordinates must be finite numbers")
+    return arr
+
+
+def points_inside(points, region) -> int:
+    """How many of `points` lie inside `region` (see point_accuracy)."""
+    pts = _pairs(list(points), "point_accuracy points")
+    if isinstance(region, np.ndarray) and region.ndim == 2:
+        h, w = region.shape
+        inside = 0
+        for x, y in pts:
+            u, v = int(math.floor(x + 0.5)), int(math.floor(y + 0.5))  # the pixel whose centre is nearest
+            inside += bool(0 <= u < w and 0 <= v < h and region[v, u])
+        return inside
+    if hasattr(region, "as_list"):  # a tools.spatial.Box
+        region = region.as_list()
+    try:
+        flat = list(region)
+        if flat and all(isinstance(c, (list, tuple, np.ndarray)) for c in flat):  # [[x, y], …]: a polygon
+            polygon = len(flat) >= 3 and all(len(c) == 2 for c in flat)
+            flat = [float(v) for pair in flat for v in pair] if polygon else []
+        flat = [float(v) for v in flat]
+    except (TypeError, ValueError):
+        flat = []
+    if not numbers(flat) or len(flat) < 4 or (len(flat) > 4 and (len(flat) < 6 or len(flat) % 2)):
+        raise ValueError(f"point_accuracy: region must be a box [x1, y1, x2, y2], a polygon of >= 3 points or a "
+                         f"2-D mask, got {region!r}")
+    test = (lambda p: point_in_box(p, flat)) if len(flat) == 4 else (lambda p: point_in_polygon(p, flat))
+    return sum(bool(test((x, y))) for x, y in pts)
+
+
+def point_accuracy(points, region) -> float:
+    """The fraction of `points` inside `region`: a box [x1, y1, x2, y2], a polygon (flat or [[x, y], …]) or
+    a 2-D boolean mask; edges included; 0.0 for no points."""
+    pts = list(points)
+    return points_inside(pts, region) / len(pts) if pts else 0.0
+
+
+def resample_by_index(points, n: int) -> np.ndarray:
+    """VABench's resampling: linear interpolation at n evenly spaced fractional indices (first, last kept)."""
+    pts = _pairs(list(points), "resample points")
+    if len(pts) == 0:
+        raise ValueError("resample: no points")
+    if len(pts) == 1:
+        return np.repeat(pts, n, axis=0)
+    at = np.linspace(0, len(pts) - 1, n)
+    idx = np.arange(len(pts))
+    return np.stack([np.interp(at, idx, pts[:, 0]), np.interp(at, idx, pts[:, 1])], axis=1)
+
+
+def dtw(a, b) -> float:
+    """Dynamic time warping distance of two point sequences: Euclidean cost, summed along the best path."""
+    A, B = _pairs(list(a), "dtw a"), _pairs(list(b), "dtw b")
+    if len(A) == 0 or len(B) == 0:
+        raise ValueError("dtw: both sequences need at least one point")
+    cost = np.hypot(A[:, None, 0] - B[None, :, 0], A[:, None, 1] - B[None, :, 1])
+    acc = np.full((len(A) + 1, len(B) + 1), np.inf)
+    acc[0, 0] = 0.0
+    for i in range(1, len(A) + 1):
+        for j in range(1, len(B) + 1):
+            acc[i, j] = cost[i - 1, j - 1] + min(acc[i - 1, j], acc[i, j - 1], acc[i - 1, j - 1])
+    return float(acc[-1, -1])
+
+
+def trace_errors(pred, gt, n: int | None = None, by: str = "index") -> dict[str, float]:
+    """{"mae", "rmse", "dtw", "n"} of a predicted trace against the ground truth (see the module docstring)."""
+    P, G = _pairs(list(pred), "trace_errors pred"), _pairs(list(gt), "trace_errors gt")
+    for name, arr in (("pred", P), ("gt", G)):
+        if len(arr) == 0:
+            raise ValueError(f"trace_errors: the {name} trace has no points")
+    n = max(len(P), len(G)) if n is None else n
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"trace_errors: n must be a positive integer, got {n!r}")
+    if by == "index":
+        p, g = resample_by_index(P, n), resample_by_index(G, n)
+    elif by == "arc":
+        from ...tools.spatial import Trace
+
+        p, g = Trace(tuple(map(tuple, P))).resample(n).array(), Trace(tuple(map(tuple, G))).resample(n).array()
+    else:
+        raise ValueError(f"trace_errors: by must be 'index' or 'arc', got {by!r}")
+    d = p - g
+    return {"mae": float(np.mean(np.abs(d).sum(axis=1) / 2)), "rmse": float(np.sqrt(np.mean((d ** 2).sum(axis=1)))),
+            "dtw": dtw(p, g), "n": n}
+
+
+# ---- records --------------------------------------------------------------------------------------------
+
+def task_of(problem: str) -> str:
+    """The task an FSD problem text names ("… Your task instruction: put carrot on plate. …"), else the text."""
+    text = problem.replace("<image>", " ").strip()
+    m = _TASK.search(text)
+    return " ".join((m.group(1) if m else text).split()).rstrip(".")
+
+
+def _answer(item: dict) -> tuple[str | None, Any, str | None]:
+    """(kind, the answer's data, problem) of a record's answer field."""
+    raw = item.get("answer", item.get("answer_raw"))
+    if isinstance(raw, dict):
+        data = dict(raw)
+        kind = str(data.pop("type", "")).strip()
+        data = data.get("data", data)
+    elif isinstance(raw, str):
+        m = _TYPE_TAG.match(raw)
+        if not m:
+            return None, None, "expected \"<type>fsd_free_point|fsd_visual_trace</type>{…}\""
+        kind = m.group(1)
+        try:
+            data = json.loads(raw[m.end():])
+        except ValueError as err:
+            return None, None, f"the JSON after </type> is not valid: {err}"
+    else:
+        return None, None, "missing (or not a string/object)"
+    if kind not in TYPES:
+        return None, None, f"type {kind!r} is not one of {', '.join(TYPES)}"
+    return TYPES[kind], data, None
+
+
+def _image_field(item: dict) -> Any:
+    for key in ("image", "image_path"):
+        if item.get(key):
+            return item[key]
+    imgs = item.get("images")
+    if isinstance(imgs, list) and imgs and isinstance(imgs[0], str):
+        return imgs[0]
+    return None
+
+
+def _check(item: Any, roots: list[Path]) -> tuple[dict | None, tuple[str, str] | None]:
+    """The record's data, or (field, what is wrong)."""
+    if not isinstance(item, dict):
+        return None, ("record", f"expected a JSON object, got {type(item).__name__}")
+    rid = item.get("id")
+    if isinstance(rid, bool) or not isinstance(rid, (str, int)) or str(rid).strip() == "":
+        return None, ("id", "expected a non-empty string or an integer")
+    problem = item.get("problem", item.get("instruction"))
+    if not isinstance(problem, str) or not problem.replace("<image>", "").strip():
+        return None, ("problem", "expected the task text (problem or instruction)")
+    kind, ans, err = _answer(item)
+    if err:
+        return None, ("answer", err)
+    rel = _image_field(item)
+    if not isinstance(rel, str):
+        return None, ("image", "expected an image path (image, image_path or images: [path])")
+    image = find_image(rel, roots)
+    if image is None:
+        return None, ("image", f"image not found: {rel!r} (looked in {', '.join(str(r) for r in roots)})")
+    size = image_size(image)
+    if size is None:
+        return None, ("image", f"{image} is not a readable image")
+    w, h = size
+    data = {"task": task_of(problem), "problem": problem, "image": str(image), "width": w, "height": h, "kind": kind}
+    if kind == "trace":
+        traj = ans.get("trajectory") if isinstance(ans, dict) else None
+        if not (isinstance(traj, list) and len(traj) >= 2 and all(numbers(p, 2) for p in traj)):
+            return None, ("answer", f"a trace answer's trajectory is a list of >= 2 [x, y] points, got {traj!r}")
+        data["trajectory"] = [[float(x), float(y)] for x, y in traj]
+    else:
+        box, mask = (ans.get("bbox"), ans.get("mask")) if isinstance(ans, dict) else (None, None)
+        if mask is not None:
+            mpath = find_image(str(mask), roots)
+            if mpath is None:
+                return None, ("answer", f"mask image not found: {mask!r}")
+            data["mask"] = str(mpath)
+        elif numbers(box, 4) and box[0] <= box[2] and box[1] <= box[3]:
+            data["bbox"] = [float(v) for v in box]
+        else:
+            return None, ("answer", f"a point answer needs bbox [x1, y1, x2, y2] (x1 <= x2, y1 <= y2) or mask, "
+                                    f"got {box!r}")
+    return data, None
+
+
+def _rows(file: Path) -> list[tuple[str, Any]]:
+    """(where, item) for every record of a .json (a list) or .jsonl file."""
+    if file.suffix != ".jsonl":
+        return [(f"{file}: record {i}", item) for i, item in enumerate(read_json_list(file, "VABench"))]
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise BenchmarkDataError(f"cannot read the VABench file {file}: {err}") from None
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                out.append((f"{file}:{n}", json.loads(line)))
+            except ValueError as err:
+                raise BenchmarkDataError(f"{file}:{n}: not valid JSON: {err}") from None
+    return out
+
+
+def files_of(path: Path) -> list[Path]:
+    if path.suffix == ".parquet":
+        raise BenchmarkDataError(f"{path}: parquet is not read here (no pandas/pyarrow); convert it to JSONL with "
+                                 f"the images as files (see toolpath/evals/benchmarks/vabench.py)")
+    if path.is_file():
+        return [path]
+    found = sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl"))
+    if not found:
+        raise BenchmarkDataError(f"{path}: no .json or .jsonl VABench records in the folder (set {ENV} or --data)")
+    return found
+
+
+def read_records(path: Path) -> list[Record]:
+    out, seen = [], {}
+    for file in files_of(path):
+        roots = [file.parent, file.parent / "images"]
+        rows = _rows(file)
+        if not rows:
+            raise BenchmarkDataError(f"{file}: no records in the file")
+        for where, item in rows:
+            data, problem = _check(item, roots)
+            if problem:
+                raise BenchmarkDataError(f"{where}: {problem[0]}: {problem[1]}")
+            rid = str(item["id"])
+            if rid in seen:
+                raise BenchmarkDataError(f"{where}: id {rid!r} repeats {seen[rid]}")
+            seen[rid] = where
+            out.append(Record(id=rid, category=data["kind"], data=data))
+    return out
+
+
+# ---- scoring --------------------------------------------------------------------------------------------
+
+def _first_points(answer: str | None) -> list[list[float]] | None:
+    from ...policies.fsd import parse_fsd
+
+    parsed = parse_fsd(answer)
+    return parsed.points[0] if parsed.points else None
+
+
+def _mask(path: str) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return np.asarray(im.convert("L")) > 0
+
+
+def evaluate(record: Record, answer: str | None) -> tuple[float, dict[str, float]]:
+    """(score, metrics) of one answer; see the module docstring."""
+    from ...policies.coords import CoordinateSpace
+
+    d = record.data
+    space = CoordinateSpace("grid1000", d["width"], d["height"])
+    pts = _first_points(answer)
+    if d["kind"] == "point":
+        pixels = [space.to_screen(x, y) for x, y in (pts or [])]
+        region = _mask(d["mask"]) if "mask" in d else d["bbox"]
+        inside = points_inside(pixels, region)
+        acc = inside / len(pixels) if pixels else 0.0
+        return acc, {"points_in": float(inside), "points": float(len(pixels)), "accuracy": acc}
+    if not pts or len(pts) < 2:
+        return 0.0, {"valid": 0.0}
+    gt = [space.from_screen(x, y) for x, y in d["trajectory"]]
+    err = trace_errors(pts, gt)
+    return max(0.0, 1.0 - err["rmse"] / 1000), {"mae": err["mae"], "rmse": err["rmse"], "dtw": err["dtw"],
+                                                "valid": 1.0}
+
+
+class VABench:
+    name = "vabench"
+    description = "VABench (FSD): free-space points in the target region, visual-trace MAE/RMSE/DTW"
+
+    def __init__(self, data: Path | None = None):
+        self.data = Path(data) if data else data_path(ENV, SHARED_DATA / "vabench")
+
+    def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
+        return pick(read_records(require(self.data, ENV, "VABench data")), limit, seed)
+
+    def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
+        from ...policies.fsd import QUESTIONS
+
+        d = record.data
+        text = (f"Task: {d['task']}\nImage: {d['width']}x{d['height']} pixels; coordinates on a 0-1000 grid (x to "
+                f"the right, y down).\nQuestion: {QUESTIONS[QUESTION_OF[d['kind']]]}")
+        spec = {"id": task_id(record.id), "instruction": text, "inputs": {"images": [d["image"]]},
+                "agent": {"name": "react"}, "tools": ["final_answer"], "limits": {"max_steps": 2},
+                "metadata": {"benchmark": self.name, "category": record.category, "record_id": record.id}}
+        if model:
+            spec["model"] = model
+        return TaskSpec.model_validate(spec)
+
+    def score(self, record: Record, answer: str | None) -> float:
+        return evaluate(record, answer)[0]
+
+    def metrics(self, record: Record, answer: str | None) -> dict[str, float]:
+        return evaluate(record, answer)[1]
