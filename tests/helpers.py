@@ -52,3 +52,39 @@ def slow(seconds: float) -> str:
 
     time.sleep(seconds)
     return "done"
+
+
+class SlowArithPolicy(ArithPolicy):
+    """ArithPolicy behind a model that takes TOOLPATH_TEST_LATENCY seconds (default 0.05) per call: I/O-bound
+    episodes for the eval runner's parallelism and kill/resume tests."""
+
+    def respond(self, messages, tools, **gen):
+        import time
+
+        time.sleep(float(os.environ.get("TOOLPATH_TEST_LATENCY", "0.05")))
+        return super().respond(messages, tools, **gen)
+
+
+class FlakyArithPolicy(ArithPolicy):
+    """ArithPolicy whose first call of each episode fails as a transient server error would."""
+
+    def respond(self, messages, tools, **gen):
+        from toolpath.policies.base import PolicyError
+
+        if len(messages) <= 2 and not getattr(self, "_failed_once", False):
+            self._failed_once = True
+            raise PolicyError("503 Service Unavailable (test)", transient=True)
+        self._failed_once = False
+        return super().respond(messages, tools, **gen)
+
+
+class HangingPolicy:
+    """A model that never answers: the runner's time limit must stop the episode."""
+
+    def __init__(self, spec=None):
+        self.name = "python:hang"
+
+    def respond(self, messages, tools, **gen):
+        import time
+
+        time.sleep(3600)

@@ -375,11 +375,70 @@ def cmd_models_list(args) -> int:
     return EXIT_OK
 
 
+def cmd_eval_list(args) -> int:
+    store = _store(args)
+    rows = store.list_evals(limit=args.limit or 50)
+    out = [{"id": r["id"], "benchmark": r["benchmark"], "model": r["model"], "n": r["n"], "done": r["done"],
+            "score": (r["summary"] or {}).get("score"), "started": _when(r["created"]),
+            "finished": bool(r["finished"])} for r in rows]
+    if args.json:
+        print(json.dumps(out))
+        return EXIT_OK
+    print(f"{'EVAL':<26} {'BENCHMARK':<16} {'MODEL':<20} {'DONE':>9} {'SCORE':>7}  STARTED")
+    for r in out:
+        score = "" if r["score"] is None else f"{r['score']:.3f}"
+        done = f"{r['done']}/{r['n']}" + ("" if r["finished"] else "*")
+        print(f"{r['id']:<26} {r['benchmark']:<16} {_one_line(r['model'], 20):<20} {done:>9} {score:>7}  {r['started']}")
+    if any(not r["finished"] for r in out):
+        print("* not finished: toolpath eval BENCHMARK --resume EVAL continues it")
+    return EXIT_OK
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+class Progress:
+    """done/total, accuracy so far, rate and ETA on stderr: one redrawn line on a terminal, a line per sample
+    otherwise (CI logs), always with the sample's id and outcome."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self.t0 = time.perf_counter()
+        self.first: int | None = None  # samples already done when this process began (a resumed eval)
+        self.scores: list[float] = []
+
+    def __call__(self, i: int, n: int, s) -> None:
+        if self.quiet:
+            return
+        if self.first is None:
+            self.first = i - 1
+        self.scores.append(s.score)
+        elapsed = time.perf_counter() - self.t0
+        rate = (i - self.first) / elapsed if elapsed > 0 else 0.0
+        eta = (n - i) / rate if rate > 0 else 0.0
+        acc = sum(self.scores) / len(self.scores)
+        stats = f"acc {acc:.3f}  {rate:.2f}/s  ETA {int(eta) // 60}:{int(eta) % 60:02d}"
+        if self.tty:
+            width = 24
+            fill = round(width * i / n) if n else width
+            line = f"\r[{'#' * fill}{'.' * (width - fill)}] {i}/{n}  {stats}  {s.sample_id[:30]} {s.status}"
+            print(line + "\x1b[K", end="" if i < n else "\n", file=sys.stderr, flush=True)
+            return
+        mark = "ok " if s.score >= 1 else "   "
+        print(f"  [{i}/{n}] {mark}{s.sample_id:<16} {s.category:<8} {s.status:<17} score {s.score:g}  "
+              f"{elapsed:6.1f}s  {stats}  answer: {_one_line(s.answer or s.error or '', 40)}", file=sys.stderr,
+              flush=True)
+
+
 def cmd_eval(args) -> int:
     from .evals.benchmarks import BENCHMARKS, BenchmarkDataError, UnknownBenchmark
-    from .evals.runner import run_eval
+    from .evals.runner import ResumeError, run_eval
     from .spec import ModelSpec
 
+    if args.benchmark == "list":
+        return cmd_eval_list(args)
     if args.benchmark not in BENCHMARKS:
         raise BadInput(str(UnknownBenchmark(f"unknown benchmark {args.benchmark!r}; available: {', '.join(sorted(BENCHMARKS))}")))
     if args.model:
@@ -390,14 +449,7 @@ def cmd_eval(args) -> int:
         except ValidationError as err:
             raise BadInput(f"--model {args.model!r}: {err.errors()[0]['msg'].removeprefix('Value error, ')}") from None
     store = _store(args)
-    t0 = time.perf_counter()
-
-    def on_sample(i: int, n: int, s) -> None:
-        if args.quiet:
-            return
-        mark = "ok " if s.score >= 1 else "   "
-        print(f"  [{i}/{n}] {mark}{s.sample_id:<16} {s.category:<8} {s.status:<17} score {s.score:g}  "
-              f"{time.perf_counter() - t0:6.1f}s  answer: {_one_line(s.answer or s.error or '', 40)}", file=sys.stderr, flush=True)
+    on_sample = Progress(args.quiet)
 
     def on_event(ev: dict) -> None:  # per-sample lines come from on_sample; only say when a model loads
         if ev["type"] == "loading" and not args.quiet:
@@ -405,12 +457,15 @@ def cmd_eval(args) -> int:
 
     try:
         result = run_eval(args.benchmark, store, model=args.model, limit=args.limit, seed=args.seed, data=args.data,
-                          on_sample=on_sample, on_event=on_event)
-    except BenchmarkDataError as err:  # missing or malformed data: the message names the file and the variable
+                          on_sample=on_sample, on_event=on_event, workers=args.workers, executor=args.executor,
+                          resume=args.resume, timeout=args.timeout, retries=args.retries)
+    except (BenchmarkDataError, ResumeError) as err:  # missing data (named file and variable), a bad --resume
+        raise BadInput(str(err)) from None
+    except ValueError as err:  # bad --workers, --timeout, --executor ray without ray
         raise BadInput(str(err)) from None
     summary = result.summary()
     keys = ("eval_id", "benchmark", "n", "score", "by_category", "tokens", "seconds", "overall_excludes", "n_overall",
-            "metrics")
+            "metrics", "cost_usd", "unpriced", "retries", "timed_out")
     if args.json:
         print(json.dumps({k: summary[k] for k in keys if k in summary}))
         return EXIT_OK
@@ -425,10 +480,23 @@ def cmd_eval(args) -> int:
         print(f"{cat:<12} {v['n']:>4} {v['score']:>7.3f}" + cells(v.get("metrics", {})))
     n_all = summary.get("n_overall", summary["n"])
     print(f"{'all':<12} {n_all:>4} {summary['score']:>7.3f}" + cells(summary.get("metrics", {}))
-          + f"   tokens {summary['tokens']}  {summary['seconds']:.1f} s")
+          + f"   tokens {summary['tokens']}  {summary['seconds']:.1f} s" + _cost_text(summary))
     if summary.get("overall_excludes"):
         print(f"(all leaves out {', '.join(summary['overall_excludes'])}, as {summary['benchmark']} reports it)")
     return EXIT_OK
+
+
+def _cost_text(summary: dict) -> str:
+    out = ""
+    if summary.get("cost_usd") is not None:
+        out += f"  ${summary['cost_usd']:.4f}" + (f" ({summary['unpriced']} samples not priced)" if summary.get("unpriced") else "")
+    elif summary.get("n"):
+        out += "  cost: not priced (add the model to prices.json)"
+    if summary.get("retries"):
+        out += f"  {summary['retries']} model retries"
+    if summary.get("timed_out"):
+        out += f"  {summary['timed_out']} timed out"
+    return out
 
 
 # ---- parser -------------------------------------------------------------------------------------------
@@ -492,11 +560,17 @@ def build_parser() -> argparse.ArgumentParser:
     ml.set_defaults(fn=cmd_models_list)
 
     ev = sub.add_parser("eval", help="run a benchmark's records as tasks and score them")
-    ev.add_argument("benchmark", help="benchmark name, e.g. arith")
+    ev.add_argument("benchmark", help="benchmark name, e.g. arith; or `list` for the stored evals")
     ev.add_argument("--limit", type=int, help="at most N records")
-    ev.add_argument("--model", help="the model for every task (default: local)")
+    ev.add_argument("--model", help="the model for every task (default: the benchmark's, else local)")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--data", metavar="PATH", help="the benchmark's data (OSWorld-G, ScreenSpot: a JSON file or folder)")
+    ev.add_argument("--workers", type=int, default=1, help="episodes at once (local worker processes; default 1)")
+    ev.add_argument("--executor", choices=("local", "ray"), default="local",
+                    help="local processes (default) or Ray ($RAY_ADDRESS, else a local Ray)")
+    ev.add_argument("--resume", metavar="EVAL_ID", help="continue an interrupted eval: its finished samples are kept")
+    ev.add_argument("--timeout", type=float, metavar="S", help="time limit per episode, seconds")
+    ev.add_argument("--retries", type=int, default=4, help="attempts per model call on transient errors (default 4)")
     ev.add_argument("--json", action="store_true")
     ev.add_argument("-q", "--quiet", action="store_true")
     ev.set_defaults(fn=cmd_eval)

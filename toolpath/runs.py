@@ -130,6 +130,13 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def _eval_row(row) -> dict:
+    out = dict(row)
+    out["params"] = json.loads(out["params"] or "{}")
+    out["summary"] = json.loads(out["summary"]) if out.get("summary") else None
+    return out
+
+
 class Store:
     """All persistent state of toolpath. Safe to share between threads of one process."""
 
@@ -297,6 +304,26 @@ class Store:
     def eval_samples(self, eval_id: str) -> list[dict]:
         rows = self._exec("SELECT * FROM eval_samples WHERE eval_id = ? ORDER BY rowid", (eval_id,)).fetchall()
         return [dict(r) for r in rows]
+
+    def get_eval(self, eval_id: str) -> dict | None:
+        """An eval's row with params and summary decoded, plus `done` (samples stored so far)."""
+        row = self._exec("SELECT e.*, (SELECT COUNT(*) FROM eval_samples s WHERE s.eval_id = e.id) AS done "
+                         "FROM evals e WHERE e.id = ?", (eval_id,)).fetchone()
+        return _eval_row(row) if row else None
+
+    def find_eval(self, prefix: str) -> dict | None:
+        """An eval by its id or by a unique prefix of it."""
+        found = self.get_eval(prefix)
+        if found:
+            return found
+        rows = self._exec("SELECT id FROM evals WHERE id LIKE ? LIMIT 2", (prefix.replace("%", "") + "%",)).fetchall()
+        return self.get_eval(rows[0]["id"]) if len(rows) == 1 else None
+
+    def list_evals(self, limit: int = 50) -> list[dict]:
+        """Evals, newest first, each as get_eval gives it."""
+        rows = self._exec("SELECT e.*, (SELECT COUNT(*) FROM eval_samples s WHERE s.eval_id = e.id) AS done "
+                          "FROM evals e ORDER BY e.created DESC LIMIT ?", (limit,)).fetchall()
+        return [_eval_row(r) for r in rows]
 
     def finish_eval(self, eval_id: str, summary: dict) -> None:
         self._exec("UPDATE evals SET finished = ?, summary = ? WHERE id = ?", (time.time(), json.dumps(summary), eval_id))

@@ -1,7 +1,14 @@
-"""Run a benchmark's records as episodes, one after another, scoring and storing each as it finishes.
+"""Run a benchmark's records as episodes and store each sample the moment it is scored.
 
-Each sample's result is appended to the store the moment it is scored, so an interrupted eval keeps every
-sample it finished. (Parallel workers, Ray and --resume are the eval platform's work, on top of this.)
+    run_eval(benchmark, store, model=None, limit=None, seed=0, data=None, workers=1, executor="local",
+             resume=None, timeout=None, retries=4, on_sample=None, on_event=None) -> EvalResult
+
+Samples run in this process (workers 1), in a pool of local worker processes, or as Ray tasks
+(evals/executors.py); whichever runs them, each finished sample's row is appended to the store at once, so an
+eval killed at any point resumes with `resume=EVAL_ID`: the same records are made again from the stored
+parameters, the samples already stored are skipped, and the summary is computed over all of them, the same
+numbers as an uninterrupted run. Per sample: a time limit (`timeout`), transient model errors retried with
+backoff (`retries` attempts, counted), tokens and cost (evals/prices.py).
 """
 
 from __future__ import annotations
@@ -11,23 +18,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..agents.episode import EpisodeError, run_episode
 from ..runs import Store
 from .benchmarks import Record, get_benchmark
+from .sample import SampleResult
 
-
-@dataclass
-class SampleResult:
-    sample_id: str
-    category: str
-    run_id: str | None
-    status: str
-    score: float
-    tokens: int
-    seconds: float
-    answer: str | None = None
-    error: str | None = None
-    metrics: dict[str, float] = field(default_factory=dict)  # the benchmark's own per-sample numbers, if any
+EXECUTORS = ("local", "ray")
 
 
 def _means(samples: list[SampleResult]) -> dict[str, float]:
@@ -65,7 +60,12 @@ class EvalResult:
                             for k, v in sorted(by_cat.items())},
             "tokens": sum(s.tokens for s in self.samples),
             "seconds": round(self.seconds, 3),
+            "retries": sum(s.retries for s in self.samples),
+            "timed_out": sum(1 for s in self.samples if s.timed_out),
         }
+        priced = [s.cost_usd for s in self.samples if s.cost_usd is not None]
+        out["cost_usd"] = round(sum(priced), 6) if priced else None  # None: no sample's model has a price
+        out["unpriced"] = sum(1 for s in self.samples if s.cost_usd is None)
         if any(s.metrics for s in kept):
             out["metrics"] = _means(kept)
         if self.overall_excludes:  # say what the overall score is over, when it is not every sample
@@ -91,38 +91,69 @@ def score_run(bench, rec: Record, store: Store, run_id: str, answer: str | None)
     return bench.score(rec, answer)
 
 
+class ResumeError(ValueError):
+    """--resume names no eval, or one of another benchmark."""
+
+
+def _job(store: Store, bench_name: str, data, rec: Record, model, eval_id: str, timeout, retries: int) -> dict:
+    return {"home": str(store.home), "benchmark": bench_name, "data": str(data) if data else None,
+            "record": {"id": rec.id, "category": rec.category, "data": rec.data}, "model": model,
+            "eval_id": eval_id, "timeout": timeout, "retries": retries}
+
+
 def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int | None = None, seed: int = 0,
              on_sample: Callable[[int, int, SampleResult], None] | None = None, on_event=None,
-             data: str | None = None) -> EvalResult:
+             data: str | None = None, workers: int = 1, executor: str = "local", resume: str | None = None,
+             timeout: float | None = None, retries: int = 4) -> EvalResult:
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if workers < 0 or (workers == 0 and executor != "ray"):
+        raise ValueError(f"workers must be at least 1 (0 only with ray: as many as its CPUs), got {workers}")
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
+    done: dict[str, SampleResult] = {}
+    if resume:
+        row = store.find_eval(resume)
+        if row is None:
+            raise ResumeError(f"--resume {resume!r}: no such eval (toolpath eval list shows them)")
+        if row["benchmark"] != get_benchmark(benchmark).name:
+            raise ResumeError(f"--resume {row['id']}: that eval is of benchmark {row['benchmark']!r}, not {benchmark!r}")
+        eval_id, params = row["id"], row["params"]
+        limit, seed, data = params.get("limit"), params.get("seed", 0), params.get("data")
+        model = row["model"] if params.get("model_given", True) else None
+        done = {r["sample_id"]: SampleResult.from_row(r) for r in store.eval_samples(eval_id)}
     bench = get_benchmark(benchmark, data=data)
     records: list[Record] = list(bench.records(limit=limit, seed=seed))
     model_name = model or getattr(bench, "model", None) or "local"  # a benchmark's own default (dom, detector)
-    eval_id = store.create_eval(bench.name, model_name, {"limit": limit, "seed": seed,
-                                                          **({"data": str(data)} if data else {})}, len(records))
+    if not resume:
+        eval_id = store.create_eval(bench.name, model_name, {"limit": limit, "seed": seed, "model_given": bool(model),
+                                                              **({"data": str(data)} if data else {})}, len(records))
     result = EvalResult(eval_id=eval_id, benchmark=bench.name, model=model_name,
                         overall_excludes=tuple(getattr(bench, "overall_excludes", ())))
     started = time.perf_counter()
-    for i, rec in enumerate(records):
-        spec = bench.to_task(rec, model=model)
-        try:
-            run = run_episode(spec, store, on_event=on_event, eval_id=eval_id)
-        except EpisodeError as err:
-            sample = SampleResult(rec.id, rec.category, None, "failed", 0.0, 0, 0.0, error=str(err))
-        else:
-            value = score_run(bench, rec, store, run.run_id, run.answer)
-            store.update_run(run.run_id, score=value)
-            # a benchmark may measure more than its score (edits: subtask success, cost, tool calls, quality)
-            metrics = bench.metrics(rec, run.answer) if hasattr(bench, "metrics") else {}
-            if hasattr(bench, "final_metrics"):  # measured on the world's final state (tabletop: trace errors)
-                metrics = {**metrics, **bench.final_metrics(rec, run.answer, final_state(store, run.run_id) or {})}
-            sample = SampleResult(rec.id, rec.category, run.run_id, run.status, value, run.tokens, run.seconds,
-                                  run.answer, run.error, metrics)
-        store.put_eval_sample(eval_id, rec.id, sample.run_id, rec.category, sample.status, sample.score, sample.tokens,
-                              sample.seconds, {"answer": sample.answer, "error": sample.error,
-                                               **({"metrics": sample.metrics} if sample.metrics else {})})
-        result.samples.append(sample)
+    jobs = [_job(store, benchmark, data, r, model, eval_id, timeout, retries) for r in records if r.id not in done]
+    if executor == "ray":
+        from .executors import run_ray
+
+        stream = run_ray(jobs, workers)
+    elif workers > 1 and len(jobs) > 1:
+        from .executors import run_local
+
+        stream = run_local(jobs, workers)
+    else:
+        from .executors import run_inline
+
+        stream = run_inline(jobs, store, on_event)
+    count = len(done)
+    for job, sample in stream:
+        store.put_eval_sample(eval_id, sample.sample_id, sample.run_id, sample.category, sample.status, sample.score,
+                              sample.tokens, sample.seconds, sample.detail())
+        done[sample.sample_id] = sample
+        count += 1
         if on_sample:
-            on_sample(i + 1, len(records), sample)
-    result.seconds = time.perf_counter() - started
+            on_sample(count, len(records), sample)
+    result.samples = [done[r.id] for r in records if r.id in done]
+    previous = (store.get_eval(eval_id) or {}).get("summary") or {}
+    result.seconds = time.perf_counter() - started + float(previous.get("seconds") or 0.0)
     store.finish_eval(eval_id, result.summary())
     return result

@@ -109,32 +109,36 @@ class Robot(Sandbox, Protocol):
 ACTIONS = ("move_ee", "move_joints", "gripper", "home")
 
 
-def _import_pybullet():
-    """pybullet, imported with file descriptor 1 pointed away: its C code prints its build time to stdout on
-    import, which would corrupt `toolpath run --json`. Python's own sys.stdout is flushed first."""
+def _connect():
+    """(pybullet, a new DIRECT client id), with file descriptor 1 pointed away meanwhile: pybullet's C code
+    prints its build time to stdout when it connects, which would corrupt `toolpath run --json`. C's stdio
+    buffer is flushed while fd 1 still goes nowhere, so the line is not written at exit either."""
+    import ctypes
     import sys
 
-    if "pybullet" in sys.modules:
-        return sys.modules["pybullet"]
     sys.stdout.flush()
     saved = os.dup(1)
     try:
         with open(os.devnull, "w") as null:
             os.dup2(null.fileno(), 1)
             import pybullet
+
+            client = pybullet.connect(pybullet.DIRECT)
+            try:
+                ctypes.CDLL("libc.so.6").fflush(None)
+            except OSError:  # not glibc: the line may then show at exit
+                pass
     finally:
         os.dup2(saved, 1)
         os.close(saved)
-    return pybullet
+    return pybullet, client
 
 
 class _Client:
     """pybullet functions bound to one physics client (pybullet_utils' BulletClient, without its per-call inspect)."""
 
     def __init__(self):
-        pybullet = _import_pybullet()
-        self._pb = pybullet
-        self.id = pybullet.connect(pybullet.DIRECT)
+        self._pb, self.id = _connect()
         if self.id < 0:
             raise SandboxError("pybullet could not start a physics client")
 

@@ -13,7 +13,7 @@ from ...spec import TaskSpec
 from ..scorers import numeric
 from . import Record
 
-N_RECORDS = 50
+N_RECORDS = 50  # without --limit; a larger --limit generates more (sweeps of hundreds of episodes)
 
 
 def _question(rng: random.Random, category: str) -> tuple[str, str, float]:
@@ -36,7 +36,7 @@ class Arith:
 
     def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
         rng = random.Random(seed)
-        n = N_RECORDS if limit is None else min(limit, N_RECORDS)
+        n = N_RECORDS if limit is None else limit
         for i in range(n):
             cat = self.categories[i % len(self.categories)]
             q, expr, ans = _question(rng, cat)

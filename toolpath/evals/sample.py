@@ -1,0 +1,124 @@
+"""One eval sample, start to end: the record's task as an episode, scored, measured, priced.
+
+`run_sample(job, store)` is what every executor runs — in the eval's own process, in a local worker process,
+or as a Ray task — so all three give the same results. A job is plain data (picklable, JSON-able):
+
+    {"home": store folder, "benchmark": name, "data": path or None, "record": {"id", "category", "data"},
+     "model": model string or None, "eval_id": id, "timeout": seconds or None, "retries": attempts}
+
+The sample's run is written to the store by the process that runs it; the eval's process stores the sample's
+row (so one writer appends to eval_samples, and a killed eval keeps every row written).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .benchmarks import Record, get_benchmark
+
+
+@dataclass
+class SampleResult:
+    sample_id: str
+    category: str
+    run_id: str | None
+    status: str
+    score: float
+    tokens: int
+    seconds: float
+    answer: str | None = None
+    error: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)  # the benchmark's own per-sample numbers, if any
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float | None = None  # None: the model has no price (evals/prices.py)
+    retries: int = 0  # transient model errors retried
+    timed_out: bool = False
+
+    def detail(self) -> dict:
+        """What the eval_samples row keeps beyond its columns."""
+        d = asdict(self)
+        for k in ("sample_id", "category", "run_id", "status", "score", "tokens", "seconds"):
+            d.pop(k)
+        if not d["metrics"]:
+            d.pop("metrics")
+        return d
+
+    @classmethod
+    def from_row(cls, row: dict) -> "SampleResult":
+        import json
+
+        d = json.loads(row.get("detail") or "{}")
+        known = {k: d[k] for k in ("answer", "error", "metrics", "tokens_in", "tokens_out", "cost_usd", "retries",
+                                   "timed_out") if k in d}
+        return cls(row["sample_id"], row["category"], row["run_id"], row["status"], row["score"], row["tokens"],
+                   row["seconds"], **known)
+
+
+_BENCHES: dict[tuple, object] = {}  # per process: a benchmark may read its data files when made
+
+
+def benchmark(name: str, data: str | None):
+    key = (name, data)
+    if key not in _BENCHES:
+        _BENCHES[key] = get_benchmark(name, data=data)
+    return _BENCHES[key]
+
+
+def timed_out(job: dict, seconds: float) -> SampleResult:
+    """The row of a sample whose worker was stopped at the eval's time limit."""
+    rec = job["record"]
+    return SampleResult(rec["id"], rec["category"], None, "failed", 0.0, 0, round(seconds, 3), timed_out=True,
+                        error=f"time limit: stopped after {seconds:.0f} s (--timeout {job['timeout']:g})")
+
+
+def crashed(job: dict, seconds: float, why: str) -> SampleResult:
+    rec = job["record"]
+    return SampleResult(rec["id"], rec["category"], None, "failed", 0.0, 0, round(seconds, 3),
+                        error=f"the worker running it died: {why}")
+
+
+def run_sample(job: dict, store=None, on_event=None) -> SampleResult:
+    """Run one job; opens the store at job["home"] unless the caller passes its own."""
+    from ..agents import agent_module
+    from ..agents.episode import EpisodeError, run_episode
+    from ..policies.base import PolicyError, load, slow_to_load
+    from ..policies.retry import RetryingPolicy
+    from ..runs import Store
+    from .prices import cost_usd, load_prices
+    from .runner import score_run, final_state
+
+    if store is None:
+        with Store(Path(job["home"])) as own:
+            return run_sample(job, own, on_event)
+    bench = benchmark(job["benchmark"], job.get("data"))
+    r = job["record"]
+    rec = Record(r["id"], r["category"], r.get("data") or {})
+    started = time.perf_counter()
+    spec = bench.to_task(rec, model=job.get("model"))
+    if job.get("timeout"):  # the soft limit: the agent stops between steps; executors add a hard one
+        spec = spec.model_copy(deep=True)
+        spec.limits.max_seconds = min(spec.limits.max_seconds, float(job["timeout"]))
+    policy = None
+    try:
+        agent = agent_module(spec.agent.name)
+        if getattr(agent, "needs_policy", lambda _s: True)(spec):
+            if on_event is not None and slow_to_load(spec.model):
+                on_event({"type": "loading", "model": spec.model.name})
+            policy = RetryingPolicy(load(spec.model), attempts=max(1, int(job.get("retries") or 1)))
+        run = run_episode(spec, store, on_event=on_event, policy=policy, eval_id=job["eval_id"])
+    except (EpisodeError, PolicyError, ValueError) as err:
+        return SampleResult(rec.id, rec.category, None, "failed", 0.0, 0, round(time.perf_counter() - started, 3),
+                            error=str(err), retries=getattr(policy, "retries", 0), cost_usd=0.0)  # never started
+    value = score_run(bench, rec, store, run.run_id, run.answer)
+    store.update_run(run.run_id, score=value)
+    metrics = bench.metrics(rec, run.answer) if hasattr(bench, "metrics") else {}
+    if hasattr(bench, "final_metrics"):  # measured on the world's final state (tabletop: trace errors)
+        metrics = {**metrics, **bench.final_metrics(rec, run.answer, final_state(store, run.run_id) or {})}
+    model = spec.model.name
+    return SampleResult(rec.id, rec.category, run.run_id, run.status, value, run.tokens, run.seconds, run.answer,
+                        run.error, metrics, tokens_in=run.tokens_in, tokens_out=run.tokens_out,
+                        cost_usd=cost_usd(model, run.tokens_in, run.tokens_out, load_prices(Path(job["home"]))),
+                        retries=getattr(policy, "retries", 0))
