@@ -394,11 +394,7 @@ def cmd_eval_list(args) -> int:
     return EXIT_OK
 
 
-def _when(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
-
-
-class Progress:
+class EvalProgress:
     """done/total, accuracy so far, rate and ETA on stderr: one redrawn line on a terminal, a line per sample
     otherwise (CI logs), always with the sample's id and outcome."""
 
@@ -449,7 +445,7 @@ def cmd_eval(args) -> int:
         except ValidationError as err:
             raise BadInput(f"--model {args.model!r}: {err.errors()[0]['msg'].removeprefix('Value error, ')}") from None
     store = _store(args)
-    on_sample = Progress(args.quiet)
+    on_sample = EvalProgress(args.quiet)
 
     def on_event(ev: dict) -> None:  # per-sample lines come from on_sample; only say when a model loads
         if ev["type"] == "loading" and not args.quiet:
