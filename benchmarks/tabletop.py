@@ -9,8 +9,8 @@ scratch run store) with:
   oracle, naive grasp  the oracle's points, but the gripper closes where the pick point lifts to (2 cm below
                       that surface point, yaw 0) instead of at the top face's centre and orientation that
                       tools/grasp.plan_grasp finds in the point cloud: what the grasp planning is worth
-  oracle, no clearance the oracle's points and grasp, but the arm travels 3 cm over the grasp height instead
-                      of over the highest thing between pick and place: what the collision-aware path is worth
+  oracle, no clearance the oracle's points and grasp, but the arm travels at the grasp height instead of over
+                      the highest thing between pick and place: what the collision-aware path is worth
 Printed per row: success, pick / place point accuracy, trace errors against the ground-truth trace (pixels,
 VABench's MAE and RMSE, DTW), seconds per episode; last, the ratio of the oracle's success to each baseline's.
 """
@@ -43,8 +43,9 @@ def naive_grasp(cloud, pick_xyz, radius: float = 0.035, depth: float = 0.02):
 
 
 def low_travel(cloud, a_xy, b_xy, held: float, width: float = 0.06) -> float:
-    """The baseline: travel just over the held object's own height, blind to what stands in the way."""
-    return held + 0.03
+    """The baseline: travel at the grasp height (the held object's bottom just over the table), blind to what
+    stands in the way."""
+    return held / 2 + 0.005
 
 
 def run(model: str, episodes: int, seed: int, store) -> dict:

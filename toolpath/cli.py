@@ -495,6 +495,30 @@ def _cost_text(summary: dict) -> str:
     return out
 
 
+def cmd_report(args) -> int:
+    from .evals.report import write_report
+
+    store = _store(args)
+    try:
+        out = write_report(store, args.eval_ids, out_dir=args.out, viewer_url=args.viewer_url)
+    except ValueError as err:  # an unknown eval id
+        raise BadInput(str(err)) from None
+    if args.json:
+        print(json.dumps(out, default=str))
+    else:
+        for key in ("html", "markdown", "md"):
+            if out.get(key):
+                print(out[key])
+    return EXIT_OK
+
+
+def cmd_view(args) -> int:
+    from .viewer import serve_forever
+
+    serve_forever(home=_store(args).home, host="127.0.0.1", port=args.port)
+    return EXIT_OK
+
+
 # ---- parser -------------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -570,6 +594,15 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", action="store_true")
     ev.add_argument("-q", "--quiet", action="store_true")
     ev.set_defaults(fn=cmd_eval)
+    rp = sub.add_parser("report", help="write an HTML and Markdown report of one or more evals, with plots")
+    rp.add_argument("eval_ids", nargs="+", metavar="EVAL_ID", help="eval ids (or unique prefixes); several compare")
+    rp.add_argument("--out", metavar="DIR", help="where to write it (default $TOOLPATH_HOME/reports/…)")
+    rp.add_argument("--viewer-url", metavar="URL", help="link failures to this trace viewer (toolpath view)")
+    rp.add_argument("--json", action="store_true")
+    rp.set_defaults(fn=cmd_report)
+    vw = sub.add_parser("view", help="serve the trace viewer on 127.0.0.1 (runs, evals, every step)")
+    vw.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    vw.set_defaults(fn=cmd_view)
     return p
 
 

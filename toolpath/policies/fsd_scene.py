@@ -159,18 +159,9 @@ def parse_instruction(task: str) -> tuple[ObjectRef, ObjectRef]:
 # ---- images ---------------------------------------------------------------------------------------------
 
 def load_rgb(path: str | None) -> np.ndarray:
-    from PIL import Image
+    from .images import read_rgb
 
-    if not path:
-        raise Unanswerable("the message has no image")
-    try:
-        with Image.open(path) as im:
-            rgb = np.asarray(im.convert("RGB"))
-    except (OSError, ValueError, Image.DecompressionBombError) as err:
-        raise Unanswerable(f"cannot read the image {Path(path).name}: {err}") from None
-    if rgb.ndim != 3 or rgb.shape[0] < 4 or rgb.shape[1] < 4:
-        raise Unanswerable(f"the image {Path(path).name} is too small to look at ({rgb.shape[1]}x{rgb.shape[0]})")
-    return rgb
+    return read_rgb(path, "image", Unanswerable, min_side=4)
 
 
 def load_labels(path: str | None, shape: tuple[int, int]) -> np.ndarray:

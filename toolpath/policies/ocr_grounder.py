@@ -112,18 +112,9 @@ def similarity(read: str, query: str) -> float:
 # ---- OCR ------------------------------------------------------------------------------------------------
 
 def load_image(path: str | None) -> np.ndarray:
-    from PIL import Image
+    from .images import read_rgb
 
-    if not path:
-        raise Unreadable("the message has no screenshot")
-    try:
-        with Image.open(path) as im:
-            rgb = np.asarray(im.convert("RGB"))
-    except (OSError, ValueError, Image.DecompressionBombError) as err:
-        raise Unreadable(f"cannot read the screenshot {Path(path).name}: {err}") from None
-    if rgb.ndim != 3 or rgb.shape[0] < 2 or rgb.shape[1] < 2:
-        raise Unreadable(f"the screenshot is empty ({rgb.shape[1] if rgb.ndim > 1 else 0}x{rgb.shape[0]})")
-    return rgb
+    return read_rgb(path, "screenshot", Unreadable)
 
 
 def ocr_lines(path: str, image: np.ndarray) -> tuple[list[tuple[tuple[int, int, int, int], str]], str]:
