@@ -39,7 +39,9 @@ def test_example_picks_and_places_with_the_detector_and_records_images_and_trace
     assert out["status"] == "finished" and out["answer"] == "success: the red cube is on the blue plate"
     with Store(home) as store:
         steps = store.steps(out["run_id"])
-    assert images_of(steps, "observe") == ["camera_1.png", "depth_1.png"]
+    assert images_of(steps, "observe") == ["camera_1.png", "depth_view_1.png"]
+    observe = [s for s in steps if s["node"] == "observe"][0]["payload"]
+    assert observe["depth_mm"]["name"] == "depth_1.png"  # the data, in millimetres
     assert images_of(steps, "reason") == ["trace_1.png"] and images_of(steps, "check") == ["camera_final.png"]
     questions = [s["payload"]["question"] for s in steps if s["node"] == "policy"]
     assert questions == ["relations", "trace", "free_space", "identify", "identify", "identify"]

@@ -122,6 +122,23 @@ def _latest(rt: Runtime):
     return rt.extras.get("robot_obs") or _observation(rt)  # a resumed run observes again before it plans
 
 
+def _depth_view(depth) -> bytes:
+    """The depth image for eyes: near bright, far dark, over the range the camera sees (the millimetre PNG
+    kept with the step is the data; shown as it is, 16-bit depth looks black)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    d = np.asarray(depth, dtype=np.float64)
+    valid = d > 0
+    lo, hi = (float(d[valid].min()), float(d[valid].max())) if valid.any() else (0.0, 1.0)
+    v = np.where(valid, 255 * (hi - d) / max(hi - lo, 1e-6), 0).clip(0, 255).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(v).save(buf, format="PNG")
+    return buf.getvalue()
+
+
 def make_observe_node(rt: Runtime):
     from langgraph.types import Command
 
@@ -137,12 +154,15 @@ def make_observe_node(rt: Runtime):
         h, w = obs.depth.shape
         rgb = rt.store.put_artifact(obs.png(), name=f"camera_{state['attempts']}.png", mime="image/png")
         depth = rt.store.put_artifact(obs.depth_png(), name=f"depth_{state['attempts']}.png", mime="image/png")
+        shade = rt.store.put_artifact(_depth_view(obs.depth), name=f"depth_view_{state['attempts']}.png",
+                                      mime="image/png")
         text = (f"camera {w}x{h}; depth {float(obs.depth.min()):.3f}–{float(obs.depth.max()):.3f} m; "
                 f"gripper {obs.gripper_width * 1000:.0f} mm at ({', '.join(f'{v:.3f}' for v in obs.ee_position)})")
-        msg = Message(role="user", name="observe", content=text, images=[rgb, depth])
+        msg = Message(role="user", name="observe", content=text, images=[rgb, shade])
         update = {"camera": rgb.model_dump(), "size": [w, h],
                   "task": state.get("task") or task_objects(rt.spec.instruction)}
-        update = _record(rt, state, "observe", [msg], started, time.perf_counter() - t0, update)
+        update = _record(rt, state, "observe", [msg], started, time.perf_counter() - t0, update,
+                         depth_mm=depth.model_dump())
         return Command(update=update, goto="reason")
 
     return observe_node
