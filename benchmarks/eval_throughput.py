@@ -1,6 +1,6 @@
 """Eval throughput with 1, 2 and 4 local workers, and Ray on this machine, on episodes that wait on I/O.
 
-    python benchmarks/eval_throughput.py [--episodes 48] [--latency 0.25] [--no-ray]
+    python benchmarks/eval_throughput.py [--episodes 160] [--latency 0.25] [--no-ray]
 
 Each episode is an `arith` task answered by a scripted policy that waits `latency` seconds per model call
 (tests/helpers.py SlowArithPolicy: two calls per episode), the way a remote model server keeps an agent
@@ -36,7 +36,7 @@ def throughput(store, episodes: int, workers: int, executor: str = "local") -> t
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--episodes", type=int, default=48)
+    ap.add_argument("--episodes", type=int, default=160)
     ap.add_argument("--latency", type=float, default=0.25)
     ap.add_argument("--no-ray", action="store_true")
     args = ap.parse_args()

@@ -515,6 +515,10 @@ def cmd_report(args) -> int:
 def cmd_view(args) -> int:
     from .viewer import serve_forever
 
+    if os.environ.get("TOOLPATH_DB"):
+        raise BadInput("toolpath view reads the SQLite store under --home; with TOOLPATH_DB set (PostgreSQL) it "
+                       "cannot show that store yet: unset TOOLPATH_DB to view a local store")
+
     serve_forever(home=_store(args).home, host="127.0.0.1", port=args.port)
     return EXIT_OK
 
@@ -607,6 +611,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .runs import StoreError
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "fn", None):
@@ -621,6 +627,9 @@ def main(argv: list[str] | None = None) -> int:
     except BadInput as err:
         _err(str(err))
         return EXIT_BAD_INPUT
+    except StoreError as err:  # TOOLPATH_DB names no reachable PostgreSQL server (the message names it)
+        _err(str(err))
+        return EXIT_FAILED
     except sqlite3.DatabaseError as err:  # a locked, full or damaged run store: say which file
         from .runs import default_home
 

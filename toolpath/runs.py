@@ -130,6 +130,10 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+class StoreError(RuntimeError):
+    """The store cannot be opened: a TOOLPATH_DB that names no reachable PostgreSQL server, a bad URL."""
+
+
 def _eval_row(row) -> dict:
     out = dict(row)
     out["params"] = json.loads(out["params"] or "{}")
@@ -138,7 +142,17 @@ def _eval_row(row) -> dict:
 
 
 class Store:
-    """All persistent state of toolpath. Safe to share between threads of one process."""
+    """All persistent state of toolpath. Safe to share between threads of one process.
+
+    With `TOOLPATH_DB=postgresql://…` set, `Store(...)` gives a runs_pg.PostgresStore: the same tables and
+    methods on a PostgreSQL server that several machines share (artifacts stay files under the home folder)."""
+
+    def __new__(cls, *args, **kwargs):
+        if cls is Store and os.environ.get("TOOLPATH_DB"):
+            from .runs_pg import PostgresStore
+
+            cls = PostgresStore
+        return super().__new__(cls)
 
     def __init__(self, home: str | Path | None = None):
         self.home = Path(home) if home else default_home()

@@ -131,8 +131,11 @@ def run_ray(jobs: list[dict], workers: int) -> Iterator[tuple[dict, SampleResult
     if started_here:
         address = os.environ.get("RAY_ADDRESS") or None
         # the driver's own modules travel with each task, so workers import this toolpath, not another one
+        # a cluster's workers write to the eval's store only if they are told where it is (TOOLPATH_DB)
+        env = {k: os.environ[k] for k in ("TOOLPATH_DB", "TOOLPATH_PRICES") if os.environ.get(k)}
         ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False,
-                 num_cpus=None if address else max(1, workers or os.cpu_count() or 1))
+                 num_cpus=None if address else max(1, workers or os.cpu_count() or 1),
+                 runtime_env={"env_vars": env} if env else None)
     task = ray.remote(num_cpus=1, max_retries=0)(_ray_sample)
     todo = deque(jobs)
     running: dict = {}
