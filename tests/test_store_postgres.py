@@ -281,3 +281,26 @@ def test_a_bad_url_or_an_unreachable_server_names_toolpath_db_and_the_host(monke
         Store(home)
     r = toolpath_cli("runs", "list", home=home)  # the CLI fails, and says why
     assert r.returncode != 0 and "TOOLPATH_DB" in r.stderr and "127.0.0.1" in r.stderr
+
+
+def test_the_viewer_reads_a_postgres_store(pg_store, pg_url, home):
+    import urllib.request
+
+    from toolpath.viewer import serve
+
+    run_id = pg_store.create_run('{"id": "t"}', "t", "scripted", "react")
+    pg_store.put_step(run_id, 1, "policy", {"messages": [{"role": "assistant", "content": "hello from postgres"}]},
+                      0.0, 0.1)
+    pg_store.commit_deferred(run_id)
+    eval_id = pg_store.create_eval("arith", "local", {}, 1)
+    pg_store.put_eval_sample(eval_id, "s1", run_id, "add", "finished", 1.0, 3, 0.1, {})
+    server, url = serve(home, port=0)
+    try:
+        runs = json.loads(urllib.request.urlopen(f"{url}api/runs").read())
+        steps = json.loads(urllib.request.urlopen(f"{url}api/runs/{run_id}/steps").read())
+        samples = json.loads(urllib.request.urlopen(f"{url}api/evals/{eval_id}/samples").read())
+    finally:
+        server.shutdown()
+    assert [r["id"] for r in runs["runs"]] == [run_id]
+    assert "hello from postgres" in json.dumps(steps)
+    assert samples["total"] == 1

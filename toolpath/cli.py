@@ -515,9 +515,6 @@ def cmd_report(args) -> int:
 def cmd_view(args) -> int:
     from .viewer import serve_forever
 
-    if os.environ.get("TOOLPATH_DB"):
-        raise BadInput("toolpath view reads the SQLite store under --home; with TOOLPATH_DB set (PostgreSQL) it "
-                       "cannot show that store yet: unset TOOLPATH_DB to view a local store")
 
     serve_forever(home=_store(args).home, host="127.0.0.1", port=args.port)
     return EXIT_OK

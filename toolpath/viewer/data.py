@@ -1,9 +1,10 @@
 """What the viewer reads from the run store, a page at a time.
 
 The Store's own methods answer "one run" and "one eval"; pages of runs, evals, eval samples and steps are
-read here with LIMIT/OFFSET on a separate read-only SQLite connection per server thread, so a 10,000-step
-run costs one page to open and the viewer never waits on (or takes a write lock from) an eval that is
-writing into the same store. Nothing here writes.
+read here with LIMIT/OFFSET, so a 10,000-step run costs one page to open. On SQLite the reads go through a
+separate read-only connection per server thread, so the viewer never waits on (or takes a write lock from)
+an eval writing into the same store; on PostgreSQL (TOOLPATH_DB) through the store's own connection, whose
+statements it translates. Nothing here writes.
 """
 
 from __future__ import annotations
@@ -39,11 +40,16 @@ class Reader:
             self._local.conn = conn
         return conn
 
-    def _all(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
-        return self._db().execute(sql, args).fetchall()
+    def _cursor(self, sql: str, args: tuple):
+        if type(self.store) is not Store:  # PostgreSQL: the store translates the placeholders
+            return self.store._exec(sql, args)
+        return self._db().execute(sql, args)
+
+    def _all(self, sql: str, args: tuple = ()) -> list:
+        return self._cursor(sql, args).fetchall()
 
     def _count(self, sql: str, args: tuple = ()) -> int:
-        return int(self._db().execute(sql, args).fetchone()[0])
+        return int(self._cursor(sql.replace("COUNT(*)", "COUNT(*) AS n", 1), args).fetchone()["n"])
 
     # ---- runs and evals -------------------------------------------------------------------------------
     def run(self, run_id: str) -> dict | None:
@@ -69,8 +75,8 @@ class Reader:
         return rows, self._count("SELECT COUNT(*) FROM evals")
 
     def _mean_score(self, eval_id: str) -> float | None:
-        row = self._db().execute("SELECT AVG(score) FROM eval_samples WHERE eval_id = ?", (eval_id,)).fetchone()
-        return row[0]
+        row = self._cursor("SELECT AVG(score) AS m FROM eval_samples WHERE eval_id = ?", (eval_id,)).fetchone()
+        return None if row["m"] is None else float(row["m"])
 
     def samples_page(self, eval_id: str, offset: int, limit: int) -> tuple[list[dict], int]:
         rows = self._all("SELECT * FROM eval_samples WHERE eval_id = ? ORDER BY rowid LIMIT ? OFFSET ?",
