@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # the scripted policy; spawned workers inherit sys.path
+sys.path.insert(0, str(ROOT / "tests"))  # the scripted policy; worker processes inherit sys.path
 
 
 def throughput(store, episodes: int, workers: int, executor: str = "local") -> tuple[float, float]:

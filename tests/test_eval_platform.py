@@ -23,7 +23,7 @@ SLOW = "python:helpers:SlowArithPolicy"
 
 @pytest.fixture
 def on_path(monkeypatch):
-    """Worker processes import the test policies from tests/ (spawned children take the parent's sys.path)."""
+    """Worker processes import the test policies from tests/ (forked from a server that took the parent's sys.path)."""
     monkeypatch.setenv("PYTHONPATH", ENV["PYTHONPATH"])
     monkeypatch.syspath_prepend(str(ROOT / "tests"))
 

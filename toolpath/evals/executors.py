@@ -4,7 +4,7 @@ Each executor takes the jobs (evals/sample.py) and yields (job, SampleResult) as
 order; the runner stores each at once. All three run the same `run_sample`, so they give the same results.
 
     inline   this process, one at a time (workers 1); the time limit is the agent's own (between steps)
-    local    N worker processes (spawned: no state shared with the eval's process). A sample past its time
+    local    N worker processes (forked from a clean server process: no state shared with the eval's process). A sample past its time
              limit (plus a grace period) has its worker killed and replaced, and is stored as timed out; a worker
              that dies is replaced and its sample stored as failed, named
     ray      a Ray task per sample on the cluster at $RAY_ADDRESS, or on a local Ray started for the eval;
@@ -42,7 +42,9 @@ def _worker(tasks, results, index: int) -> None:
         if job is None:
             break
         try:
-            store = stores.get(job["home"]) or stores.setdefault(job["home"], Store(job["home"]))
+            _adopt_environment(job)
+            key = (job["home"], os.environ.get("TOOLPATH_DB", ""))
+            store = stores.get(key) or stores.setdefault(key, Store(job["home"]))
             results.put((index, "started", None))  # the time limit counts from here, not from the worker's imports
             res = run_sample(job, store)
         except BaseException as err:  # noqa: BLE001 — a sample's crash is its failure, not the worker's
@@ -51,6 +53,20 @@ def _worker(tasks, results, index: int) -> None:
         results.put((index, "done", res))
     for s in stores.values():
         s.close()
+
+
+def _adopt_environment(job: dict) -> None:
+    """Take the eval's TOOLPATH_* variables and sys.path entries: a worker (or the forkserver it came from) may
+    have started for an earlier eval of this process, under other settings."""
+    import sys
+
+    wanted = job.get("env") or {}
+    for k in [k for k in os.environ if k.startswith("TOOLPATH_") and k not in wanted]:
+        del os.environ[k]
+    os.environ.update(wanted)
+    for p in reversed(job.get("sys_path") or []):
+        if p not in sys.path:
+            sys.path.insert(0, p)
 
 
 class _Slot:
@@ -75,7 +91,10 @@ def run_local(jobs: list[dict], workers: int, clock: Callable[[], float] = time.
               ) -> Iterator[tuple[dict, SampleResult]]:
     import multiprocessing
 
-    ctx = multiprocessing.get_context("spawn")  # no forked copies of the eval's threads, sockets or SQLite handles
+    # Workers fork from a fresh server process that imported the runtime once (forkserver), not from the eval's
+    # process: no copies of its threads, sockets or SQLite handles, and no per-worker import of langgraph.
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["langgraph.graph", "toolpath.agents.episode", "toolpath.evals.sample"])
     results = ctx.Queue()
     todo = deque(jobs)
     slots = [_Slot(ctx, results, i) for i in range(min(workers, len(jobs)) or 1)]
@@ -117,6 +136,7 @@ def run_local(jobs: list[dict], workers: int, clock: Callable[[], float] = time.
 
 
 def _ray_sample(job: dict) -> SampleResult:
+    _adopt_environment(job)  # Ray reuses its worker processes across tasks and evals
     return run_sample(job)
 
 

@@ -13,6 +13,8 @@ backoff (`retries` attempts, counted), tokens and cost (evals/prices.py).
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -98,7 +100,10 @@ class ResumeError(ValueError):
 def _job(store: Store, bench_name: str, data, rec: Record, model, eval_id: str, timeout, retries: int) -> dict:
     return {"home": str(store.home), "benchmark": bench_name, "data": str(data) if data else None,
             "record": {"id": rec.id, "category": rec.category, "data": rec.data}, "model": model,
-            "eval_id": eval_id, "timeout": timeout, "retries": retries}
+            "eval_id": eval_id, "timeout": timeout, "retries": retries,
+            # what the sample's process must see as this one does (TOOLPATH_DB, prices, the benchmarks' own
+            # settings; sys.path for python: policies), whenever and wherever its worker was started
+            "env": {k: v for k, v in os.environ.items() if k.startswith("TOOLPATH_")}, "sys_path": list(sys.path)}
 
 
 def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int | None = None, seed: int = 0,
