@@ -206,39 +206,7 @@ def _postgres_saver(store: PostgresStore):
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
 
-    class PgStoreSaver(PostgresSaver):
-        commits_store_steps = True
-
-        def __init__(self, conn):
-            super().__init__(conn)
-            self.lock = threading.RLock()  # re-entered: put() holds it while the stock methods take it again
-            self._batch = False
-            self._durable = threading.Condition()
-            self._durable_seq: dict[str, int] = {}
-            self._failed: dict[str, BaseException] = {}
-
-        # -- the same bookkeeping as runs.StoreSaver: nodes wait for the previous step's commit -----------
-        def mark_durable(self, thread_id: str, seq: int) -> None:
-            with self._durable:
-                if seq > self._durable_seq.get(thread_id, -1):
-                    self._durable_seq[thread_id] = seq
-                self._failed.pop(thread_id, None)
-                self._durable.notify_all()
-
-        def forget(self, thread_id: str) -> None:
-            with self._durable:
-                self._durable_seq.pop(thread_id, None)
-                self._failed.pop(thread_id, None)
-
-        def wait_durable(self, thread_id: str, seq: int, timeout: float = 120.0) -> None:
-            with self._durable:
-                ok = self._durable.wait_for(
-                    lambda: self._durable_seq.get(thread_id, -1) >= seq or thread_id in self._failed, timeout)
-                if thread_id in self._failed:
-                    raise RuntimeError(f"checkpoint write failed: {self._failed[thread_id]}")
-                if not ok:
-                    raise TimeoutError(f"checkpoint of step {seq} was not written within {timeout:g} s")
-
+    class PgStoreSaver(runs.DurableCommits, PostgresSaver):
         # -- one transaction per checkpoint -------------------------------------------------------------
         def setup(self) -> None:
             # LangGraph's migrations are not safe to run from two processes at once
@@ -265,27 +233,5 @@ def _postgres_saver(store: PostgresStore):
                     yield
                 finally:
                     self._batch = False
-
-        def put_writes(self, config, writes, task_id, task_path=""):
-            thread_id = str(config["configurable"]["thread_id"])
-            special = [(channel, value) for channel, value in writes if channel.startswith("__")]
-            if special:
-                with self._transaction(thread_id):
-                    super().put_writes(config, special, task_id, task_path)
-
-        def put(self, config, checkpoint, metadata, new_versions):
-            thread_id = str(config["configurable"]["thread_id"])
-            try:
-                with self._transaction(thread_id):
-                    out = super().put(config, checkpoint, metadata, new_versions)
-            except BaseException as err:
-                with self._durable:
-                    self._failed[thread_id] = err
-                    self._durable.notify_all()
-                raise
-            seq = (checkpoint.get("channel_values") or {}).get("seq")
-            if isinstance(seq, int):
-                self.mark_durable(thread_id, seq)
-            return out
 
     return PgStoreSaver(connect(store.url))
