@@ -48,9 +48,8 @@ def make_record(episode_seed: int, layout: str) -> Record:
     """One episode: its objects, which cube goes on which plate, and the instruction."""
     rng = random.Random(episode_seed)
     cubes, plates = LAYOUTS[layout]
-    colors = rng.sample(COLORS, max(cubes, plates) * 2 if max(cubes, plates) * 2 <= len(COLORS) else len(COLORS))
-    cube_colors = colors[:cubes]
-    plate_colors = [c for c in colors if c not in cube_colors][:plates] or colors[:plates]
+    colors = rng.sample(COLORS, cubes + plates)  # every object its own colour: the instruction is unambiguous
+    cube_colors, plate_colors = colors[:cubes], colors[cubes:]
     pick_color, target_color = rng.choice(cube_colors), rng.choice(plate_colors)
     instruction = rng.choice(PHRASES).format(pick=pick_color, target=target_color)
     objects = [f"{c} cube" for c in cube_colors] + [f"{c} plate" for c in plate_colors]
