@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 from ..state import AgentState, Message, ToolCall, initial_state as _common_initial
-from .nodes import END, Runtime, budget_exceeded, loop_update, run_call
+from .nodes import END, Runtime, budget_exceeded, loop_update, record_step, run_call
 
 DEFAULT_TOOLS: list[str] = []  # the platform's GUI actions, chosen in build()
 SANDBOX = None  # grounding needs none; the action modes need `sandbox: browser` or `sandbox: desktop`
@@ -112,13 +112,6 @@ def _format(rt: Runtime):
     return rt.extras["cua_format"]
 
 
-def _record(rt: Runtime, state: AgentState, node: str, messages: list[Message], started: float, seconds: float,
-            update: dict, **extra) -> dict:
-    seq = state["seq"] + 1
-    rt.record(seq, node, messages, started, seconds, **extra)
-    return {**update, "seq": seq, "seconds": state["seconds"] + seconds}
-
-
 # ---- observe ------------------------------------------------------------------------------------------
 
 def _observe(rt: Runtime) -> tuple[bytes, dict]:
@@ -157,7 +150,7 @@ def make_observe_node(rt: Runtime):
         if facts.get("windows"):
             lines.append("windows: " + "; ".join(str(w.get("title", "")) for w in facts["windows"]))
         msg = Message(role="user", content="\n".join(lines), name="observe", images=[ref])
-        update = _record(rt, state, "observe", [msg], started, time.perf_counter() - t0,
+        update = record_step(rt, state, "observe", [msg], started, time.perf_counter() - t0,
                          {"screen": size, "shot": ref.model_dump(), "elements": list(facts.get("elements") or [])})
         return Command(update=update, goto="policy")
 
@@ -221,7 +214,7 @@ def make_policy_node(rt: Runtime):
             resp = rt.policy.respond(prompt_messages(rt, state), rt.schemas, temperature=rt.spec.model.temperature,
                                      max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed + step, format=fmt)
         except PolicyError as err:
-            update = _record(rt, state, "policy", [], started, time.perf_counter() - t0, {}, error=str(err))
+            update = record_step(rt, state, "policy", [], started, time.perf_counter() - t0, {}, error=str(err))
             return Command(update={**update, "steps": step, "status": "failed", "error": f"policy: {err}"},
                            goto="finish")
         calls = [c.model_dump() for c in resp.tool_calls]
@@ -233,7 +226,7 @@ def make_policy_node(rt: Runtime):
         if not calls and not resp.issues:
             update["feedback"] = fmt.no_action
         msg = Message(role="assistant", content=resp.text, tool_calls=resp.tool_calls)
-        update = _record(rt, state, "policy", [msg], started, time.perf_counter() - t0, update, raw=resp.raw,
+        update = record_step(rt, state, "policy", [msg], started, time.perf_counter() - t0, update, raw=resp.raw,
                          issues=resp.issues, latency=resp.latency_s, tokens_in=resp.tokens_in,
                          tokens_out=resp.tokens_out)
         rt.emit({"type": "policy", "step": step, "seconds": time.perf_counter() - t0, "text": resp.text,
@@ -344,7 +337,7 @@ def make_act_node(rt: Runtime):
         if problems:
             update["feedback"] = "\n".join(filter(None, [state.get("feedback"), "These actions failed:",
                                                          *("- " + p for p in problems)]))
-        update = _record(rt, state, "act", messages, started, time.perf_counter() - t0, update,
+        update = record_step(rt, state, "act", messages, started, time.perf_counter() - t0, update,
                          observations=observations)
         if "status" in update:
             return Command(update=update, goto="finish")
@@ -416,7 +409,7 @@ def make_finish_node(rt: Runtime):
             text = "final state: " + json.dumps(final, ensure_ascii=False, default=str)[:2000] if final else "final screen"
             msg = Message(role="assistant", name="finish", content=text, images=[shot] if shot else [])
             extra = {"final_state": final} if final is not None else {}
-            update = _record(rt, state, "finish", [msg], started, time.perf_counter() - t0, update, **extra)
+            update = record_step(rt, state, "finish", [msg], started, time.perf_counter() - t0, update, **extra)
         return Command(update=update, goto=END)
 
     return finish_node

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..state import AgentState, ArtifactRef, Message, ToolCall, initial_state as _common_initial
 from .embodied_outcome import final_state, simulator_judgement, truth_checks
-from .nodes import END, Runtime, budget_exceeded, run_call
+from .nodes import END, Runtime, budget_exceeded, record_step, run_call
 
 DEFAULT_TOOLS = ["move_ee", "move_joints", "gripper", "home"]
 SANDBOX = "robot"
@@ -100,13 +100,6 @@ def check_spec(spec) -> None:
         raise ValueError(f"agent embodied acts on a robot: set sandbox to robot (got {spec.sandbox.kind!r})")
 
 
-def _record(rt: Runtime, state: AgentState, node: str, messages: list[Message], started: float, seconds: float,
-            update: dict, **extra) -> dict:
-    seq = state["seq"] + 1
-    rt.record(seq, node, messages, started, seconds, **extra)
-    return {**update, "seq": seq, "seconds": state["seconds"] + seconds}
-
-
 # ---- observe ------------------------------------------------------------------------------------------
 
 def _observation(rt: Runtime):
@@ -161,7 +154,7 @@ def make_observe_node(rt: Runtime):
         msg = Message(role="user", name="observe", content=text, images=[rgb, shade])
         update = {"camera": rgb.model_dump(), "size": [w, h],
                   "task": state.get("task") or task_objects(rt.spec.instruction)}
-        update = _record(rt, state, "observe", [msg], started, time.perf_counter() - t0, update,
+        update = record_step(rt, state, "observe", [msg], started, time.perf_counter() - t0, update,
                          depth_mm=depth.model_dump())
         return Command(update=update, goto="reason")
 
@@ -230,7 +223,7 @@ def _ask(rt: Runtime, state: dict, kind: str, question: str, images: list[Artifa
     msg = Message(role="assistant", content=resp.text or text, images=images or [])
     update = {"steps": step, "tokens_in": state["tokens_in"] + resp.tokens_in,
               "tokens_out": state["tokens_out"] + resp.tokens_out}
-    update = _record(rt, state, "policy", [msg], started, time.perf_counter() - t0, update, raw=text, question=kind,
+    update = record_step(rt, state, "policy", [msg], started, time.perf_counter() - t0, update, raw=text, question=kind,
                      issues=list(parsed.issues) + list(resp.issues), latency=resp.latency_s,
                      tokens_in=resp.tokens_in, tokens_out=resp.tokens_out)
     rt.emit({"type": "policy", "step": step, "seconds": time.perf_counter() - t0, "text": f"{kind}: {text[:200]}",
@@ -336,7 +329,7 @@ def make_reason_node(rt: Runtime):
         msg = Message(role="assistant", name="reason", images=[drawn],
                       content=f"in image pixels: pick {chosen['pick']} ({chosen['sources']['pick']}), place "
                               f"{chosen['place']} ({chosen['sources']['place']}); trace {chosen['trace']}")
-        update = _record(rt, cur, "reason", [msg], started, 0.0, {**_delta(state, cur), "points": chosen,
+        update = record_step(rt, cur, "reason", [msg], started, 0.0, {**_delta(state, cur), "points": chosen,
                                                                   "feedback": ""})
         return Command(update=update, goto="verify" if p["verify"] else "plan")
 
@@ -382,7 +375,7 @@ def _retry(rt: Runtime, state: dict, cur: dict, why: str, goto: str = "reason"):
                                "error": f"{why} (after {state['attempts']} attempt(s))"}, goto="finish")
     started = time.time()
     msg = Message(role="user", name="retry", content=f"attempt {state['attempts'] + 1}: {why}")
-    update = _record(rt, {**state, **update}, "retry", [msg], started, 0.0,
+    update = record_step(rt, {**state, **update}, "retry", [msg], started, 0.0,
                      {**update, "attempts": state["attempts"] + 1, "feedback": why, "points": {}})
     return Command(update=update, goto=goto)
 
@@ -421,7 +414,7 @@ def make_verify_node(rt: Runtime):
         bad = [c for c in checks if not c["ok"]]
         text = "; ".join(f"{c['role']} point {c['point']} (grid): {c['seen'] or 'no object named'} "
                          f"({'ok' if c['ok'] else 'expected ' + c['expected']})" for c in checks)
-        update = _record(rt, cur, "verify", [Message(role="user", name="verify", content=text)], started, 0.0,
+        update = record_step(rt, cur, "verify", [Message(role="user", name="verify", content=text)], started, 0.0,
                          {**_delta(state, cur), "points": {**pts, "checks": checks}}, checks=checks)
         if bad:
             why = "; ".join(f"the {c['role']} point {c['point']} lies on {c['seen'] or 'nothing you named'}, "
@@ -477,7 +470,7 @@ def make_plan_node(rt: Runtime):
         text = (f"grasp at ({', '.join(f'{v:.3f}' for v in grasp.position)}) yaw {grasp.yaw:.2f} rad, object "
                 f"{grasp.height * 100:.1f} cm tall; release at ({', '.join(f'{v:.3f}' for v in place.position)}); "
                 f"travel height {summary['clearance']:.3f} m; {len(path)} waypoints")
-        update = _record(rt, state, "plan", [Message(role="assistant", name="plan", content=text)], started,
+        update = record_step(rt, state, "plan", [Message(role="assistant", name="plan", content=text)], started,
                          time.perf_counter() - t0, {"path": [[n, a] for n, a in path], "done_path": 0,
                                                     "points": {**pts, "plan": summary}}, plan=summary)
         return Command(update=update, goto="execute")
@@ -504,7 +497,7 @@ def make_execute_node(rt: Runtime):
         rt.emit({"type": "tool", "step": state["steps"], "tool": name, "error": obs.error, "content": obs.content,
                  "seconds": time.perf_counter() - t0})
         update = {"path": state["path"][1:], "done_path": i}
-        update = _record(rt, state, "execute", msgs, started, time.perf_counter() - t0, update,
+        update = record_step(rt, state, "execute", msgs, started, time.perf_counter() - t0, update,
                          observations=[observation])
         missed = name == "gripper" and args.get("command") == "close" and "holding" not in obs.content
         if obs.error or missed:
@@ -532,7 +525,7 @@ def _recover(rt: Runtime, state: dict, why: str):
                                                             f"attempt(s))", "path": []}, goto="check")
     started = time.time()
     msg = Message(role="user", name="retry", content=f"attempt {state['attempts'] + 1}: {why}")
-    update = _record(rt, state, "retry", [msg], started, 0.0, {"attempts": state["attempts"] + 1, "feedback": why,
+    update = record_step(rt, state, "retry", [msg], started, 0.0, {"attempts": state["attempts"] + 1, "feedback": why,
                                                                "points": {}, "path": [], "done_path": 0})
     return Command(update=update, goto="observe")
 
@@ -585,7 +578,7 @@ def make_check_node(rt: Runtime):
             else:
                 update.update(status="failed", error=f"the task is not done: {outcome.get('reason')}")
         text = f"{'success' if outcome['success'] else 'not done'} ({outcome['judged_by']}): {outcome.get('reason')}"
-        update = _record(rt, {**state, **update}, "check", [Message(role="user", name="check", content=text,
+        update = record_step(rt, {**state, **update}, "check", [Message(role="user", name="check", content=text,
                                                                     images=images)],
                          started, time.perf_counter() - t0, update, outcome=outcome)
         return Command(update=update, goto="finish")
@@ -604,7 +597,7 @@ def make_finish_node(rt: Runtime):
         if state.get("status") == "running":
             update["status"] = "failed"
         text = "final state: " + json.dumps(final, ensure_ascii=False, default=str)[:2000]
-        update = _record(rt, state, "finish", [Message(role="assistant", name="finish", content=text)], started,
+        update = record_step(rt, state, "finish", [Message(role="assistant", name="finish", content=text)], started,
                          time.perf_counter() - t0, update, final_state=final)
         return Command(update=update, goto=END)
 

@@ -61,6 +61,14 @@ class Runtime:
         self.transcript.extend(messages)
 
 
+def record_step(rt: Runtime, state: AgentState, node: str, messages: list[Message], started: float, seconds: float,
+                update: dict, **extra) -> dict:
+    """Store a node's step (the next seq) and return `update` with the seq and the run's seconds advanced."""
+    seq = state["seq"] + 1
+    rt.record(seq, node, messages, started, seconds, **extra)
+    return {**update, "seq": seq, "seconds": state["seconds"] + seconds}
+
+
 # ---- guards -------------------------------------------------------------------------------------------
 
 def budget_exceeded(state: AgentState, spec: TaskSpec) -> str | None:
