@@ -1,8 +1,10 @@
-"""Python sandbox: kernel start and per-cell round trip, against `subprocess.run([python, "-c", …])`, same run.
+"""Python sandbox: kernel start, per-cell round trip and kernel restart, against `subprocess.run([python, "-c", …])`,
+same run.
 
-    python benchmarks/sandbox.py [--cells 200]
+    python benchmarks/sandbox.py [--cells 200] [--starts 10]
 
-Goals: start ≤ 200 ms, round trip ≤ 5 ms. The baseline is the cheapest way to run code in a fresh process,
+Goals: start ≤ 200 ms, round trip ≤ 5 ms. A restart is what a cell that kills its kernel costs before the next
+cell can run (the sandbox's launcher forks a fresh kernel; the sandbox and its /episode folder stay). The baseline is the cheapest way to run code in a fresh process,
 with no isolation and no state kept between cells; where a Docker engine answers, the Docker sandbox is measured
 too, against `docker run --rm IMAGE python -c …` (IMAGE: $TOOLPATH_DOCKER_IMAGE, else one built from this
 machine's Python by toolpath.sandboxes.docker_image).
@@ -20,8 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def measure(make, starts: int, cells: int) -> tuple[float, float]:
-    """(median start seconds, mean cell round trip seconds) for sandboxes made by `make()`."""
+def measure(make, starts: int, cells: int) -> tuple[float, float, float]:
+    """(median start, mean cell round trip, median restart), in seconds, for sandboxes made by `make()`."""
     times = []
     for _ in range(starts):
         t = time.perf_counter()
@@ -35,7 +37,13 @@ def measure(make, starts: int, cells: int) -> tuple[float, float]:
         for i in range(cells):
             assert box.run(f"x + {i}").value == str(1 + i)
         cell = (time.perf_counter() - t) / cells
-    return statistics.median(times), cell
+        restarts = []
+        for _ in range(starts):
+            t = time.perf_counter()
+            assert "variables are lost" in box.run("import os; os._exit(3)").notes[-1]
+            assert box.run("1").value == "1"
+            restarts.append(time.perf_counter() - t)
+    return statistics.median(times), cell, statistics.median(restarts)
 
 
 def main() -> None:
@@ -57,9 +65,10 @@ def main() -> None:
         if reason:
             print(f"{isolation}: not available here ({reason}); not measured")
             continue
-        s, cell = measure(lambda: ProcessSandbox(isolation=isolation), args.starts, args.cells)
+        s, cell, restart = measure(lambda: ProcessSandbox(isolation=isolation), args.starts, args.cells)
         print(f"{isolation:8s} sandbox start (kernel ready)   {s * 1000:7.1f} ms (median of {args.starts}; goal <= 200 ms)")
         print(f"{isolation:8s} cell round trip                {cell * 1000:7.2f} ms (mean of {args.cells}; goal <= 5 ms)")
+        print(f"{isolation:8s} kernel restart (crash + 1 cell) {restart * 1000:6.1f} ms (median of {args.starts})")
         print(f"{isolation:8s} ratio round trip / subprocess.run: {cell / b:.3f}")
 
     docker_rows(args, b)
@@ -89,10 +98,11 @@ def docker_rows(args, base: float) -> None:
                        capture_output=True, check=True)
         runs.append(time.perf_counter() - t)
     r = statistics.median(runs)
-    s, cell = measure(lambda: DockerSandbox(image=image), args.starts, args.cells)
+    s, cell, restart = measure(lambda: DockerSandbox(image=image), args.starts, args.cells)
     print(f"docker run --rm IMAGE python -c ...      {r * 1000:7.1f} ms (median of {args.starts}) per cell, no state")
     print(f"docker   sandbox start (kernel ready)   {s * 1000:7.1f} ms (median of {args.starts})")
     print(f"docker   cell round trip                {cell * 1000:7.2f} ms (mean of {args.cells})")
+    print(f"docker   kernel restart (crash + 1 cell) {restart * 1000:6.1f} ms (median of {args.starts})")
     print(f"docker   ratio round trip / docker run: {cell / r:.4f}; / subprocess.run: {cell / base:.3f}")
 
 

@@ -108,6 +108,58 @@ def test_scripted_policy_running_out_is_a_clear_failure(store):
     assert r.status == "failed" and "ran out of responses at turn 2" in r.error
 
 
+def test_scripted_policy_answers_the_step_it_is_given():
+    from toolpath.policies.base import PolicyError
+    from toolpath.state import Message
+
+    p = ScriptedPolicy([answer("one"), answer("two"), answer("three")])
+    fresh = [Message(role="user", content="a prompt rebuilt for this step: no assistant turns in it")]
+    assert p.respond(fresh, [], step=3).tool_calls[0].arguments == {"answer": "three"}
+    assert p.respond(fresh, [], step=1).tool_calls[0].arguments == {"answer": "one"}
+    # without a step (a judge asked once, outside an agent) the turn is counted from the conversation
+    history = fresh + [Message(role="assistant", content="earlier")]
+    assert p.respond(history, []).tool_calls[0].arguments == {"answer": "two"}
+    for bad in (0, -1, "2", True):
+        with pytest.raises(PolicyError, match="step must be a positive integer"):
+            p.respond(fresh, [], step=bad)
+
+
+def test_a_tool_that_chokes_on_its_arguments_is_an_observation_not_the_end_of_the_run(store):
+    """A tool whose argument check was not written for hostile input (it raises TypeError, which pydantic passes
+    through): the model is told, and the run goes on to its answer."""
+    from pydantic import BaseModel, field_validator
+
+    from toolpath.tools.registry import _REGISTRY, tool
+
+    class Point(BaseModel):
+        x: float
+
+        @field_validator("x")
+        @classmethod
+        def near(cls, v: float) -> float:
+            if abs(v) > 1e6:
+                raise TypeError("too far")  # not ValueError: pydantic lets it through as it is
+            return v
+
+    @tool(name="go_to")
+    def go_to(point: Point) -> str:
+        """Go to a point.
+
+        Args:
+            point: where
+        """
+        return f"at {point.x}"
+
+    try:
+        script = [{"tool_calls": [{"name": "go_to", "arguments": {"point": {"x": 1e9}}}]}, answer("gave up")]
+        r = run_episode(spec(tools=["go_to", "final_answer"]), store, policy=ScriptedPolicy(script))
+        obs = [o for s in store.steps(r.run_id) if s["node"] == "tools" for o in s["payload"]["observations"]]
+    finally:
+        _REGISTRY.pop("go_to", None)
+    assert r.status == "finished" and r.answer == "gave up"
+    assert obs[0]["error"] and obs[0]["content"] == "go_to: TypeError: too far"
+
+
 def test_unknown_agent_or_tool_fails_before_anything_is_stored(store):
     with pytest.raises(EpisodeError, match="unknown agent 'nope'"):
         run_episode(spec(agent="nope"), store, policy=ScriptedPolicy([]))
@@ -130,8 +182,10 @@ def test_checkpoints_are_lean_and_pruned_after_the_run(store):
 
 
 def test_images_go_to_artifacts_not_the_state(store, tmp_path):
+    from PIL import Image
+
     img = tmp_path / "cat.png"
-    img.write_bytes(b"\x89PNG\r\n\x1a\n" + b"x" * 5000)
+    Image.new("RGB", (64, 48), "orange").save(img)  # a real image: specs refuse files that are not one
     s = parse_spec({"id": "t", "instruction": "Describe", "inputs": {"images": [str(img)]}, "model": "scripted:x"})
     seen = {}
 
@@ -145,7 +199,7 @@ def test_images_go_to_artifacts_not_the_state(store, tmp_path):
     r = run_episode(s, store, policy=Look())
     assert r.answer == "a cat"
     ref = seen["images"][0]
-    assert ref.mime == "image/png" and ref.size == 5008 and ref.path.startswith(str(store.artifact_dir))
+    assert ref.mime == "image/png" and ref.size == img.stat().st_size and ref.path.startswith(str(store.artifact_dir))
 
 
 class Buggy:

@@ -4,13 +4,16 @@ page itself recorded (event coordinates, keys, scroll position), the allow-list,
 from __future__ import annotations
 
 import importlib.util
+import re
 import socket
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from toolpath.deadline import BUDGET_SPENT
 from toolpath.sandboxes.base import SandboxError
 from toolpath.sandboxes.browser import BrowserSandbox, chromium_path
 
@@ -176,6 +179,22 @@ def test_long_press_holds_the_button(box):
     assert box.evaluate("held") >= 280
 
 
+def test_a_deadline_cuts_waits_presses_and_typing_short_and_says_so(box):
+    out = box.act("wait", {"seconds": 30}, deadline=time.monotonic() + 0.2)
+    assert "of the 30 asked" in out and BUDGET_SPENT in out
+    out = box.act("long_press", {"x": 500, "y": 300, "duration": 5}, deadline=time.monotonic() + 0.2)
+    assert "of the 5 asked" in out
+    box.act("click", {"x": 400, "y": 115})
+    box.act("hotkey", {"keys": ["ctrl", "a"]})
+    box.act("press", {"keys": "backspace"})
+    # typing goes in slices with a look at the deadline between them: it stops there and says how far it got
+    out = box.act("write", {"message": "y" * 2000}, deadline=time.monotonic() + 0.05)
+    typed = int(re.search(r"typed the first (\d+) of 2000 characters", out).group(1))
+    assert 0 < typed < 2000 and box.evaluate("t.value") == "y" * typed and BUDGET_SPENT in out
+    out = box.act("write", {"message": "z" * 10}, deadline=time.monotonic() - 1)  # spent before it starts
+    assert "typed the first 0 of 10 characters" in out and box.evaluate("t.value") == "y" * typed
+
+
 def test_scroll_sign_follows_pyautogui(box):
     box.act("scroll", {"clicks": -3, "x": 640, "y": 360})  # negative: down
     down = box.evaluate("scrollY")
@@ -302,6 +321,20 @@ def test_allowed_hosts_admits_the_other_server(site, other):
         assert box.goto(other.url + "/") == other.url + "/"
     with BrowserSandbox(start_url=site.url + "/", allowed_hosts="*") as box:
         assert box.evaluate(FETCH.format(url=other.url + "/x?star")) == "ok"
+
+
+def test_a_local_start_page_reaches_the_files_beside_it_and_nothing_above(tmp_path):
+    (tmp_path / "secret.txt").write_text("host secret")
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    (site_dir / "index.html").write_text("<title>Local</title><a href='next.html'>next</a>")
+    (site_dir / "next.html").write_text("<title>Next</title>")
+    (site_dir / "link.txt").symlink_to(tmp_path / "secret.txt")  # a link out of the folder is out
+    with BrowserSandbox(start_url=(site_dir / "index.html").as_uri()) as box:
+        assert box.goto((site_dir / "next.html").as_uri()).endswith("/site/next.html")
+        for outside in ((tmp_path / "secret.txt").as_uri(), "file:///etc/passwd", (site_dir / "link.txt").as_uri()):
+            with pytest.raises(SandboxError, match="not in the allow-list"):
+                box.goto(outside)
 
 
 def test_dead_start_url_is_an_error_naming_it(site):

@@ -123,3 +123,83 @@ def test_help_and_tools_list_import_no_heavy_library(home):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                        env={"TOOLPATH_HOME": str(home), "PATH": "/usr/bin:/bin"})
     assert "HEAVY []" in r.stdout, r.stdout + r.stderr
+
+
+# What a hostile model might print: set the terminal's title (OSC), clear the screen (CSI), a C1 CSI, and a
+# right-to-left override that makes "exe.png" read as "gnp.exe".
+EVIL = "\x1b]0;TITLE\x07\x1b[2J\x9b31m \u202egnp.exe\r"
+RAW = ("\x1b", "\x07", "\x9b", "\u202e", "\r")
+
+
+def assert_no_raw_controls(text: str, where: str):
+    assert not any(c in text for c in RAW), f"{where}: {text[:300]!r}"
+
+
+def test_model_text_cannot_drive_the_terminal(tmp_path, home):
+    import yaml
+
+    call = json.dumps({"name": "final_answer", "arguments": {"answer": "done " + EVIL}})
+    write(tmp_path / "r.yaml", yaml.safe_dump([f"thinking {EVIL} <tool_call>{call}</tool_call>"]))
+    task = write(tmp_path / "task.yaml", f"id: evil\ninstruction: hi\nmodel: scripted:{tmp_path / 'r.yaml'}\n")
+    run = toolpath_cli("run", task, home=home)
+    assert run.returncode == 0, run.stderr
+    shown = toolpath_cli("runs", "show", run.stdout.split("run ")[1].split()[0], home=home)
+    listing = toolpath_cli("runs", "list", home=home)
+    for name, text in (("run stdout", run.stdout), ("progress", run.stderr), ("runs show", shown.stdout),
+                       ("runs list", listing.stdout)):
+        assert_no_raw_controls(text, name)
+    assert "\\x1b]0;TITLE\\x07\\x1b[2J\\x9b31m \\u202egnp.exe\\x0d" in run.stdout  # shown, escaped
+    assert "output: thinking \\x1b]0;TITLE" in shown.stdout and "answer: done \\x1b]0;TITLE" in shown.stdout
+    assert "done \\x1b]0;TITLE" in listing.stdout
+    as_json = toolpath_cli("runs", "show", run.stdout.split("run ")[1].split()[0], "--json", home=home).stdout
+    assert_no_raw_controls(as_json, "runs show --json")
+    assert json.loads(as_json)["run"]["answer"] == "done " + EVIL  # JSON escapes give back the exact text
+    assert json.loads(toolpath_cli("run", task, "--json", home=home).stdout)["answer"] == "done " + EVIL
+
+
+def test_eval_progress_lines_escape_model_answers(tmp_path, home):
+    write(tmp_path / "evil_policy.py", f"""
+from toolpath.policies.base import Response
+from toolpath.state import ToolCall
+
+
+class Evil:
+    name = "python:evil"
+
+    def __init__(self, spec=None):
+        pass
+
+    def respond(self, messages, tools, **gen):
+        return Response(text="", tool_calls=[ToolCall(id="c1", name="final_answer",
+                                                      arguments={{"answer": {EVIL!r}}})])
+""")
+    r = toolpath_cli("eval", "arith", "--limit", "2", "--model", "python:evil_policy:Evil", home=home,
+                     env={"PYTHONPATH": str(tmp_path) + ":" + str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    assert "answer: \\x1b]0;TITLE" in r.stderr
+    for name, text in (("eval progress", r.stderr), ("eval table", r.stdout),
+                       ("eval list", toolpath_cli("eval", "list", home=home).stdout)):
+        assert_no_raw_controls(text, name)
+
+
+def test_secrets_are_redacted_from_what_the_cli_prints(tmp_path, home):
+    secret = "sk-printed-secret-0123456789"
+    call = json.dumps({"name": "final_answer", "arguments": {"answer": f"the key is {secret}"}})
+    write(tmp_path / "r.yaml", f"- '<tool_call>{call}</tool_call>'\n")
+    task = write(tmp_path / "task.yaml", f"id: leak\ninstruction: hi\nmodel: scripted:{tmp_path / 'r.yaml'}\n")
+    env = {"OPENAI_API_KEY": secret}
+    run = toolpath_cli("run", task, home=home, env=env)
+    assert run.returncode == 0, run.stderr
+    run_id = run.stdout.split("run ")[1].split()[0]
+    outputs = [run.stdout, run.stderr, toolpath_cli("runs", "list", home=home, env=env).stdout,
+               toolpath_cli("runs", "show", run_id, home=home, env=env).stdout,
+               toolpath_cli("runs", "show", run_id, "--json", home=home, env=env).stdout,
+               toolpath_cli("run", task, "--json", home=home, env=env).stdout]
+    assert all(secret not in text for text in outputs)
+    assert "the key is [redacted]" in outputs[0]
+
+
+def test_empty_agent_override_is_bad_input(tmp_path, home):
+    task = scripted_task(tmp_path, GOOD)
+    r = toolpath_cli("run", task, "--agent", "", home=home)  # --model '' is among the hostile specs
+    assert r.returncode == 2 and "agent.name" in r.stderr and str(task) in r.stderr, r.stderr

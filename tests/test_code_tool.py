@@ -60,6 +60,29 @@ def test_bad_sandbox_options_fail_before_the_run(store):
     assert store.list_runs() == []
 
 
+@pytest.mark.parametrize("options, field", [({"memory_mb": -5}, "memory_mb"), ({"disk_mb": "big"}, "disk_mb"),
+                                            ({"isolation": "vm"}, "isolation")])
+def test_bad_sandbox_limits_fail_before_the_run(store, options, field):
+    s = parse_spec({"id": "t", "instruction": "x", "model": "scripted:x",
+                    "sandbox": {"kind": "process", "options": options}})
+    with pytest.raises(EpisodeError, match=f"sandbox 'process': sandbox.options.{field}: "):
+        run_episode(s, store, policy=ScriptedPolicy([]))
+    assert store.list_runs() == []
+
+
+@needs_bwrap
+def test_the_task_inputs_are_copied_into_the_sandboxs_own_folder(tmp_path, store):
+    from PIL import Image
+
+    Image.new("RGB", (4, 3)).save(tmp_path / "pic.png")
+    s = parse_spec({"id": "t", "instruction": "x", "model": "scripted:x", "sandbox": "process",
+                    "inputs": {"images": ["pic.png"]}}, base_dir=tmp_path)
+    script = [code("import os\n(image_1.size, sorted(os.listdir('/episode/inputs')))"), "done"]
+    r = run_episode(s, store, policy=ScriptedPolicy(script))
+    obs = store.steps(r.run_id)[2]["payload"]["observations"][0]["content"]
+    assert "value:\n((4, 3), ['pic.png'])" in obs
+
+
 def test_observation_template():
     text = format_result(CellResult(stdout="hi\n", value="3", error="Traceback…\nValueError: x", notes=["restarted"]))
     assert text == ("Code execution result:\nstdout:\nhi\nvalue:\n3\nstderr:\nTraceback…\nValueError: x\nImages: 0\n"

@@ -6,17 +6,29 @@ browser and X display have their own tests (test_browser_sandbox.py, test_deskto
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import yaml
 from PIL import Image
 
+from conftest import ROOT, toolpath_cli
+
 from toolpath.agents import episode
+from toolpath.agents.computer_use import MAX_OPERATION_CHARS
 from toolpath.agents.episode import EpisodeError, run_episode
 from toolpath.evals.runner import final_state
-from toolpath.runs import Store
+from toolpath.runs import Store, pid_alive
 from toolpath.sandboxes.base import SandboxError
 from toolpath.spec import parse_spec
 
@@ -51,7 +63,7 @@ class Screen:
         return {"url": self.url, "title": "Form", "elements": [
             {"id": 1, "tag": "button", "role": "", "text": "Save", "box": [600, 340, 680, 380]}]}
 
-    def act(self, action, args):
+    def act(self, action, args, deadline=None):
         if action == self.fail_on:
             raise SandboxError(f"{action}: no such key")
         Screen.log.append((action, args))
@@ -130,6 +142,19 @@ def test_off_screen_points_and_sandbox_errors_go_back_to_the_model(tmp_path, scr
     assert "x=5000 is outside the screenshot" in feedback and "no such key" in feedback
 
 
+def test_a_flood_of_failing_lines_and_a_huge_operation_are_kept_short_in_the_next_prompt(tmp_path, screen):
+    lines = "\n".join(f"click(x={5000 + i}, y=10)" for i in range(50))
+    policy = Seen([f"<operation>{'o' * 5000}</operation><action>{lines}</action>",
+                   "<action>terminate()</action>"])
+    with Store(tmp_path / "home") as store:
+        res = run_episode(spec(tmp_path), store, policy=policy)
+    assert res.status == "finished"
+    second = policy.prompts[1][1].content
+    assert "x=5000 is outside" in second and "x=5019 is outside" in second and "x=5020" not in second
+    assert "… and 30 more" in second
+    assert "Step 1: " + "o" * MAX_OPERATION_CHARS + "… (4000 more characters)" in second
+
+
 def test_dom_observing_policies_get_elements_in_their_coordinates(tmp_path, screen):
     policy = Seen(["<action>terminate(status='failure', info='cannot')</action>"], observes=("screenshot", "dom"))
     s = spec(tmp_path, agent={"name": "computer_use", "params": {"coordinates": "grid1000"}})
@@ -188,3 +213,100 @@ def test_action_modes_need_a_screen(tmp_path):
         with Store(tmp_path / "home") as store:
             run_episode(parse_spec({"id": "x", "instruction": "i", "agent": {"name": "computer_use",
                                                                              "params": {"speed": 1}}}), store)
+
+
+# ---- a scripted policy: response n at step n ---------------------------------------------------------------
+
+def test_a_scripted_policy_replays_one_response_per_step(tmp_path, screen):
+    """The agent rebuilds its prompt every step (ScaleCUA's layout), so the turn cannot be counted from the
+    conversation: the scripted policy answers step n with response n. (Old: step 2 replayed response 1, and
+    the same click three times ended the run as looping.)"""
+    replies = ["<operation>first</operation><action>click(x=0.1, y=0.1)</action>",
+               "<operation>second</operation><action>click(x=0.2, y=0.2)</action>",
+               "<operation>third</operation><action>write(message='done')</action>",
+               "<action>terminate(status='success')</action>"]
+    (tmp_path / "replies.yaml").write_text(yaml.safe_dump(replies))
+    s = spec(tmp_path, model="scripted:replies.yaml", agent={"name": "computer_use",
+                                                             "params": {"coordinates": "normalized"}})
+    with Store(tmp_path / "home") as store:
+        res = run_episode(s, store)
+        raws = [st["payload"]["raw"] for st in store.steps(res.run_id) if st["node"] == "policy"]
+    assert res.status == "finished" and res.answer == "success" and res.steps == 4
+    assert raws == replies
+    assert screen.log == [("click", {"x": 128, "y": 72, "clicks": 1, "button": "left"}),
+                          ("click", {"x": 256, "y": 144, "clicks": 1, "button": "left"}),
+                          ("write", {"message": "done"}), ("closed", {})]
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (from /proc), children first."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def wait_for_acts(home, count: int, proc, timeout: float = 60.0) -> str:
+    """The id of the one run in `home` once `count` of its act steps are stored (the run is still going)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (home / "runs.db").exists():
+            with Store(home) as store:
+                runs = store.list_runs()
+                if runs and sum(s["node"] == "act" for s in store.steps(runs[0]["id"])) >= count:
+                    return runs[0]["id"]
+        assert proc.poll() is None, "the run ended before it could be killed: " + proc.stderr.read()
+        time.sleep(0.05)
+    raise AssertionError(f"no {count} act steps within {timeout:g} s")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("Xvfb") is None or importlib.util.find_spec("pyautogui") is None,
+                    reason="needs Xvfb and pyautogui")
+def test_kill_9_then_resume_carries_on_with_the_next_scripted_response(tmp_path):
+    """`toolpath run` on a real X display, killed after its second action; `toolpath resume` must go on
+    with the next response, not start the script over (the step comes from the checkpoint, not the prompt)."""
+    xs = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
+    replies = [{"text": f"move to {x}", "tool_calls": [{"name": "moveTo", "arguments": {"x": x, "y": 0.5}}],
+                "delay": 0.3} for x in xs] + [{"tool_calls": [{"name": "terminate", "arguments": {}}]}]
+    (tmp_path / "replies.yaml").write_text(yaml.safe_dump(replies))
+    task = tmp_path / "task.yaml"
+    task.write_text(yaml.safe_dump({"id": "moves", "instruction": "move", "model": "scripted:replies.yaml",
+                                    "agent": {"name": "computer_use", "params": {"coordinates": "normalized"}},
+                                    "sandbox": {"kind": "desktop"}, "limits": {"max_steps": 10}}))
+    home = tmp_path / "home"
+    env = {**os.environ, "TOOLPATH_HOME": str(home), "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen([sys.executable, "-m", "toolpath.cli", "run", str(task), "--json"], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        run_id = wait_for_acts(home, 2, proc)
+    finally:
+        orphans = descendants(proc.pid)  # its Xvfb outlives a kill -9, until the next desktop sandbox starts
+        proc.kill()
+        proc.wait(timeout=10)
+    try:
+        r = toolpath_cli("resume", run_id, "--json", home=home, cwd=tmp_path, timeout=120)
+        assert orphans and not [pid for pid in orphans if pid_alive(pid)]  # the resumed run's start swept them
+    finally:
+        for pid in orphans:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["status"] == "finished" and out["answer"] == "success"
+    with Store(home) as store:
+        steps = store.steps(run_id)
+    moved = [float(m.group(1)) for s in steps if s["node"] == "act" for o in s["payload"]["observations"]
+             for m in [re.search(r"\[\(([\d.]+), 0\.5\) → screen", o["content"])] if m]
+    assert moved == xs  # each response once, in order, across the kill

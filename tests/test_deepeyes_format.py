@@ -131,3 +131,19 @@ def test_code_runs_in_the_sandbox_and_its_result_reads_like_deepeyes(tmp_path, s
     obs = [s["payload"]["observations"][0]["content"] for s in store.steps(r.run_id) if s["node"] == "tools"]
     assert obs[0].startswith("Code execution result:\nstdout:\n42\n")
     assert "value:\n43" in obs[1]
+
+
+def test_text_whose_lower_case_is_longer_keeps_the_blocks_where_they_are():
+    # "İ".lower() is two characters: positions found in a lower-cased copy must still hold in the reply.
+    p = DE.parse("İİİ <answer>5</answer> x")
+    assert p.answer == "5" and p.issues == [] and p.content == "İİİ  x"
+    assert DE.parse("<think>İİ</think><answer>6</answer>").answer == "6"
+
+
+def test_removing_a_thought_never_joins_text_into_a_tag():
+    p = DE.parse("<think>ok</think><answ</think>er>yes</answer>")
+    assert p.answer is None and p.issues
+
+
+def test_a_python3_fence_is_a_language_tag_not_code():
+    assert DE.parse("<code>```python3\nprint(1)```</code>").calls[0].arguments == {"code": "print(1)"}

@@ -19,9 +19,11 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from PIL import Image
 
+from toolpath.deadline import BUDGET_SPENT
 from toolpath.sandboxes import desktop
 from toolpath.sandboxes.base import SandboxError
 from toolpath.sandboxes.desktop import DesktopSandbox
+from toolpath.sandboxes.leftovers import marked_pids
 
 APP = Path(__file__).resolve().parents[1] / "examples" / "assets" / "desktop_app.py"
 
@@ -110,6 +112,17 @@ def test_text_outside_the_key_map_and_held_keys(form):
     box.act("press", {"keys": ["control+a"]})  # a combination written as one key
     box.act("press", {"keys": ["right", "!"]})
     assert form.saved()["name"] == "café ñX!"
+
+
+def test_a_deadline_cuts_waits_and_typing_short_and_says_so(form):
+    box = form.box
+    out = box.act("wait", {"seconds": 30}, deadline=time.monotonic() + 0.2)
+    assert "of the 30 asked" in out and BUDGET_SPENT in out
+    box.act("click", form.at("entry"))
+    out = box.act("write", {"message": "q" * 300}, deadline=time.monotonic() - 1)  # spent before it starts
+    assert "typed the first 0 of 300 characters" in out and BUDGET_SPENT in out
+    box.act("write", {"message": "ok"}, deadline=time.monotonic() + 60)
+    assert form.saved()["name"] == "ok"  # nothing of the cut write reached the program
 
 
 def test_mouse_gestures(form):
@@ -288,7 +301,7 @@ def test_close_stops_xvfb_and_programs_and_is_idempotent(tmp_path):
     box.close()
     box.close()
     assert xvfb.poll() is not None and app.poll() is not None
-    assert not desktop._marked_pids(box._token)
+    assert not marked_pids(desktop.MARKER, box._token)
     assert f.events("final"), "the program was not asked to stop (SIGTERM) before being killed"
     assert not Path(f"/tmp/.X11-unix/X{display[1:]}").exists() or _nobody_listens(display)
     for action, args in (("click", {"x": 1, "y": 1}), ("wait", {"seconds": 0})):

@@ -56,7 +56,7 @@ def test_a_failed_start_is_a_sandbox_error_and_leaves_no_folder(monkeypatch):
     box = DockerSandbox()
     with pytest.raises(SandboxError, match="no engine"):
         box.start()
-    assert not box.workdir.exists()
+    assert box.workdir is None and box.container is None
     with pytest.raises(SandboxError, match="not started"):
         box.run("1")
 
@@ -82,17 +82,24 @@ def test_a_missing_image_is_not_pulled_unless_asked():
 
 def test_the_image_is_configurable(monkeypatch):
     monkeypatch.delenv(IMAGE_ENV, raising=False)
-    assert DockerSandbox(workdir="/nonexistent").image == dsb.DEFAULT_IMAGE
+    assert DockerSandbox().image == dsb.DEFAULT_IMAGE
     monkeypatch.setenv(IMAGE_ENV, "mine:1")
-    assert DockerSandbox(workdir="/nonexistent").image == "mine:1"
-    assert DockerSandbox(image="given:2", workdir="/nonexistent").image == "given:2"
+    assert DockerSandbox().image == "mine:1"
+    assert DockerSandbox(image="given:2").image == "given:2"
+
+
+@pytest.mark.parametrize("option, value", [("cpus", -1), ("cpus", "2"), ("start_seconds", 0), ("pull", "yes"),
+                                           ("image", 5), ("python", 3), ("init", 1)])
+def test_bad_options_are_named(option, value):
+    with pytest.raises(SandboxError, match=f"sandbox.options.{option}: expected"):
+        DockerSandbox(**{option: value})
 
 
 @pytest.fixture
 def config(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-host-secret-123")
     lim = SandboxLimits(cpu_seconds=20, memory_mb=512, processes=32, open_files=100, file_size_mb=4)
-    return container_config("img:1", tmp_path / "ep", tmp_path / "io", lim), tmp_path
+    return container_config("img:1", tmp_path / "io", lim), tmp_path
 
 
 def test_the_container_is_confined(config):
@@ -104,14 +111,18 @@ def test_the_container_is_confined(config):
     assert cfg["pids_limit"] == 32 and cfg["mem_limit"] == cfg["memswap_limit"] == "512m"
     ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in cfg["ulimits"]}
     assert ulimits == {"cpu": (20, 21), "nofile": (100, 100), "fsize": (4 << 20, 4 << 20), "core": (0, 0)}
-    assert "/tmp" in cfg["tmpfs"] and "nano_cpus" not in cfg
+    assert "nano_cpus" not in cfg
 
 
-def test_only_the_episode_folder_is_writable(config):
+def test_only_bounded_memory_folders_are_writable(config):
     cfg, tmp = config
     mounts = {m["Target"]: (m["Source"], m["ReadOnly"]) for m in cfg["mounts"]}
-    assert mounts == {"/episode": (str(tmp / "ep"), False), dsb.KERNEL_INSIDE: (str(KERNEL.resolve()), True),
-                      dsb.IO_INSIDE: (str(tmp / "io"), True)}
+    assert mounts == {dsb.KERNEL_INSIDE: (str(KERNEL.resolve()), True), dsb.IO_INSIDE: (str(tmp / "io"), True)}
+    # No host folder is written to: /episode, /tmp and /dev/shm are tmpfs of disk_mb each, nosuid
+    assert set(cfg["tmpfs"]) == {"/tmp", "/episode"} and cfg["shm_size"] == "256m"
+    for options in cfg["tmpfs"].values():
+        assert {"nosuid", "nodev", "size=256m"} <= set(options.split(","))
+    assert {"mode=0700", "uid=65534", "gid=65534"} <= set(cfg["tmpfs"]["/episode"].split(","))
     assert cfg["working_dir"] == "/episode"
 
 
@@ -122,7 +133,7 @@ def test_no_host_environment_goes_in(config):
 
 
 def test_cpus_are_optional(tmp_path):
-    assert container_config("i", tmp_path, tmp_path, SandboxLimits(), cpus=1.5)["nano_cpus"] == 1_500_000_000
+    assert container_config("i", tmp_path, SandboxLimits(), cpus=1.5)["nano_cpus"] == 1_500_000_000
 
 
 def test_the_sdk_accepts_the_config(config):
@@ -137,16 +148,20 @@ def test_the_sdk_accepts_the_config(config):
 
 
 def test_image_paths_must_be_files_in_the_episode_folder(tmp_path):
-    work = tmp_path / "ep"
+    work, out = tmp_path / "ep", tmp_path / "out"
     (work / ".images").mkdir(parents=True)
+    out.mkdir()
     (work / ".images" / "ok.png").write_bytes(b"\x89PNG")
     (tmp_path / "secret").write_text("x")
     (work / ".images" / "link.png").symlink_to(tmp_path / "secret")
+    (work / "dirlink").symlink_to(tmp_path)  # a folder on the way that is a symlink out
     notes = []
     got = host_image_paths(["/episode/.images/ok.png", "/episode/.images/link.png", "/episode/../secret",
-                            "/etc/passwd", "/episode/.images", 7], "/episode", work, 10, notes)
-    assert got == [work / ".images" / "ok.png"] and len(notes) == 5 and all("refused" in n for n in notes)
-    assert host_image_paths(["/episode/.images/ok.png"] * 3, "/episode", work, 2, []) == [work / ".images/ok.png"] * 2
+                            "/episode/dirlink/secret", "/etc/passwd", "/episode/.images", 7], "/episode", work, 10,
+                           notes, out)
+    assert [p.read_bytes() for p in got] == [b"\x89PNG"] and len(notes) == 6 and all("refused" in n for n in notes)
+    assert all(out in p.parents for p in got)  # copies, made as they were checked
+    assert len(host_image_paths(["/episode/.images/ok.png"] * 3, "/episode", work, 2, [], out)) == 2
 
 
 def _nonblocking(fd):
@@ -159,7 +174,7 @@ def kernel(tmp_path):
     """kernel.py as a plain child process behind a KernelPipe: the protocol client without Docker."""
     req_r, req_w = os.pipe()
     out_r, out_w = os.pipe()
-    proc = subprocess.Popen([sys.executable, "-I", str(KERNEL), str(out_w), str(tmp_path)], stdin=req_r,
+    proc = subprocess.Popen([sys.executable, "-I", str(KERNEL), str(out_w), str(tmp_path), str(tmp_path)], stdin=req_r,
                             pass_fds=(out_w,), stdout=subprocess.DEVNULL, cwd=tmp_path)
     os.close(req_r)
     os.close(out_w)
@@ -250,13 +265,14 @@ def test_output_and_errors_come_back_and_the_kernel_lives_on(box):
 
 
 @needs_engine
-def test_a_cell_timeout_makes_a_new_container_and_says_so(box):
-    box.run("z = 5")
+def test_a_cell_timeout_restarts_the_kernel_in_the_same_container_and_says_so(box):
+    box.run("z = 5\nopen('kept.txt', 'w').write('files stay')")
     first = box.container.id
     r = box.run("while True: pass", timeout=1)
     assert "1 s limit" in r.error and "variables are lost" in r.notes[0]
-    assert box.container.id != first and first not in ours()
+    assert box.container.id == first  # the launcher forked a fresh kernel; /episode (a tmpfs) is as it was
     assert "NameError" in box.run("z").error and box.run("2 + 2").value == "4"
+    assert box.run("open('kept.txt').read()").value == "'files stay'"
 
 
 @needs_engine
@@ -326,13 +342,20 @@ def test_file_size_and_process_limits_hold(box):
 
 
 @needs_engine
-def test_images_come_back_as_files_in_the_episode_folder(box):
+def test_images_come_back_as_private_host_copies(box):
     if not box.run("import PIL").ok:
         pytest.skip("Pillow is not in the image")
     r = box.run("from PIL import Image\nfor i in range(12): Image.new('RGB', (8, 8), 'red').show()")
     assert r.ok, r.error
     assert len(r.images) == 10 and any("2 more image" in n for n in r.notes)
-    assert all(p.read_bytes()[:4] == b"\x89PNG" and box.workdir in p.parents for p in r.images)
+    # copied out of the container as they were checked, into a folder only this user can enter
+    assert all(p.read_bytes()[:4] == b"\x89PNG" and p.parent.stat().st_mode & 0o777 == 0o700 for p in r.images)
+
+
+@needs_engine
+def test_only_a_process_of_the_container_is_taken_for_its_launcher(box):
+    # the launcher's socket sits in a host folder while it connects: a host process that got there first is refused
+    assert box._in_container(box._root_pid) and not box._in_container(os.getpid())
 
 
 @needs_engine
@@ -364,7 +387,7 @@ def test_a_missing_image_or_interpreter_is_a_clear_error_and_leaves_nothing(imag
     box = DockerSandbox(image=image, python="no-such-python")
     with pytest.raises(SandboxError, match="did not start in Docker.*no-such-python"):
         box.start()
-    assert ours() == before and not box.workdir.exists()
+    assert ours() == before and box.workdir is None
     # Too little memory for Python itself: the container starts, then dies before the kernel is ready.
     with pytest.raises(SandboxError, match="did not start in Docker.*out of memory"):
         sandbox(image, memory_mb=6).start()

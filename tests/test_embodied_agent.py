@@ -6,6 +6,7 @@ import importlib.util
 import json
 
 import pytest
+import yaml
 
 from conftest import ROOT, toolpath_cli
 from toolpath.agents.episode import run_episode
@@ -55,6 +56,22 @@ def test_example_picks_and_places_with_the_detector_and_records_images_and_trace
     assert final["success"] is True and final["judged_by"] == "simulator"
     assert final["visual_check"] == {"seen_at_place": "red cube", "ok": True}
     assert final["truth"]["pick_on_object"] and final["truth"]["place_on_target"] and len(final["truth"]["gt_trace"]) == 8
+
+
+def test_a_recorded_trace_replays_one_answer_per_question(tmp_path):
+    """A scripted policy answers step n with response n, although each question comes in a fresh prompt.
+    (Old: the turn was counted from that prompt, so every question got the first recorded answer.)"""
+    with Store(tmp_path / "home") as store:
+        first = run_episode(spec(tmp_path), store)
+        raws = [s["payload"]["raw"] for s in store.steps(first.run_id) if s["node"] == "policy"]
+    assert first.status == "finished" and len(set(raws)) > 3
+    (tmp_path / "trace.yaml").write_text(yaml.safe_dump(raws))
+    with Store(tmp_path / "home") as store:
+        again = run_episode(spec(tmp_path, model="scripted:trace.yaml"), store)
+        steps = store.steps(again.run_id)
+    assert [s["payload"]["raw"] for s in steps if s["node"] == "policy"] == raws
+    assert [s["payload"]["issues"] for s in steps if s["node"] == "policy"] == [[]] * len(raws)
+    assert again.status == "finished" and again.answer == first.answer
 
 
 class WrongFirstTrace(OraclePolicy):

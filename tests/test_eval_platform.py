@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import ROOT, toolpath_cli
-from toolpath.evals import executors
+from toolpath.evals import executors, runner
 from toolpath.evals.runner import ResumeError, run_eval
 from toolpath.runs import Store
 
@@ -64,13 +64,112 @@ def test_an_eval_killed_halfway_resumes_to_the_numbers_of_an_uninterrupted_run(t
         runs = store.list_runs(limit=10_000, eval_id=eval_id)
     assert resumed["eval_id"] == eval_id and resumed["n"] == n and len(after) == n
     assert {k: after[k] for k in before} == before  # nothing finished was redone
-    finished_runs = [r for r in runs if r["status"] == "finished"]
-    assert len(finished_runs) == n  # one finished run per sample: the killed one's run is left interrupted
+    assert len(runs) == n and {r["status"] for r in runs} == {"finished"}  # one run per sample: the kill's was continued
     # the same numbers as an uninterrupted eval of the same records
     with Store(tmp_path / "other") as store:
         whole = run_eval("arith", store, model=SLOW, limit=n).summary()
     assert resumed["score"] == whole["score"] == 1.0
     assert resumed["by_category"] == whole["by_category"]
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid`, found by walking /proc (each thread's children)."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:  # gone meanwhile
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{task}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except OSError:
+                continue
+            found += kids
+            todo += kids
+    return found
+
+
+def _living(pids: list[int]) -> list[str]:
+    """The command lines of those of `pids` that still run (a zombie waiting for its reaper runs nothing)."""
+    out = []
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+            with open(f"/proc/{p}/cmdline") as f:
+                out.append(f"{p}: {f.read().replace(chr(0), ' ')[:120]}")
+        except OSError:
+            continue
+    return out
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="walks /proc to find the eval's processes")
+def test_kill_9_of_an_eval_takes_its_workers_with_it_and_resume_adopts_the_runs_it_left(tmp_path, on_path):
+    n = 12
+    home = tmp_path / "home"
+    cmd = [sys.executable, "-m", "toolpath.cli", "--home", str(home), "eval", "arith", "--limit", str(n),
+           "--model", SLOW, "--workers", "2", "-q"]
+    proc = subprocess.Popen(cmd, env={**os.environ, **ENV, "TOOLPATH_TEST_LATENCY": "0.5"}, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, ready = time.time() + 120, False
+        while time.time() < deadline and not ready:  # a sample stored, two more in flight in the workers
+            time.sleep(0.2)
+            assert proc.poll() is None, "the eval ended before it could be killed"
+            with Store(home, readonly=True) as store:
+                evals = store.list_evals()
+                in_flight = [r for r in store.unclaimed_runs(evals[0]["id"]) if r["status"] == "running"] if evals else []
+            family = _descendants(proc.pid)
+            ready = bool(evals) and evals[0]["done"] >= 1 and len(in_flight) == 2 and len(family) >= 4
+        assert ready, "the eval never had a sample stored and two running"
+    finally:
+        proc.kill()
+        proc.wait()
+    eval_id = evals[0]["id"]
+    # the fork server, both workers and the resource tracker go with it
+    deadline = time.time() + 30
+    while _living(family) and time.time() < deadline:
+        time.sleep(0.1)
+    assert _living(family) == []
+
+    with Store(home) as store:
+        left = {r["id"] for r in store.unclaimed_runs(eval_id) if r["status"] == "interrupted"}
+    assert left, "the kill left no run behind"
+    r = toolpath_cli("--home", home, "eval", "arith", "--resume", eval_id, "--workers", "2", "--json", env=ENV)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["n"] == n
+    with Store(home) as store:
+        rows = store.eval_samples(eval_id)
+        runs = store.list_runs(limit=1000, eval_id=eval_id)
+    assert len(rows) == n and len(runs) == n, [(x["id"], x["status"], x["error"]) for x in runs]  # one run per sample
+    assert {row["run_id"] for row in rows} == {run["id"] for run in runs} >= left
+    assert {run["status"] for run in runs} == {"finished"}
+
+
+def test_a_resumed_eval_adopts_a_run_that_ended_unstored_and_abandons_one_no_sample_needs(tmp_path, on_path):
+    with Store(tmp_path / "home") as store:
+        first = run_eval("arith", store, model="python:helpers:ArithPolicy", limit=3)
+        eval_id = first.eval_id
+        rows = store.eval_samples(eval_id)
+        # killed after this sample's run finished, before its row was stored
+        store._exec("DELETE FROM eval_samples WHERE eval_id = ? AND sample_id = ?", (eval_id, rows[0]["sample_id"]))
+        # a worker killed while it ran a sample that was then stored from another run
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        stray = store.create_run(store.get_run(rows[1]["run_id"])["spec"], "t", "m", "react", eval_id=eval_id)
+        store.update_run(stray, pid=dead.pid)
+        assert store.get_run(stray)["status"] == "interrupted"
+        again = run_eval("arith", store, resume=eval_id)
+        after = {r["sample_id"]: r for r in store.eval_samples(eval_id)}
+        runs = {r["id"]: r for r in store.list_runs(limit=100, eval_id=eval_id)}
+    assert after[rows[0]["sample_id"]]["run_id"] == rows[0]["run_id"]  # adopted, not run a second time
+    assert len(runs) == 4 and {r["status"] for i, r in runs.items() if i != stray} == {"finished"}
+    assert runs[stray]["status"] == "abandoned" and "stored from another run" in runs[stray]["error"]
+    assert again.summary()["score"] == first.summary()["score"] == 1.0 and len(again.samples) == 3
 
 
 def test_resume_errors_name_the_eval(tmp_path):
@@ -108,10 +207,14 @@ def test_a_hanging_episode_is_stopped_at_the_time_limit_and_the_rest_go_on(tmp_p
                          "eval_id": eval_id, "timeout": 5.0, "retries": 1})
         t = time.time()
         results = {job["model"]: res for job, res in executors.run_local(jobs, workers=2)}
+        # the killed worker's run belongs to no sample: the end of an eval marks it so, once, not interrupted
+        runner.abandon_left_behind(store, jobs[0]["eval_id"])
+        (left,) = store.list_runs(eval_id=jobs[0]["eval_id"])
     assert time.time() - t < 60
     hung = results["python:helpers:HangingPolicy"]
     assert hung.timed_out and hung.status == "failed" and "time limit" in hung.error
     assert results["python:helpers:ArithPolicy"].score == 1.0
+    assert left["status"] == "abandoned" and "no sample of eval" in left["error"]
 
 
 def test_transient_model_errors_are_retried_and_counted(tmp_path, on_path):

@@ -71,3 +71,23 @@ def test_render_tools_lists_each_tool_with_its_arguments():
     text = render_tools([{"name": "calculator", "description": "math",
                           "parameters": {"properties": {"expression": {"type": "string"}}}}])
     assert "- calculator(expression: string): math" in text and "<tool_call>" in text
+
+
+def test_a_bare_call_longer_than_the_decode_window_is_read():
+    # Bare JSON is decoded through a window that widens when a value runs past it; a cut inside `true`, a
+    # number or a \u escape must not lose the call.
+    for pad in range(4080, 4100, 3):
+        for value in ("true", "12345678", '"\\u00e9"', "[1, 2.5e10]"):
+            text = 'x {"name": "a", "arguments": {"p": "%s", "q": %s}} y' % ("z" * pad, value)
+            p = parse_tool_calls(text)
+            assert len(p.calls) == 1 and p.issues == [] and p.content == "x  y", (pad, value, p.issues)
+
+
+def test_broken_braces_before_a_bare_call_do_not_hide_it():
+    p = parse_tool_calls('{"oops" {"x": [1, 2 and then {"name": "calculator", "arguments": {"expression": "1"}}')
+    assert [c.arguments for c in p.calls] == [{"expression": "1"}]
+
+
+def test_a_fence_followed_by_a_long_run_of_spaces_is_plain_text():
+    p = parse_tool_calls("```" + " " * 50_000 + "no closing fence")
+    assert p.calls == [] and p.issues == []

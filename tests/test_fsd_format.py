@@ -174,3 +174,10 @@ def test_writers_round_trip_through_the_parser():
 def test_writers_reject_bad_input_by_name(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_tags_with_spaces_and_numbers_in_odd_spellings():
+    a = parse_fsd("< answer >< point >[[1, 2], [+3, .5], [4., 1e2]]< / point ></ answer >")
+    assert a.points == [[[1, 2], [3, 0.5], [4, 100]]] and a.issues == []
+    bad = parse_fsd("<answer><point>[[" + "9" * 3000 + "x, 1]]</point></answer>")
+    assert bad.points == [] and "is not 2 numbers" in bad.issues[0]

@@ -6,7 +6,7 @@ import pytest
 
 from toolpath.policies.coords import CONVENTIONS, CoordinateSpace, smart_resize
 from toolpath.policies.scalecua import ScaleCUAFormat, split_calls
-from toolpath.tools.gui import ACTIONS, PLATFORMS, point_fields
+from toolpath.tools.gui import ACTIONS, MAX_KEYS, MAX_WRITE_CHARS, PLATFORMS, point_fields
 from toolpath.tools.registry import ToolContext, ToolError, get_tool, load_tools
 
 
@@ -77,9 +77,11 @@ class FakeScreen:
 
     def __init__(self):
         self.done = []
+        self.deadlines = []
 
-    def act(self, action, args):
+    def act(self, action, args, deadline=None):
         self.done.append((action, args))
+        self.deadlines.append(deadline)
         return f"did {action}"
 
 
@@ -97,6 +99,20 @@ def test_a_tool_validates_then_hands_pixels_to_the_sandbox():
         with pytest.raises(ToolError, match=msg):
             get_tool(name).call(bad, ctx)
     assert len(screen.done) == 2  # nothing invalid reached the screen
+
+
+def test_one_action_is_bounded_on_its_own_and_gets_the_step_deadline():
+    screen = FakeScreen()
+    ctx = ToolContext(sandbox=screen)
+    out = get_tool("write").call({"message": "x" * 100_000}, ctx)
+    assert screen.done[-1] == ("write", {"message": "x" * MAX_WRITE_CHARS})
+    assert f"not typed: the last {100_000 - MAX_WRITE_CHARS} of 100000 characters" in out.content
+    with pytest.raises(ToolError, match=f"at most {MAX_KEYS} keys"):
+        get_tool("press").call({"keys": ["a"] * (MAX_KEYS + 1), "presses": 50}, ctx)
+    assert len(screen.done) == 1 and screen.deadlines == [None]  # called outside an agent: no deadline
+    ctx.deadline = 1234.5
+    get_tool("wait").call({"seconds": 1}, ctx)
+    assert screen.deadlines[-1] == 1234.5
 
 
 def test_ending_actions_are_final_and_never_sent_to_a_sandbox():
@@ -132,6 +148,13 @@ def test_a_malformed_line_is_reported_and_the_others_still_run():
     assert "unknown action 'fly'" in p.issues[1] and "click" in p.issues[1]
     assert "literals" in p.issues[2]  # nothing in a model's call is evaluated
     assert "the others ran" in fmt.feedback(p.issues)
+
+
+def test_values_that_are_not_json_data_are_issues_and_surrogates_are_replaced():
+    p = ScaleCUAFormat(schemas=schemas()).parse("<action>click(x=1+2j, y=3)\nhotkey({'ctrl', 'c'})\n"
+                                                "write(message=b'x')\nwrite(message='a\ud800')</action>")
+    assert [(c.name, c.arguments) for c in p.calls] == [("write", {"message": "a\ufffd"})]
+    assert ["complex number" in p.issues[0], "a set" in p.issues[1], "bytes" in p.issues[2]] == [True] * 3
 
 
 def test_calls_may_span_lines_and_hold_brackets_in_strings():

@@ -399,7 +399,7 @@ class FakeScreen:
     def observe(self):
         return {}
 
-    def act(self, action, args):
+    def act(self, action, args, deadline=None):
         FakeScreen.log.append((action, args))
         return f"{action} done"
 

@@ -214,6 +214,21 @@ def test_move_ee_goes_in_a_straight_line(box):
     assert worst < 0.01
 
 
+def test_a_deadline_stops_a_motion_where_the_arm_is_and_says_so(box):
+    import time
+
+    from toolpath.deadline import BUDGET_SPENT
+
+    box.reset(0)
+    before = box.observe().ee_position
+    text = box.act("move_ee", {"position": [0.6, 0.15, 0.1]}, deadline=time.monotonic() - 1)
+    assert re.search(r"stopped after 0 of \d+ waypoints", text) and BUDGET_SPENT in text
+    assert "something is in the way" not in text
+    assert np.linalg.norm(np.array(box.observe().ee_position) - before) < 0.005  # it held where it was
+    text = box.act("move_ee", {"position": [0.6, 0.15, 0.1]}, deadline=time.monotonic() + 60)
+    assert text.startswith("moved to") and "stopped" not in text
+
+
 @pytest.mark.parametrize("args, words", [
     ({"position": [1.3, 0.0, 0.1]}, "out of reach"),
     ({"position": [0.5, 0.0, -0.02]}, "below the table"),

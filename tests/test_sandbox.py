@@ -1,5 +1,7 @@
 """The process sandbox's kernel: state, output, images, crashes and timeouts (real bubblewrap sandboxes)."""
 
+import os
+
 import pytest
 
 from toolpath.sandboxes import process
@@ -65,7 +67,10 @@ def test_figures_and_shown_images_come_back_as_files(box):
                 "from PIL import Image\nImage.new('RGB', (8, 8), 'red').show()")
     assert r.ok, r.error
     assert len(r.images) == 2 and all(p.read_bytes()[:4] == b"\x89PNG" for p in r.images)
-    assert all(box.workdir in p.parents for p in r.images)
+    # copied out of the sandbox as they were checked, into a folder only this user can enter, removed on close
+    assert all(p.parent.stat().st_mode & 0o777 == 0o700 for p in r.images)
+    box.close()
+    assert not any(p.exists() for p in r.images)
 
 
 @needs_bwrap
@@ -95,8 +100,69 @@ def test_unisolated_mode_must_be_asked_for_and_says_so(monkeypatch):
 
 
 def test_unknown_isolation_is_refused():
-    with pytest.raises(SandboxError, match="unknown isolation"):
+    with pytest.raises(SandboxError, match="sandbox.options.isolation: unknown isolation 'vm'"):
         ProcessSandbox(isolation="vm")
+
+
+def test_the_unisolated_folder_is_private_and_a_killed_hosts_is_swept(tmp_path, monkeypatch):
+    import subprocess
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid that no process has now
+    stale = tmp_path / f"toolpath-episode-{dead.pid}-abc123"
+    (stale / "inputs").mkdir(parents=True)
+    alive = tmp_path / f"toolpath-episode-{os.getpid()}-def456"  # a sandbox of a host still running: kept
+    alive.mkdir()
+    with ProcessSandbox(isolation="unisolated") as box:
+        assert box.workdir.parent == tmp_path and box.workdir.stat().st_mode & 0o777 == 0o700
+        assert not stale.exists() and alive.exists()
+        work = box.workdir
+    assert not work.exists()
+
+
+def test_the_unisolated_kernel_keeps_its_scratch_files_in_its_own_folder():
+    # a fixed name in the host's /tmp would be shared by every such kernel, and anyone's to plant
+    with ProcessSandbox(isolation="unisolated") as box:
+        assert box.run("print('marker-3f9a')").stdout == "marker-3f9a\n"
+        assert "marker-3f9a" in (box.workdir / ".cell_stdout").read_text()
+
+
+@needs_bwrap
+def test_a_kernel_restart_keeps_the_episode_files(box):
+    (box.workdir / "from_host.txt").write_text("input")
+    box.run("v = 1\nopen('from_cell.txt', 'w').write('made')")
+    r = box.run("while True: pass", timeout=1)
+    assert "variables are lost" in r.notes[0]
+    assert box.run("open('from_host.txt').read() + open('from_cell.txt').read()").value == "'inputmade'"
+
+
+@needs_bwrap
+def test_a_sandbox_whose_launcher_died_is_rebuilt_and_says_its_files_are_lost(box):
+    import signal
+
+    box.run("open('f.txt', 'w').write('x')")
+    import time
+
+    work = box.workdir
+    os.kill(box._root_pid, signal.SIGKILL)  # as the host's OOM killer might
+    while work.exists():  # the sandbox's processes go with it, a moment later
+        time.sleep(0.01)
+    r = box.run("import os; os.listdir('.')")
+    assert any("rebuilt, and the files in /episode are lost" in n for n in r.notes)
+    assert "f.txt" not in (r.value or "") and box.run("1 + 1").value == "2"
+
+
+@needs_bwrap
+def test_the_kernel_never_runs_as_host_root(box):
+    r = box.run("[l.split()[1:] for l in open('/proc/self/status') if l.split()[0] in ('Uid:', 'CapEff:', 'CapPrm:')]")
+    assert r.value == "[['65534', '65534', '65534', '65534'], ['0000000000000000'], ['0000000000000000']]"
+    # and on the host: whatever it writes belongs to an unprivileged user, never to root
+    box.run("open('mine', 'w').write('x')")
+    assert (box.workdir / "mine").stat().st_uid == (65534 if os.getuid() == 0 else os.getuid())
+    assert "PermissionError" in box.run("import os; os.listdir('/etc/ssl/private')").error or \
+        not os.path.exists("/etc/ssl/private")
 
 
 @needs_bwrap

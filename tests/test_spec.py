@@ -124,6 +124,137 @@ def test_sandbox_start_url_missing_file_is_named_and_urls_are_left_alone(tmp_pat
     bad = {**GOOD, "sandbox": {"kind": "browser", "options": {"start_url": "nope/index.html"}}}
     found, _ = problems(bad, tmp_path)
     assert list(found) == ["sandbox.options.start_url"] and "nope/index.html" in found["sandbox.options.start_url"]
-    for url in ("http://127.0.0.1:8000/a", "file:///x/y.html", "data:text/html,hi", "about:blank"):
+    page = write(tmp_path / "site" / "y.html", "<p>hi</p>")
+    # a file: URL is accepted under the spec's folder only (file:///x/y.html, anywhere, was accepted before)
+    for url in ("http://127.0.0.1:8000/a", "http://localhost:9/", "http://[::1]:8000/", page.as_uri(),
+                "data:text/html,hi", "about:blank"):
         spec = parse_spec({**GOOD, "sandbox": {"kind": "browser", "options": {"start_url": url}}}, base_dir=tmp_path)
         assert spec.sandbox.options["start_url"] == url
+
+
+def start_url_problem(tmp_path, url, **options):
+    data = {**GOOD, "sandbox": {"kind": "browser", "options": {"start_url": url, **options}}}
+    try:
+        parse_spec(data, "task.yaml", base_dir=tmp_path)
+    except SpecError as err:
+        return dict(err.problems)["sandbox.options.start_url"]
+    return None
+
+
+def test_a_remote_start_url_needs_its_host_allowed_by_name(tmp_path):
+    # parse_spec only reads the URL: nothing is resolved or fetched
+    assert "add 'example.com' there" in start_url_problem(tmp_path, "https://example.com/")
+    assert start_url_problem(tmp_path, "https://example.com/", allowed_hosts=["example.org"]) is not None
+    assert start_url_problem(tmp_path, "https://example.com/", allowed_hosts=["example.com:8443"]) is not None
+    assert start_url_problem(tmp_path, "http://10.0.0.1/", allowed_hosts=[]) is not None  # private, not loopback
+    for allowed in (["example.com"], ["example.com:443"], "example.org, example.com", ["*"]):
+        assert start_url_problem(tmp_path, "https://example.com/", allowed_hosts=allowed) is None, allowed
+    assert start_url_problem(tmp_path, "https://a.example.com/", allowed_hosts=["*.example.com"]) is None
+    assert "scheme 'javascript'" in start_url_problem(tmp_path, "javascript:alert(1)")
+
+
+def test_a_page_on_disk_must_be_under_the_spec_folder(tmp_path):
+    write(tmp_path / "outside.html", "<p>x</p>")
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "link.html").symlink_to(tmp_path / "outside.html")
+    base = tmp_path / "specs"
+    for url in ("../outside.html", str(tmp_path / "outside.html"), (tmp_path / "outside.html").as_uri(),
+                "link.html", "file:///etc/passwd", "file://otherhost/etc/passwd"):
+        assert start_url_problem(base, url) is not None, url
+
+
+def test_bounded_shapes_at_the_limits(tmp_path):
+    from toolpath.spec import MAX_NESTING, MAX_STRING_CHARS
+
+    def nested(levels):  # `levels` lists inside metadata, which is itself one level below the top
+        return {**GOOD, "metadata": {"x": json.loads("[" * levels + "]" * levels)}}
+    parse_spec(nested(MAX_NESTING - 2))
+    found, _ = problems(nested(MAX_NESTING - 1))
+    assert "nested deeper than" in found["metadata.x[0][0][0][0]…"]
+    parse_spec({**GOOD, "metadata": {"s": "x" * MAX_STRING_CHARS}})
+    assert "at most" in problems({**GOOD, "metadata": {"s": "x" * (MAX_STRING_CHARS + 1)}})[0]["metadata.s"]
+    shared = ["a"] * 100  # a list used twice (as YAML aliases make) is fine while the total stays small
+    parse_spec({**GOOD, "metadata": {"a": shared, "b": shared}})
+
+
+def test_yaml_anchors_that_expand_modestly_still_load(tmp_path):
+    f = write(tmp_path / "t.yaml", "id: t\ninstruction: hi\nmetadata:\n  base: &b {color: red, size: 3}\n"
+                                   "  copies: [*b, *b]\n  when: 2024-02-03\n")
+    spec = load_spec(f)
+    assert spec.metadata["copies"] == [{"color": "red", "size": 3}] * 2
+    assert '"when":"2024-02-03"' in spec.to_json()
+
+
+def test_duplicate_keys_are_named_in_yaml_and_json(tmp_path):
+    for name, text in (("t.yaml", "id: t\ninstruction: hi\nlimits: {max_steps: 3, max_steps: 4}\n"),
+                       ("t.json", '{"id": "t", "instruction": "hi", "limits": {"max_steps": 3, "max_steps": 4}}')):
+        with pytest.raises(SpecError) as ei:
+            load_spec(write(tmp_path / name, text))
+        assert dict(ei.value.problems) == {"limits.max_steps": "written more than once (only the last would count)"}
+
+
+def png(path, size=(8, 6)):
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", size, "white").save(path)
+    return path
+
+
+def test_image_inputs_must_be_images_within_the_limits(tmp_path):
+    png(tmp_path / "ok.png")
+    assert parse_spec({**GOOD, "inputs": {"images": ["ok.png"]}}, base_dir=tmp_path).inputs.images[0].name == "ok.png"
+    write(tmp_path / "fake.png", "\x89PNG but not really")
+    found, _ = problems({**GOOD, "inputs": {"images": ["ok.png", "fake.png"]}}, tmp_path)
+    assert list(found) == ["inputs.images[1]"] and "not an image" in found["inputs.images[1]"]
+    with open(tmp_path / "big.txt", "wb") as f:
+        f.truncate(101 * 2**20)  # sparse: refused from its size
+    found, _ = problems({**GOOD, "inputs": {"files": ["big.txt"]}}, tmp_path)
+    assert "at most 100.0 MiB" in found["inputs.files[0]"]
+    (tmp_path / "folder.png").mkdir()
+    found, _ = problems({**GOOD, "inputs": {"images": ["folder.png"]}}, tmp_path)
+    assert "not a regular file" in found["inputs.images[0]"]
+
+
+@pytest.mark.parametrize("model, field", [
+    ({"name": "openai:m", "options": {"api_key": "sk-abc123456789"}}, "model.options.api_key"),
+    ({"name": "openai:m", "options": {"apiKey": 123456789}}, "model.options.apiKey"),
+    ({"name": "openai:m", "options": {"headers": {"access-token": "t0k3n-abcdefgh"}}},
+     "model.options.headers.access-token"),
+    ({"name": "openai:m", "base_url": "https://user:pw-abcdefgh@example.com/v1"}, "model.base_url"),
+    ({"name": "openai:m", "base_url": "https://example.com/v1?api_key=abcdefgh123"}, "model.base_url"),
+    ({"name": "openai:m", "api_key_env": "sk-abcdef123456"}, "model.api_key_env"),
+    ({"name": "openai:m", "api_key_env": "my key"}, "model.api_key_env"),
+])
+def test_secrets_in_a_spec_are_refused_without_showing_them(model, field):
+    found, text = problems({**GOOD, "model": model})
+    assert list(found) == [field]
+    assert "environment variable" in found[field]
+    assert "model.api_key_env" in found[field] or field == "model.api_key_env"
+    for secret in ("sk-abc123456789", "123456789", "t0k3n-abcdefgh", "pw-abcdefgh", "abcdefgh123", "sk-abcdef123456"):
+        assert secret not in text
+
+
+def test_names_of_variables_and_empty_secret_fields_are_fine():
+    parse_spec({**GOOD, "model": {"name": "openai:m", "api_key_env": "MY_SERVER_KEY",
+                                  "base_url": "http://127.0.0.1:9/v1",
+                                  "options": {"api_key": None, "token_budget": 5, "max_tokens": 9}},
+                "metadata": {"hint": "ask the admin", "instruction_tokens": 12, "keyboard": "qwerty"}})
+
+
+def test_a_known_secret_value_is_refused_anywhere(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-the-real-key-0123")
+    found, text = problems({**GOOD, "instruction": "use sk-the-real-key-0123 to log in"})
+    assert list(found) == ["instruction"] and "sk-the-real-key-0123" not in text
+    parse_spec({**GOOD, "instruction": "bearer instruments and api_key= are words in prose"})
+
+
+def test_python_policy_errors_are_policy_errors_naming_the_field(tmp_path):
+    from toolpath.policies.base import PolicyError, load
+    from toolpath.spec import ModelSpec
+
+    for target, words in (("os:system", "TypeError"), ("os:sep", "not a class or factory"),
+                          ("sys:exit", "SystemExit"), ("json:nope", "has no attribute")):
+        with pytest.raises(PolicyError, match=words) as ei:
+            load(ModelSpec(name=f"python:{target}"))
+        assert str(ei.value).startswith(f"model.name 'python:{target}'")

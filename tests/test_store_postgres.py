@@ -162,6 +162,43 @@ def test_the_same_operations_as_sqlite(pg_store, pg_url, home):
     assert s.find_eval("e-1")["id"] == "e-1" and s.find_eval("e-") is None
 
 
+def test_what_postgres_cannot_hold_is_cleaned_and_secrets_redacted(pg_store, pg_url, monkeypatch):
+    monkeypatch.setenv("TOOLPATH_TEST_API_KEY", "sk-pg-0123456789abcdef")
+    rid = pg_store.create_run('{"id": "t", "metadata": {"k": "sk-pg-0123456789abcdef"}}', "t", "m", "react")
+    # PostgreSQL text holds no NUL and no lone surrogate; JSON holds no NaN
+    pg_store.update_run(rid, status="failed", answer="a\x00b", error="\ud800 key sk-pg-0123456789abcdef",
+                        score=float("nan"))
+    pg_store.put_step(rid, 1, "policy", {"messages": [{"role": "assistant", "content": "\x00\ud800"}],
+                                         "args": {"x": float("nan"), "c": 1 + 2j}}, 0.0, 0.1)
+    e = pg_store.create_eval("arith", "m", {}, 1)
+    pg_store.put_eval_sample(e, "s1", rid, "add", "failed", float("nan"), 0, 0.1, {"answer": "\x00"})
+    run = pg_store.get_run(rid)
+    assert (run["answer"], run["error"], run["score"]) == ("a\ufffdb", "\ufffd key [redacted]", None)
+    assert "sk-pg" not in run["spec"] and "[redacted]" in run["spec"]
+    step = pg_store.steps(rid)[0]["payload"]
+    assert step == {"messages": [{"role": "assistant", "content": "\ufffd\ufffd"}], "args": {"x": None, "c": "(1+2j)"}}
+    assert pg_store.eval_samples(e)[0]["score"] == 0.0
+
+
+def test_a_read_only_postgres_store_reads_and_refuses_to_write(pg_store, pg_url, home):
+    rid = pg_store.create_run("{}", "t", "m", "react", run_id="r-1", eval_id="e-1")
+    pg_store.create_eval("arith", "m", {}, 1, eval_id="e-1")
+    with Store(home, readonly=True) as ro:
+        assert isinstance(ro, PostgresStore) and ro.readonly
+        assert [r["id"] for r in ro.list_runs()] == [rid] and [r["id"] for r in ro.unclaimed_runs("e-1")] == [rid]
+        with pytest.raises(StoreError, match="opened read-only"):
+            ro.update_run(rid, status="finished")
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):  # the server refuses too, whatever is sent
+            ro._conn.execute("UPDATE runs SET status = 'x'")
+    assert pg_store.get_run(rid)["status"] == "running"
+
+
+def test_a_read_only_postgres_store_of_an_empty_database_says_so(pg_url, home):
+    with pytest.raises(StoreError, match="no toolpath store in this database yet"):
+        Store(home, readonly=True)
+    assert not home.exists()  # and it made no folder either
+
+
 def test_a_dead_pid_is_interrupted_only_on_the_machine_it_ran_on(pg_store, pg_url):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

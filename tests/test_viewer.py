@@ -452,3 +452,51 @@ def test_real_embodied_and_computer_use_runs_render(page, tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_run_stored_with_nan_shows_its_steps(page, tmp_path):
+    """A store written before payloads were kept strict holds bare NaN and Infinity; the page must still draw
+    every step (the browser's JSON.parse refuses both), the numbers shown as null."""
+    from toolpath.viewer import serve
+
+    home = tmp_path / "home"
+    store = Store(home)
+    run_id = _put_run(store, "react", "old-store", [
+        ("task", {"messages": [{"role": "user", "content": "click the middle"}]}),
+        ("policy", {"messages": [{"role": "assistant", "content": "clicking",
+                                  "tool_calls": [{"id": "c1", "name": "click", "arguments": {"x": 1, "y": 2}}]}]}),
+        ("tools", {"messages": [{"role": "tool", "content": "clicked", "tool_call_id": "c1"}]})])
+    store.close()
+    with sqlite3.connect(home / "runs.db") as db:
+        db.execute("UPDATE steps SET payload = replace(replace(payload, '\"x\": 1', '\"x\": NaN'), '\"y\": 2', "
+                   "'\"y\": Infinity') WHERE run_id = ? AND seq = 1", (run_id,))
+        assert "NaN" in db.execute("SELECT payload FROM steps WHERE seq = 1").fetchone()[0]
+    server, url = serve(home, port=0)
+    try:
+        page.goto(f"{url}runs/{run_id}")
+        page.wait_for_selector("body[data-first-screen=ready]")
+        assert page.locator("section.step").count() == 3 and page.inner_text("#step-count") == "(3 of 3)"
+        assert '"x": null' in page.inner_text("#step-1 .calls")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_home_without_a_store_reads_as_empty_until_a_run_appears(tmp_path):
+    """The viewer opens the store read-only: it creates nothing, and shows runs once something else writes them."""
+    from toolpath.viewer import serve
+
+    home = tmp_path / "home"
+    server, url = serve(home, port=0)
+    try:
+        site = {"url": url.rstrip("/")}
+        assert get_json(site, "/api/runs") == (200, {"total": 0, "offset": 0, "limit": 50, "runs": [], "next": None})
+        assert not home.exists()
+        with Store(home) as store:
+            run_id = _put_run(store, "react", "later", [("task", {"messages": [{"role": "user", "content": "hi"}]})])
+        status, runs = get_json(site, "/api/runs")
+        assert status == 200 and [r["id"] for r in runs["runs"]] == [run_id]
+        assert get_json(site, f"/api/runs/{run_id}/steps")[1]["total"] == 1
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -3,13 +3,18 @@
 Exit codes: 0 the agent finished, 1 it failed or ran out of budget, 2 bad input (spec, arguments, ids).
 Only argparse and the standard library load at start-up; everything else is imported by the command that
 needs it, so `toolpath --help` stays fast.
+
+Text a model made or the store holds is untrusted: every line printed goes through `printable`, which hides
+secrets and shows terminal control sequences as escapes instead of sending them to the terminal.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
 import sqlite3
 import sys
 import time
@@ -23,14 +28,46 @@ class BadInput(Exception):
     """Raised by a command for input the user must fix; printed without a traceback, exit 2."""
 
 
+# C0 controls but tab and newline (ESC starts terminal escapes; CR and BS overwrite what was printed), DEL,
+# C1 controls (a terminal may read 0x9b as ESC [), and the bidirectional overrides and isolates that make
+# text display in an order other than the one it has.
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(ch: str) -> str:
+    return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+
+
+def printable(text: Any) -> str:
+    """`text` safe to print on a terminal: known secrets redacted (toolpath.redact), control characters and
+    bidi overrides shown as visible escapes (ESC as \\x1b). Newlines and tabs are kept."""
+    from .redact import redact
+
+    return _UNPRINTABLE.sub(lambda m: _escape(m.group()), redact(str(text)))
+
+
+def _print(text: Any = "", file=None, end: str = "\n", flush: bool = False) -> None:
+    print(printable(text), file=file or sys.stdout, end=end, flush=flush)
+
+
+def _print_json(data: Any, ensure_ascii: bool = True, indent: int | None = None) -> None:
+    """One JSON document on stdout, secrets redacted; without ensure_ascii, the characters `printable` escapes
+    are written as JSON escapes (\\u009b), which a JSON reader turns back into the same text."""
+    from .redact import redact_data
+
+    text = json.dumps(redact_data(data), ensure_ascii=ensure_ascii, indent=indent, default=str)
+    print(_UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
+
+
 def _err(msg: str) -> None:
-    print(f"toolpath: {msg}", file=sys.stderr)
+    _print(f"toolpath: {msg}", file=sys.stderr)
 
 
-def _store(args):
+def _store(args, readonly: bool = False):
+    """The run store; reading commands open it read-only, so they work on a home they cannot write."""
     from .runs import Store
 
-    return Store(args.home)
+    return Store(args.home, readonly=readonly)
 
 
 def _fmt_tokens(n: int) -> str:
@@ -61,7 +98,7 @@ class Progress:
                 print(f"  step {ev['step']:>3}  {el:7.1f}s  policy …", end="\r", file=sys.stderr, flush=True)
             return
         if kind == "loading":
-            print(f"loading model {ev['model']} …", file=sys.stderr, flush=True)
+            _print(f"loading model {ev['model']} …", file=sys.stderr, flush=True)
             return
         if kind == "start":
             line = f"run {ev['run_id']}  model={ev['model']}  agent={ev['agent']}"
@@ -82,7 +119,7 @@ class Progress:
             line = f"  error: {ev['error']}"
         else:
             return
-        print(line + ("\x1b[K" if self.tty else ""), file=sys.stderr, flush=True)
+        print(printable(line) + ("\x1b[K" if self.tty else ""), file=sys.stderr, flush=True)
 
 
 def _finish(result, args, score: float | None) -> int:
@@ -91,15 +128,15 @@ def _finish(result, args, score: float | None) -> int:
     if result.error:  # why it failed, or what went wrong in a run that still finished (a failed edit subtask)
         out["error"] = result.error
     if args.json:
-        print(json.dumps(out))
+        _print_json(out)
     else:
-        print(f"{result.status}: {result.answer if result.answer is not None else '(no answer)'}")
+        _print(f"{result.status}: {result.answer if result.answer is not None else '(no answer)'}")
         detail = f"{result.steps} steps, {result.tokens} tokens, {result.seconds:.1f} s"
         if score is not None:
             detail += f", score {score:g}"
-        print(f"run {result.run_id} ({detail})")
+        _print(f"run {result.run_id} ({detail})")
         if result.error:
-            print(f"note: {result.error}")
+            _print(f"note: {result.error}")
     return EXIT_OK if result.status == "finished" else EXIT_FAILED
 
 
@@ -108,8 +145,8 @@ def _score_run(store, result, spec) -> float | None:
 
     if spec.evaluator is not None and spec.evaluator.name not in SCORERS:
         # WebArena, MiniWoB++: scored from the world's final state by their benchmark (`toolpath eval`)
-        print(f"note: evaluator {spec.evaluator.name!r} is scored by its benchmark (toolpath eval); "
-              "this run is not scored", file=sys.stderr)
+        _print(f"note: evaluator {spec.evaluator.name!r} is scored by its benchmark (toolpath eval); "
+               "this run is not scored", file=sys.stderr)
         return None
     value = score(spec.evaluator, result.answer)
     if value is not None:
@@ -119,34 +156,68 @@ def _score_run(store, result, spec) -> float | None:
 
 # ---- commands -----------------------------------------------------------------------------------------
 
+def _known_evaluators() -> dict[str, str]:
+    """Evaluator names a spec may use, and who scores each: a scorer of toolpath.evals.scorers, or a benchmark
+    that scores the world's final state (`score_final`: WebArena, MiniWoB++, tabletop), named after it."""
+    import importlib
+
+    from .evals.benchmarks import BENCHMARKS
+    from .evals.scorers import SCORERS
+
+    known = dict.fromkeys(SCORERS, "scorer")
+    for name, target in BENCHMARKS.items():
+        module, _, attr = target.partition(":")
+        try:
+            if hasattr(getattr(importlib.import_module(module), attr), "score_final"):
+                known.setdefault(name, "benchmark")
+        except ImportError:  # a benchmark whose optional packages are missing scores nothing here
+            continue
+    return known
+
+
+def _check_evaluator(spec, source: str) -> None:
+    """An evaluator no scorer or benchmark knows is a typo: refuse it before the run, not after it."""
+    from .evals.scorers import SCORERS
+    from .spec import SpecError
+
+    name = spec.evaluator.name if spec.evaluator is not None else None
+    if name is None or name in SCORERS:
+        return
+    known = _known_evaluators()
+    if name not in known:
+        raise BadInput(str(SpecError(source, [("evaluator.name", f"unknown evaluator {name!r}; expected one of "
+                                                                  f"{', '.join(sorted(known))}")])))
+
+
 def cmd_run(args) -> int:
     from pydantic import ValidationError
 
     from .agents.episode import EpisodeError, run_episode
-    from pathlib import Path
-
     from .spec import SpecError, TaskSpec, load_spec, resolve_model_path
 
+    overridden = f"{args.task} (with command-line overrides)"
     try:
         spec = load_spec(args.task)
         # Only what the file set, plus the overrides: defaults an agent or format fills in (DeepEyesV2's 9
         # turns, visual_program's sandbox) must stay unset here, or they would look chosen by the user.
         data = spec.model_dump(exclude_unset=True)
-        if args.model:
+        if args.model is not None:
             data["model"] = {**data.get("model", {}), "name": args.model}
-        if args.agent:
+        if args.agent is not None:
             data["agent"] = {**data.get("agent", {}), "name": args.agent}
         if args.max_steps is not None:
             data.setdefault("limits", {})["max_steps"] = args.max_steps
         spec = TaskSpec.model_validate(data)
-        if args.model:
-            resolve_model_path(spec, Path.cwd())
+        problem = resolve_model_path(spec, Path.cwd()) if args.model is not None else None
+        if problem is not None:
+            raise SpecError(overridden, [("model.name", problem)])
     except SpecError as err:
         raise BadInput(str(err)) from None
     except ValidationError as err:
         from .spec import describe_errors
 
-        raise BadInput(str(SpecError(f"{args.task} (with command-line overrides)", describe_errors(err)))) from None
+        raise BadInput(str(SpecError(overridden, describe_errors(err)))) from None
+    _check_evaluator(spec, args.task)
     store = _store(args)
     try:
         result = run_episode(spec, store, on_event=Progress(quiet=args.quiet))
@@ -173,18 +244,18 @@ def _when(ts: float) -> str:
 
 
 def cmd_runs_list(args) -> int:
-    runs = _store(args).list_runs(limit=args.limit)
+    runs = _store(args, readonly=True).list_runs(limit=args.limit)
     if args.json:
-        print(json.dumps([{k: r[k] for k in ("id", "task_id", "model", "agent", "status", "answer", "score", "steps",
-                                              "tokens_in", "tokens_out", "seconds", "created")} for r in runs]))
+        _print_json([{k: r[k] for k in ("id", "task_id", "model", "agent", "status", "answer", "score", "steps",
+                                         "tokens_in", "tokens_out", "seconds", "created")} for r in runs])
         return EXIT_OK
     if not runs:
-        print("no runs yet: try `toolpath run examples/hello.yaml`")
+        _print("no runs yet: try `toolpath run examples/hello.yaml`")
         return EXIT_OK
-    print(f"{'RUN':<24} {'TASK':<20} {'MODEL':<22} {'STATUS':<17} {'STEPS':>5} {'TOKENS':>7} {'SECS':>7}  ANSWER")
+    _print(f"{'RUN':<24} {'TASK':<20} {'MODEL':<22} {'STATUS':<17} {'STEPS':>5} {'TOKENS':>7} {'SECS':>7}  ANSWER")
     for r in runs:
-        print(f"{r['id']:<24} {_one_line(r['task_id'], 20):<20} {_one_line(r['model'], 22):<22} {r['status']:<17} "
-              f"{r['steps']:>5} {r['tokens_in'] + r['tokens_out']:>7} {r['seconds']:>7.1f}  {_one_line(r['answer'] or '', 40)}")
+        _print(f"{r['id']:<24} {_one_line(r['task_id'], 20):<20} {_one_line(r['model'], 22):<22} {r['status']:<17} "
+               f"{r['steps']:>5} {r['tokens_in'] + r['tokens_out']:>7} {r['seconds']:>7.1f}  {_one_line(r['answer'] or '', 40)}")
     return EXIT_OK
 
 
@@ -197,56 +268,56 @@ def _lines(text: str, most: int = 12, width: int = 200) -> str:
 
 
 def cmd_runs_show(args) -> int:
-    store = _store(args)
+    store = _store(args, readonly=True)
     run = store.find_run(args.run_id)
     if run is None:
         raise BadInput(f"no run with id {args.run_id!r} in {store.db_path}")
     steps = store.steps(run["id"])
     if args.json:
         run = {**run, "spec": json.loads(run["spec"])}
-        print(json.dumps({"run": run, "steps": steps}, ensure_ascii=False))
+        _print_json({"run": run, "steps": steps}, ensure_ascii=False)
         return EXIT_OK
-    print(f"run {run['id']}  task {run['task_id']}  model {run['model']}  agent {run['agent']}")
-    print(f"status {run['status']}  steps {run['steps']}  tokens {run['tokens_in']}→{run['tokens_out']}  "
-          f"{run['seconds']:.2f} s  created {_when(run['created'])}")
+    _print(f"run {run['id']}  task {run['task_id']}  model {run['model']}  agent {run['agent']}")
+    _print(f"status {run['status']}  steps {run['steps']}  tokens {run['tokens_in']}→{run['tokens_out']}  "
+           f"{run['seconds']:.2f} s  created {_when(run['created'])}")
     if run["answer"] is not None:
-        print(f"answer: {run['answer']}")
+        _print(f"answer: {run['answer']}")
     if run["score"] is not None:
-        print(f"score: {run['score']:g}")
+        _print(f"score: {run['score']:g}")
     if run["error"]:
-        print(f"note: {run['error']}")
+        _print(f"note: {run['error']}")
     for s in steps:
         p = s["payload"]
         head = f"\n[{s['seq']}] {s['node']}  {s['seconds'] * 1000:.1f} ms"
         if s["tokens_in"] or s["tokens_out"]:
             head += f"  tokens {s['tokens_in']}→{s['tokens_out']}"
-        print(head)
+        _print(head)
         if s["node"] == "policy" and "raw" in p:
-            print("  output: " + p["raw"].replace("\n", "\n          "))
+            _print("  output: " + p["raw"].replace("\n", "\n          "))
             for issue in p.get("issues") or []:
-                print("  issue: " + _one_line(issue, 200))
+                _print("  issue: " + _one_line(issue, 200))
         if p.get("error"):
-            print(f"  error: {p['error']}")
+            _print(f"  error: {p['error']}")
         for m in p.get("messages", []):
             role = m.get("role")
             if role in ("system", "user") and s["node"] == "task":
-                print(f"  {role}: " + m.get("content", "").replace("\n", "\n    "))
+                _print(f"  {role}: " + m.get("content", "").replace("\n", "\n    "))
             for c in m.get("tool_calls", []):
-                print(f"  call {c['name']}({json.dumps(c.get('arguments', {}), ensure_ascii=False)})  id={c['id']}")
+                _print(f"  call {c['name']}({json.dumps(c.get('arguments', {}), ensure_ascii=False)})  id={c['id']}")
             if role == "tool":
-                print(f"  observation from {m.get('name')}: " + _lines(m.get("content", "")))
+                _print(f"  observation from {m.get('name')}: " + _lines(m.get("content", "")))
             if role == "assistant" and s["node"] != "policy":  # a planner's own step (the edit agent's plan, learn)
-                print(f"  {s['node']}: " + _lines(m.get("content", "")))
+                _print(f"  {s['node']}: " + _lines(m.get("content", "")))
             if role == "user" and s["node"] == "observe":  # the computer-use agent's view of the screen
-                print("  screen: " + _lines(m.get("content", "")))
+                _print("  screen: " + _lines(m.get("content", "")))
             elif role == "user" and s["node"] != "task":
-                print("  feedback: " + _one_line(m.get("content", ""), 200))
+                _print("  feedback: " + _one_line(m.get("content", ""), 200))
             for img in m.get("images", []):
-                print(f"  artifact {img.get('name') or ''} {img['path']}")
+                _print(f"  artifact {img.get('name') or ''} {img['path']}")
         for o in p.get("observations", []):
             for a in o.get("artifacts", []):
                 if not a.get("mime", "").startswith("image/"):
-                    print(f"  artifact {a.get('name') or ''} {a['path']}")
+                    _print(f"  artifact {a.get('name') or ''} {a['path']}")
     return EXIT_OK
 
 
@@ -255,12 +326,12 @@ def cmd_tools_list(args) -> int:
 
     tools = load_tools()
     if args.json:
-        print(json.dumps([{"name": t.name, "description": t.description, "cost": t.cost, "quality": t.quality,
-                           "timeout": t.timeout, "tags": list(t.tags)} for t in tools.values()]))
+        _print_json([{"name": t.name, "description": t.description, "cost": t.cost, "quality": t.quality,
+                      "timeout": t.timeout, "tags": list(t.tags)} for t in tools.values()])
         return EXIT_OK
-    print(f"{'TOOL':<16} {'COST s':>8} {'QUALITY':>8}  DESCRIPTION")
+    _print(f"{'TOOL':<16} {'COST s':>8} {'QUALITY':>8}  DESCRIPTION")
     for t in sorted(tools.values(), key=lambda t: t.name):
-        print(f"{t.name:<16} {t.cost:>8g} {t.quality:>8.2f}  {_one_line(t.description, 80)}")
+        _print(f"{t.name:<16} {t.cost:>8g} {t.quality:>8.2f}  {_one_line(t.description, 80)}")
     return EXIT_OK
 
 
@@ -279,24 +350,24 @@ def cmd_tools_calibrate(args) -> int:
 
     def progress(i, subtask):
         if not args.json and (i % 10 == 0 or i == len(samples) - 1):
-            print(f"  sample {i + 1}/{len(samples)}: {subtask.label}", file=sys.stderr)
+            _print(f"  sample {i + 1}/{len(samples)}: {subtask.label}", file=sys.stderr)
 
     rows = calibrate(samples, repeats=args.repeats, progress=progress)
     path = write_table(rows, Path(args.out).expanduser() if args.out else user_table())
     if args.json:
-        print(json.dumps({"table": str(path), "samples": len(samples), "tools": {
-            k: {"cost": p.cost, "cost_min": p.cost_min, "quality": p.quality, "n": p.n} for k, p in rows.items()}}))
+        _print_json({"table": str(path), "samples": len(samples), "tools": {
+            k: {"cost": p.cost, "cost_min": p.cost_min, "quality": p.quality, "n": p.n} for k, p in rows.items()}})
         return EXIT_OK
-    print(f"{'TOOL':<26} {'STAGE':<11} {'COST s':>8} {'MIN s':>8} {'QUALITY':>8} {'N':>5}  (was cost / quality)")
+    _print(f"{'TOOL':<26} {'STAGE':<11} {'COST s':>8} {'MIN s':>8} {'QUALITY':>8} {'N':>5}  (was cost / quality)")
     for name, p in sorted(rows.items(), key=lambda kv: (tools[kv[0]].stage, kv[0])):
         old = before.get(name)
         was = f"{old.cost:.4g} / {old.quality:.2f}" if old else ""
-        print(f"{name:<26} {tools[name].stage:<11} {p.cost:>8.4f} {p.cost_min:>8.4f} {p.quality:>8.2f} {p.n:>5}  ({was})")
+        _print(f"{name:<26} {tools[name].stage:<11} {p.cost:>8.4f} {p.cost_min:>8.4f} {p.quality:>8.2f} {p.n:>5}  ({was})")
     unused = sorted(set(tools) - set(rows))
     for name in unused:
         why = tools[name].available()
-        print(f"{name:<26} {tools[name].stage:<11} not measured: {why or 'no sample of its subtask kinds'}")
-    print(f"wrote {path} ({len(samples)} samples from {args.tasks} generated tasks, seed {args.seed})")
+        _print(f"{name:<26} {tools[name].stage:<11} not measured: {why or 'no sample of its subtask kinds'}")
+    _print(f"wrote {path} ({len(samples)} samples from {args.tasks} generated tasks, seed {args.seed})")
     return EXIT_OK
 
 
@@ -311,7 +382,7 @@ def _tool(name: str):
 
 def cmd_tools_show(args) -> int:
     t = _tool(args.name)
-    print(json.dumps({**t.schema(), "cost": t.cost, "quality": t.quality, "timeout": t.timeout}, indent=2))
+    _print_json({**t.schema(), "cost": t.cost, "quality": t.quality, "timeout": t.timeout}, indent=2)
     return EXIT_OK
 
 
@@ -354,11 +425,11 @@ def cmd_tools_call(args) -> int:
         _err(str(err))
         return EXIT_FAILED
     if args.json:
-        print(json.dumps({"content": result.content, "artifacts": [a.model_dump() for a in result.artifacts]}))
+        _print_json({"content": result.content, "artifacts": [a.model_dump() for a in result.artifacts]})
     else:
-        print(result.content)
+        _print(result.content)
         for a in result.artifacts:
-            print(f"artifact: {a.path}")
+            _print(f"artifact: {a.path}")
     return EXIT_OK
 
 
@@ -367,30 +438,30 @@ def cmd_models_list(args) -> int:
 
     rows = kinds()
     if args.json:
-        print(json.dumps([r.__dict__ for r in rows]))
+        _print_json([r.__dict__ for r in rows])
         return EXIT_OK
-    print(f"{'KIND':<10} {'EXAMPLE':<26} {'HERE':<5} WHY")
+    _print(f"{'KIND':<10} {'EXAMPLE':<26} {'HERE':<5} WHY")
     for r in rows:
-        print(f"{r.kind:<10} {r.example:<26} {'yes' if r.available else 'no':<5} {r.reason}")
+        _print(f"{r.kind:<10} {r.example:<26} {'yes' if r.available else 'no':<5} {r.reason}")
     return EXIT_OK
 
 
 def cmd_eval_list(args) -> int:
-    store = _store(args)
+    store = _store(args, readonly=True)
     rows = store.list_evals(limit=args.limit or 50)
     out = [{"id": r["id"], "benchmark": r["benchmark"], "model": r["model"], "n": r["n"], "done": r["done"],
             "score": (r["summary"] or {}).get("score"), "started": _when(r["created"]),
             "finished": bool(r["finished"])} for r in rows]
     if args.json:
-        print(json.dumps(out))
+        _print_json(out)
         return EXIT_OK
-    print(f"{'EVAL':<26} {'BENCHMARK':<16} {'MODEL':<20} {'DONE':>9} {'SCORE':>7}  STARTED")
+    _print(f"{'EVAL':<26} {'BENCHMARK':<16} {'MODEL':<20} {'DONE':>9} {'SCORE':>7}  STARTED")
     for r in out:
         score = "" if r["score"] is None else f"{r['score']:.3f}"
         done = f"{r['done']}/{r['n']}" + ("" if r["finished"] else "*")
-        print(f"{r['id']:<26} {r['benchmark']:<16} {_one_line(r['model'], 20):<20} {done:>9} {score:>7}  {r['started']}")
+        _print(f"{r['id']:<26} {r['benchmark']:<16} {_one_line(r['model'], 20):<20} {done:>9} {score:>7}  {r['started']}")
     if any(not r["finished"] for r in out):
-        print("* not finished: toolpath eval BENCHMARK --resume EVAL continues it")
+        _print("* not finished: toolpath eval BENCHMARK --resume EVAL continues it")
     return EXIT_OK
 
 
@@ -419,13 +490,13 @@ class EvalProgress:
         if self.tty:
             width = 24
             fill = round(width * i / n) if n else width
-            line = f"\r[{'#' * fill}{'.' * (width - fill)}] {i}/{n}  {stats}  {s.sample_id[:30]} {s.status}"
-            print(line + "\x1b[K", end="" if i < n else "\n", file=sys.stderr, flush=True)
+            line = printable(f"[{'#' * fill}{'.' * (width - fill)}] {i}/{n}  {stats}  {s.sample_id[:30]} {s.status}")
+            print("\r" + line + "\x1b[K", end="" if i < n else "\n", file=sys.stderr, flush=True)
             return
         mark = "ok " if s.score >= 1 else "   "
-        print(f"  [{i}/{n}] {mark}{s.sample_id:<16} {s.category:<8} {s.status:<17} score {s.score:g}  "
-              f"{elapsed:6.1f}s  {stats}  answer: {_one_line(s.answer or s.error or '', 40)}", file=sys.stderr,
-              flush=True)
+        _print(f"  [{i}/{n}] {mark}{s.sample_id:<16} {s.category:<8} {s.status:<17} score {s.score:g}  "
+               f"{elapsed:6.1f}s  {stats}  answer: {_one_line(s.answer or s.error or '', 40)}", file=sys.stderr,
+               flush=True)
 
 
 def cmd_eval(args) -> int:
@@ -437,7 +508,7 @@ def cmd_eval(args) -> int:
         return cmd_eval_list(args)
     if args.benchmark not in BENCHMARKS:
         raise BadInput(str(UnknownBenchmark(f"unknown benchmark {args.benchmark!r}; available: {', '.join(sorted(BENCHMARKS))}")))
-    if args.model:
+    if args.model is not None:
         from pydantic import ValidationError
 
         try:
@@ -449,7 +520,7 @@ def cmd_eval(args) -> int:
 
     def on_event(ev: dict) -> None:  # per-sample lines come from on_sample; only say when a model loads
         if ev["type"] == "loading" and not args.quiet:
-            print(f"loading model {ev['model']} …", file=sys.stderr, flush=True)
+            _print(f"loading model {ev['model']} …", file=sys.stderr, flush=True)
 
     try:
         result = run_eval(args.benchmark, store, model=args.model, limit=args.limit, seed=args.seed, data=args.data,
@@ -463,22 +534,22 @@ def cmd_eval(args) -> int:
     keys = ("eval_id", "benchmark", "n", "score", "by_category", "tokens", "seconds", "overall_excludes", "n_overall",
             "metrics", "cost_usd", "unpriced", "retries", "timed_out")
     if args.json:
-        print(json.dumps({k: summary[k] for k in keys if k in summary}))
+        _print_json({k: summary[k] for k in keys if k in summary})
         return EXIT_OK
     names = list(summary.get("metrics", {}))  # the benchmark's own numbers, one column each
 
     def cells(m: dict) -> str:
         return "".join(f" {m.get(k, float('nan')):>{max(9, len(k))}.3f}" for k in names)
 
-    print(f"eval {summary['eval_id']}  benchmark {summary['benchmark']}  model {summary['model']}")
-    print(f"{'CATEGORY':<12} {'N':>4} {'SCORE':>7}" + "".join(f" {k:>{max(9, len(k))}}" for k in names))
+    _print(f"eval {summary['eval_id']}  benchmark {summary['benchmark']}  model {summary['model']}")
+    _print(f"{'CATEGORY':<12} {'N':>4} {'SCORE':>7}" + "".join(f" {k:>{max(9, len(k))}}" for k in names))
     for cat, v in summary["by_category"].items():
-        print(f"{cat:<12} {v['n']:>4} {v['score']:>7.3f}" + cells(v.get("metrics", {})))
+        _print(f"{cat:<12} {v['n']:>4} {v['score']:>7.3f}" + cells(v.get("metrics", {})))
     n_all = summary.get("n_overall", summary["n"])
-    print(f"{'all':<12} {n_all:>4} {summary['score']:>7.3f}" + cells(summary.get("metrics", {}))
-          + f"   tokens {summary['tokens']}  {summary['seconds']:.1f} s" + _cost_text(summary))
+    _print(f"{'all':<12} {n_all:>4} {summary['score']:>7.3f}" + cells(summary.get("metrics", {}))
+           + f"   tokens {summary['tokens']}  {summary['seconds']:.1f} s" + _cost_text(summary))
     if summary.get("overall_excludes"):
-        print(f"(all leaves out {', '.join(summary['overall_excludes'])}, as {summary['benchmark']} reports it)")
+        _print(f"(all leaves out {', '.join(summary['overall_excludes'])}, as {summary['benchmark']} reports it)")
     return EXIT_OK
 
 
@@ -498,29 +569,51 @@ def _cost_text(summary: dict) -> str:
 def cmd_report(args) -> int:
     from .evals.report import write_report
 
-    store = _store(args)
+    store = _store(args, readonly=True)
     try:
         out = write_report(store, args.eval_ids, out_dir=args.out, viewer_url=args.viewer_url)
     except ValueError as err:  # an unknown eval id
         raise BadInput(str(err)) from None
     if args.json:
-        print(json.dumps(out, default=str))
+        _print_json(out)
     else:
         for key in ("html", "markdown", "md"):
             if out.get(key):
-                print(out[key])
+                _print(out[key])
     return EXIT_OK
 
 
 def cmd_view(args) -> int:
     from .viewer import serve_forever
 
-
-    serve_forever(home=_store(args).home, host="127.0.0.1", port=args.port)
+    serve_forever(home=_store(args, readonly=True).home, host="127.0.0.1", port=args.port)
     return EXIT_OK
 
 
 # ---- parser -------------------------------------------------------------------------------------------
+
+def _port(text: str) -> int:
+    """A TCP port for argparse: 0 (any free one) to 65535; anything else is a usage error (exit 2)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {port}")
+    return port
+
+
+def _argument_problem(args) -> str | None:
+    """What is wrong with the arguments that argparse cannot tell, or None."""
+    for opt in ("limit", "max_steps"):
+        value = getattr(args, opt, None)
+        if value is not None and value <= 0:
+            return f"--{opt.replace('_', '-')} must be a positive number, got {value}"
+    timeout = getattr(args, "timeout", None)
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        return f"--timeout must be a positive number of seconds, got {timeout}"
+    return None
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="toolpath", description="Run, resume, inspect and evaluate tool-using agents.")
@@ -602,7 +695,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--json", action="store_true")
     rp.set_defaults(fn=cmd_report)
     vw = sub.add_parser("view", help="serve the trace viewer on 127.0.0.1 (runs, evals, every step)")
-    vw.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    vw.add_argument("--port", type=_port, default=8765, help="port (default 8765; 0 picks a free one)")
     vw.set_defaults(fn=cmd_view)
     return p
 
@@ -615,10 +708,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "fn", None):
         parser.print_help()
         return EXIT_BAD_INPUT
-    for opt in ("limit", "max_steps"):
-        if getattr(args, opt, None) is not None and getattr(args, opt) <= 0:
-            _err(f"--{opt.replace('_', '-')} must be a positive number, got {getattr(args, opt)}")
-            return EXIT_BAD_INPUT
+    problem = _argument_problem(args)
+    if problem is not None:
+        _err(problem)
+        return EXIT_BAD_INPUT
     try:
         return args.fn(args)
     except BadInput as err:

@@ -119,14 +119,32 @@ class PostgresStore(Store):
     """runs.Store on PostgreSQL. Safe to share between threads of one process; any number of processes and
     machines may write one database at once (each statement or deferred batch is its own transaction)."""
 
-    def __init__(self, home: str | Path | None = None, url: str | None = None):
+    def __init__(self, home: str | Path | None = None, url: str | None = None, readonly: bool = False):
         self.home = Path(home) if home else default_home()
-        self.home.mkdir(parents=True, exist_ok=True)
         self.artifact_dir = self.home / "artifacts"
         self.url = url or os.environ.get("TOOLPATH_DB", "")
         self.db_path = _masked(self.url)  # what messages name ("no run … in {store.db_path}")
+        self.readonly = readonly
         self._lock = threading.RLock()
+        self._saver = None
+        self._deferred: dict[str, list[tuple[str, tuple]]] = {}
         self._conn = connect(self.url)
+        if readonly:
+            self._open_readonly_session()
+        else:
+            self.home.mkdir(parents=True, exist_ok=True)
+            self._create_tables()
+
+    def _open_readonly_session(self) -> None:
+        """Every statement of this session read-only (the server refuses a write), and no table created: a store
+        that does not exist yet is an error naming the database, not an empty one made for reading."""
+        self._conn.execute("SET default_transaction_read_only = on")
+        if self._conn.execute("SELECT to_regclass('runs') AS t").fetchone()["t"] is None:
+            self._conn.close()
+            raise StoreError(f"TOOLPATH_DB={self.db_path!r}: no toolpath store in this database yet (the first run "
+                             "or eval creates its tables)")
+
+    def _create_tables(self) -> None:
         with self._lock, _setup_lock(self._conn, "creating the store's tables"), self._conn.transaction():
             self._conn.execute(_schema())
             for table, column, decl in [*runs._ADDED_COLUMNS, ("runs", "host", "TEXT")]:
@@ -136,8 +154,6 @@ class PostgresStore(Store):
                 if not have:  # ALTER TABLE locks the table even when the column is there: only when it is not
                     decl = re.sub(r"\bINTEGER\b", "BIGINT", re.sub(r"\bREAL\b", "DOUBLE PRECISION", decl))
                     self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
-        self._saver = None
-        self._deferred: dict[str, list[tuple[str, tuple]]] = {}
 
     # ---- runs: a run's pid means something only on its own machine -----------------------------------
     def create_run(self, *args, **kwargs) -> str:
@@ -158,22 +174,24 @@ class PostgresStore(Store):
             run["status"] = "running"  # "interrupted" is never stored: Store's _shown made it so
         return run
 
-    def get_run(self, run_id: str) -> dict | None:
-        run = super().get_run(run_id)
-        return self._elsewhere(run) if run else None
-
-    def list_runs(self, limit: int = 50, eval_id: str | None = None) -> list[dict]:
-        return [self._elsewhere(r) for r in super().list_runs(limit, eval_id)]
+    def _show(self, row) -> dict:
+        return self._elsewhere(super()._show(row))
 
     def _exec(self, sql, args=()):
+        if self.readonly and not sql.lstrip().upper().startswith("SELECT"):
+            self._check_writable("write to it")
         with self._lock:
             return self._conn.execute(_pg(sql), tuple(args))
+
+    def read_connection(self):
+        raise StoreError("read_connection: a PostgreSQL store is read through its own connection (Store._exec)")
 
     def commit_deferred(self, run_id: str) -> None:
         with self._lock:
             pending = self._deferred.pop(run_id, [])
             if not pending:
                 return
+            self._check_writable("write to it")
             with self._conn.transaction():
                 for sql, args in pending:
                     self._conn.execute(_pg(sql), args)
@@ -187,6 +205,7 @@ class PostgresStore(Store):
     def checkpointer(self):
         """LangGraph's PostgresSaver on the same database (its own connection), committing step rows with
         each checkpoint."""
+        self._check_writable("checkpoint a run")
         if self._saver is None:
             self._saver = _postgres_saver(self)
             self._saver.setup()

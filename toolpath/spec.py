@@ -1,18 +1,38 @@
 """TaskSpec: what a user writes (YAML or JSON) to describe one agent task.
 
 A bad spec fails here, before anything starts, with a `SpecError` that names the file, the field path and
-what was expected. Nothing in this module imports the rest of toolpath.
+what was expected. A spec may come from anyone (a downloaded example, a generated file), so reading one is
+bounded (file size, nesting, values after YAML aliases, string and path lengths), and a spec may not hold
+secrets, reach pages outside its own folder or this machine unless it says so, or name inputs that are not
+what they claim. Reading the file itself is spec_reading.py's job. Nothing in this module imports the rest of
+toolpath but spec_reading and redact, which import nothing of ours either.
 """
 
 from __future__ import annotations
 
-import json
+import ipaddress
 import re
+import stat
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+# The limits on the file and its shape live with the code that reads it; they are part of this module's API too.
+from .spec_reading import (MAX_NESTING, MAX_SPEC_BYTES, MAX_SPEC_VALUES, MAX_STRING_CHARS, Unreadable,  # noqa: F401
+                           field_path, parse_text, read_text, shape_problems, shown_path, size_text)
+
+# ---- what a spec may name: paths and inputs -------------------------------------------------------------
+# Linux's PATH_MAX: a longer path cannot be opened anyway, and saying so beats an OS error.
+MAX_PATH_CHARS = 4096
+# An input image is copied into the run's artifacts and decoded for the model: 64 MiB holds any photo or
+# screenshot (an 8K PNG is about 30 MB), and is checked from the file's size alone, without reading it.
+MAX_IMAGE_BYTES = 64 * 1024 * 1024
+# PIL's own decompression-bomb threshold (Image.MAX_IMAGE_PIXELS): a few kB of PNG can declare more.
+MAX_IMAGE_PIXELS = 89_478_485
+# An input file is copied into the sandbox's episode folder for every run of the task.
+MAX_INPUT_FILE_BYTES = 100 * 1024 * 1024
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 
@@ -52,6 +72,9 @@ class ModelSpec(_Part):
     @classmethod
     def _known_kind(cls, v: str) -> str:
         kind = v.split(":", 1)[0]
+        if not v.strip():
+            raise ValueError("empty; expected local, openai:MODEL, hf:PATH, scripted:FILE, python:MODULE:ATTR, or "
+                             f"{' or '.join(OFFLINE_POLICIES)}")
         if kind not in {"local", "openai", "hf", "scripted", "python", *OFFLINE_POLICIES}:
             raise ValueError(f"unknown model kind {kind!r}; expected local, openai:MODEL, hf:PATH, scripted:FILE, "
                              f"python:MODULE:ATTR, or {' or '.join(OFFLINE_POLICIES)}")
@@ -63,7 +86,7 @@ class ModelSpec(_Part):
 
 
 class AgentSpec(_Part):
-    name: str = "react"
+    name: str = Field("react", min_length=1)
     params: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -136,18 +159,6 @@ class TaskSpec(_Part):
         return self.model_dump_json()
 
 
-def _field_path(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part in ("function-after", "function-before") or str(part).startswith(("function-", "json-or-python")):
-            continue
-        else:
-            out += ("." if out else "") + str(part)
-    return out
-
-
 def describe_errors(err: ValidationError) -> list[tuple[str, str]]:
     problems = []
     for e in err.errors():
@@ -157,66 +168,290 @@ def describe_errors(err: ValidationError) -> list[tuple[str, str]]:
         elif e["type"] == "missing":
             msg = "required field is missing"
         if "input" in e and e["type"] not in ("missing", "extra_forbidden") and not isinstance(e["input"], dict):
-            msg += f" (got {e['input']!r})"
-        problems.append((_field_path(e["loc"]), msg))
+            shown = repr(e["input"])
+            msg += f" (got {shown if len(shown) <= 100 else shown[:99] + '…'})"
+        problems.append((field_path(e["loc"]), msg))
     return problems
 
 
 def parse_spec(data: Any, source: str = "<spec>", base_dir: Path | None = None) -> TaskSpec:
-    """Validate a mapping into a TaskSpec; relative input paths resolve against `base_dir` and must exist."""
+    """Validate a mapping into a TaskSpec; relative input paths resolve against `base_dir` and must exist.
+
+    Besides the fields' own rules: the limits above, no secrets (see `secret_problems`), inputs that are
+    what they claim, a start page under the spec's folder or on this machine unless allowed by name."""
     if not isinstance(data, dict):
         raise SpecError(source, [("", f"expected a mapping of fields, got {type(data).__name__}")])
+    problems = shape_problems(data)
+    if problems:
+        raise SpecError(source, problems)
     try:
         spec = TaskSpec.model_validate(data)
     except ValidationError as err:
         raise SpecError(source, describe_errors(err)) from None
     base = base_dir or Path.cwd()
-    missing = []
-    for kind in ("images", "files"):
-        paths = getattr(spec.inputs, kind)
-        for i, p in enumerate(paths):
-            full = p if p.is_absolute() else (base / p)
-            if not full.is_file():
-                missing.append((f"inputs.{kind}[{i}]", f"file not found: {full}"))
-            paths[i] = full.resolve()
+    problems = secret_problems(data) + _input_problems(spec, base)
     start = resolve_start_url(spec, base)
     if start is not None:
-        missing.append(("sandbox.options.start_url", start))
-    if missing:
-        raise SpecError(source, missing)
-    resolve_model_path(spec, base)
+        problems.append(("sandbox.options.start_url", start))
+    model = resolve_model_path(spec, base)
+    if model is not None:
+        problems.append(("model.name", model))
+    if problems:
+        raise SpecError(source, problems)
     return spec
 
 
+# ---- secrets -------------------------------------------------------------------------------------------
+
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}$")
+
+
+def _secret_found(path: tuple, what: str) -> tuple[str, str]:
+    """The problem for a secret at `path`. The message starts with redact's mark, the value it stands for, so
+    that printing it through redact() (which hides whatever follows "api_key: ") changes nothing."""
+    from .redact import MARK
+
+    if path[:1] == ("model",):
+        instead = "name that variable in model.api_key_env (default OPENAI_API_KEY)"
+    else:
+        instead = "let what needs it read it from there"
+    return (shown_path(path), f"{MARK} — {what}; a spec is stored with its run and shown by the viewer: keep the "
+                               f"secret in an environment variable and {instead}")
+
+
+def _says_secret(key: Any) -> bool:
+    """Does a field's name say it holds a secret (api_key, apiKey, access-token, password, client_secret …)?"""
+    from .redact import secret_env_names
+
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|-", "_", str(key))  # apiKey, access-token → api_Key, access_token
+    return bool(secret_env_names({name: ""}))
+
+
+def _url_holds_secret(text: str) -> bool:
+    """A URL with credentials (scheme://user:KEY@host) or a secret-named query parameter (?api_key=…)."""
+    if not re.match(r"^[A-Za-z][A-Za-z0-9+.\-]*://", text):
+        return False
+    parts = urlsplit(text)
+    return "@" in parts.netloc or any(_says_secret(k) for k, _ in parse_qsl(parts.query))
+
+
+def _text_holds_secret(text: str, secrets: frozenset[str], prose: bool) -> bool:
+    """A known secret's value anywhere; in configuration (not prose, where "bearer bonds" is just words) also
+    URL credentials and whatever else redact() would hide (an Authorization header, `api_key=…`)."""
+    from .redact import redact
+
+    return any(s in text for s in secrets) or (not prose and (_url_holds_secret(text) or redact(text) != text))
+
+
+def secret_problems(data: dict) -> list[tuple[str, str]]:
+    """Secrets written into a spec, which would be stored in runs.spec and served by the viewer: a field whose
+    name says it is a key, token, password or secret with a literal value; a URL with credentials in it; text
+    that redact() would hide (an Authorization header, a known secret's value); an api_key_env that is not
+    the name of a variable. Expected answers (evaluator.expected) are data, not configuration: not checked."""
+    from .redact import known_secrets
+
+    problems = []
+    model = data.get("model")
+    env_name = model.get("api_key_env") if isinstance(model, dict) else None
+    if isinstance(env_name, str) and not _ENV_NAME.match(env_name):
+        problems.append(("model.api_key_env", "expected the name of an environment variable (capital letters, digits "
+                                              "and _, e.g. OPENAI_API_KEY), not the key itself"))
+    secrets = known_secrets()
+    stack: list[tuple[tuple, Any]] = [((), data)]
+    while stack:  # shape_problems has bounded the data: no cycles, at most MAX_SPEC_VALUES values
+        path, value = stack.pop()
+        if path[:2] == ("evaluator", "expected") or path == ("model", "api_key_env"):
+            continue
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if _says_secret(key) and not isinstance(item, (bool, dict, list)) and item not in (None, ""):
+                    problems.append(_secret_found((*path, key), "a secret written into the spec"))
+                else:
+                    stack.append(((*path, key), item))
+        elif isinstance(value, (list, tuple)):
+            stack.extend(((*path, i), item) for i, item in enumerate(value))
+        elif isinstance(value, str) and _text_holds_secret(value, secrets, prose=path == ("instruction",)):
+            problems.append(_secret_found(path, "credentials, a key or a token written into the spec"))
+    return problems
+
+
+# ---- inputs --------------------------------------------------------------------------------------------
+
+def _path_problem(text: str, what: str = "path") -> str | None:
+    """Why `text` cannot name a file, before the file system is asked; None when it can."""
+    if "\x00" in text:
+        return f"the {what} contains a NUL byte"
+    if len(text) > MAX_PATH_CHARS:
+        return f"a {what} of {len(text):,} characters; at most {MAX_PATH_CHARS:,}"
+    return None
+
+
+def _regular_file_problem(full: Path, limit: int) -> str | None:
+    """Is `full` a regular file of at most `limit` bytes? Asked of its metadata only, so a FIFO does not block
+    and a sparse 2 GB file is not read."""
+    try:
+        info = full.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return f"file not found: {full}"
+    except (OSError, ValueError) as err:
+        return f"cannot read {full}: {getattr(err, 'strerror', None) or err}"
+    if not stat.S_ISREG(info.st_mode):
+        return f"not a regular file: {full}"
+    if info.st_size > limit:
+        return f"{full} is {size_text(info.st_size)}; at most {size_text(limit)}"
+    return None
+
+
+def _image_problem(path: Path) -> str | None:
+    """None when PIL recognises the file as an image of at most MAX_IMAGE_PIXELS pixels (its header only)."""
+    import warnings
+
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(path) as im:
+                width, height = im.size
+    except Image.DecompressionBombError:
+        return f"{path} declares more than {MAX_IMAGE_PIXELS:,} pixels"
+    except Exception as err:  # PIL raises many kinds of error on a file that is not an image
+        return f"{path} is not an image (PIL: {type(err).__name__}: {str(err)[:100]})"
+    if width * height > MAX_IMAGE_PIXELS:
+        return f"{path} is {width}x{height} pixels; at most {MAX_IMAGE_PIXELS:,} pixels"
+    return None
+
+
+def _input_problems(spec: TaskSpec, base: Path) -> list[tuple[str, str]]:
+    """Each input file must be a regular file within its size limit, each image an image; paths are made
+    absolute against `base`."""
+    problems = []
+    for kind, limit in (("images", MAX_IMAGE_BYTES), ("files", MAX_INPUT_FILE_BYTES)):
+        paths = getattr(spec.inputs, kind)
+        for i, p in enumerate(paths):
+            where = f"inputs.{kind}[{i}]"
+            problem = _path_problem(str(p))
+            if problem is None:
+                full = p if p.is_absolute() else (base / p)
+                problem = _regular_file_problem(full, limit)
+                if problem is None and kind == "images":
+                    problem = _image_problem(full)
+                if problem is None:
+                    paths[i] = full.resolve()
+            if problem is not None:
+                problems.append((where, problem))
+    return problems
+
+
+# ---- the start page ------------------------------------------------------------------------------------
+
+def host_allowed(host: str, port: int | None, allowed_hosts: Any) -> bool:
+    """Does an allow-list admit host:port? Its entries are names ("example.com", any port), "host:port",
+    "*.example.com" (subdomains) or "*" (everything), as a list or one comma- or space-separated string."""
+    if isinstance(allowed_hosts, str):
+        allowed_hosts = allowed_hosts.replace(",", " ").split()
+    for entry in allowed_hosts if isinstance(allowed_hosts, (list, tuple)) else []:
+        entry = str(entry).strip().lower()
+        if entry == "*":
+            return True
+        name, _, want = entry.partition(":")
+        port_ok = not want or (want.isdigit() and int(want) == port)
+        if port_ok and (name == host or (name.startswith("*.") and host.endswith(name[1:]))):
+            return True
+    return False
+
+
+def _on_this_machine(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _file_under(path: Path, folder: Path) -> str | None:
+    """A page the spec opens from disk must be a file in the spec's folder (or below it), links resolved."""
+    try:
+        full = path.resolve()
+        inside = full.is_relative_to(folder.resolve())
+    except (OSError, ValueError, RuntimeError) as err:
+        return f"cannot use {path}: {err}"
+    if not inside:
+        return f"{full} is outside the spec's folder {folder.resolve()}; a page on disk must be under it"
+    if not full.is_file():
+        return f"no file {full}"
+    return None
+
+
 def resolve_start_url(spec: TaskSpec, base_dir: Path) -> str | None:
-    """Turn a sandbox start_url written as a file path (no scheme) into a file:// URL; the problem, or None.
+    """Check a sandbox's start_url, and turn one written as a file path into a file:// URL; the problem, or None.
 
-    A path is taken relative to the spec file first, then to the working directory, so an example's local page
-    opens from wherever `toolpath run` is started. Any URL with a scheme is left to the sandbox to check."""
-    url = spec.sandbox.options.get("start_url")
-    if not isinstance(url, str) or not url or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", url):
+    The page is shown to the model (and, through it, to whoever serves the model), so a spec opens only what
+    it could have shipped or started itself: a file under its own folder (a path is taken relative to it), a
+    page on this machine (localhost, 127.0.0.1, ::1), data: and about: pages, or a host that
+    sandbox.options.allowed_hosts names. Nothing is fetched here."""
+    options = spec.sandbox.options
+    url = options.get("start_url")
+    if url is None:
         return None
-    path = Path(url).expanduser()
-    for candidate in ([path] if path.is_absolute() else [base_dir / path, Path.cwd() / path]):
-        if candidate.is_file():
-            spec.sandbox.options["start_url"] = candidate.resolve().as_uri()
-            return None
-    return f"no URL scheme, and no file {url!r} next to the spec or in the working directory"
+    if not isinstance(url, str) or not url.strip():
+        return f"expected a URL or a file path, got {url!r}"
+    problem = _path_problem(url, "URL or path")
+    if problem is not None:
+        return problem
+    if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", url):  # a file path
+        path = Path(url)
+        problem = _file_under(path if path.is_absolute() else base_dir / path, base_dir)
+        if problem is None:
+            options["start_url"] = (base_dir / path).resolve().as_uri()
+        return problem
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme in ("data", "about"):
+        return None
+    if scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            return f"a file: URL on another machine ({parts.netloc}); a page on disk must be under the spec's folder"
+        return _file_under(Path(unquote(parts.path)), base_dir)
+    if scheme not in ("http", "https"):
+        return f"expected an http(s), file, data or about URL, got scheme {scheme!r}"
+    try:
+        host, port = (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}[scheme]
+    except ValueError as err:
+        return f"not a valid URL: {err}"
+    if not host:
+        return "the URL names no host"
+    if _on_this_machine(host) or host_allowed(host, port, options.get("allowed_hosts")):
+        return None
+    return (f"{host} is not on this machine, and sandbox.options.allowed_hosts does not name it; add {host!r} "
+            "there (browser sandbox) to let the episode open it")
 
 
-def resolve_model_path(spec: TaskSpec, base_dir: Path) -> None:
-    """Make a relative `scripted:FILE` or `hf:PATH` absolute, so the run resumes from any directory.
+def resolve_model_path(spec: TaskSpec, base_dir: Path) -> str | None:
+    """Make a relative `scripted:FILE` or `hf:PATH` absolute, so the run resumes from any directory; the
+    problem with the path, or None.
 
     A path is taken relative to the spec file first, then to the working directory; one found in neither
-    is left as written, and loading the model reports it."""
+    is left as written, and loading the model reports it. A scripted file that exists must be a regular file
+    (reading a FIFO would block the run before it starts)."""
     kind, _, value = spec.model.name.partition(":")
-    if kind not in ("scripted", "hf") or not value or Path(value).expanduser().is_absolute():
-        return
-    for root in (base_dir, Path.cwd()):
-        candidate = root / value
-        if candidate.exists():
-            spec.model.name = f"{kind}:{candidate.resolve()}"
-            return
+    if kind not in ("scripted", "hf") or not value:
+        return None
+    problem = _path_problem(value)
+    if problem is not None:
+        return problem
+    path = Path(value).expanduser()
+    for candidate in [path] if path.is_absolute() else [base_dir / path, Path.cwd() / path]:
+        try:
+            found = candidate.exists()
+        except OSError as err:  # a name longer than the file system allows
+            return f"cannot use {value!r}: {err.strerror}"
+        if found:
+            if not path.is_absolute():
+                spec.model.name = f"{kind}:{candidate.resolve()}"
+            return _regular_file_problem(candidate, MAX_INPUT_FILE_BYTES) if kind == "scripted" else None
+    return None
 
 
 def load_spec(path: str | Path) -> TaskSpec:
@@ -224,20 +459,7 @@ def load_spec(path: str | Path) -> TaskSpec:
     path = Path(path)
     source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(source, [("", "file not found")]) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise SpecError(source, [("", f"cannot read file: {err}")]) from None
-    try:
-        if path.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            data = yaml.safe_load(text)
-    except json.JSONDecodeError as err:
-        raise SpecError(source, [("", f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}")]) from None
-    except yaml.YAMLError as err:
-        where = getattr(err, "problem_mark", None)
-        at = f" at line {where.line + 1} column {where.column + 1}" if where else ""
-        raise SpecError(source, [("", f"not valid YAML{at}: {getattr(err, 'problem', err)}")]) from None
+        data = parse_text(read_text(path), path.suffix.lower() == ".json")
+    except Unreadable as err:
+        raise SpecError(source, [(err.field, err.message)]) from None
     return parse_spec(data, source, base_dir=path.parent)

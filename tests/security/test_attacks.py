@@ -140,14 +140,35 @@ def test_symlink_escape(box):
 
 
 def test_forged_image_paths_from_a_compromised_kernel_are_refused(box):
-    r = box.run("import json, os\nos.makedirs('/episode/.images', exist_ok=True)\n"
+    # A cell that finds the current request's id in the kernel's frames and answers for it: its answer is taken
+    # (it says no more than the cell could print), its image paths are not, and the kernel's own answer, which
+    # then arrives as a second one, costs the kernel before the next cell runs.
+    r = box.run("import json, os, sys\nos.makedirs('/episode/.images', exist_ok=True)\n"
                 "os.symlink('/etc/passwd', '/episode/.images/evil.png')\n"
-                "out = os.fdopen(int(__import__('sys').argv[1]), 'w', buffering=1)\n"
-                "out.write(json.dumps({'stdout': '', 'stdout_truncated': False, 'stdout_bytes': 0, 'stderr': '',"
-                " 'stderr_truncated': False, 'stderr_bytes': 0, 'value': None, 'error': None,"
-                " 'images': ['/episode/.images/evil.png', '/etc/shadow'], 'images_dropped': 0}) + '\\n')\n"
-                "import time; time.sleep(0.5)")
+                "f = sys._getframe()\nwhile 'req' not in f.f_locals: f = f.f_back\n"
+                "out = os.fdopen(int(sys.argv[1]), 'w', buffering=1)\n"
+                "out.write(json.dumps({'id': f.f_locals['req']['id'], 'stdout': '', 'stdout_truncated': False,"
+                " 'stdout_bytes': 0, 'stderr': '', 'stderr_truncated': False, 'stderr_bytes': 0, 'value': None,"
+                " 'error': None, 'images': ['/episode/.images/evil.png', '/etc/shadow'], 'images_dropped': 0,"
+                " 'no_space': False}) + '\\n')")
     assert r.images == [] and sum("refused" in n for n in r.notes) == 2
+    r = box.run("1 + 1")  # the kernel's answer is seen before this request is sent, or instead of its answer
+    assert box.restarts == 1 and ("no request asked for" in r.notes[0] or "instead of this cell" in r.error)
+    assert box.run("3 * 3").value == "9"
+
+
+def test_an_image_swapped_for_a_symlink_after_the_answer_changes_nothing_the_host_keeps(box):
+    # the host copies each image as it checks it: a cell's thread that later points the name at a host file
+    # cannot make the host read that file
+    r = box.run("from PIL import Image\nImage.new('RGB', (4, 4), 'red').show()\nimport os, threading, time\n"
+                "def swap():\n    time.sleep(0.3)\n    os.remove('/episode/.images/cell1_1.png')\n"
+                "    os.symlink('/etc/passwd', '/episode/.images/cell1_1.png')\n"
+                "threading.Thread(target=swap).start()")
+    assert len(r.images) == 1
+    import time
+
+    time.sleep(1)
+    assert r.images[0].read_bytes()[:4] == b"\x89PNG" and box.workdir not in r.images[0].parents
 
 
 def test_environment_has_no_host_secrets(box):

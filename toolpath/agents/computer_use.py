@@ -14,6 +14,9 @@ JSON lines, boxes in its own coordinates.
 The model's coordinates (agent.params.coordinates: absolute pixels of the smart-resized screenshot,
 normalized, or grid1000) are converted to screen pixels by policies.coords before an action runs, and the
 step records both. A line that cannot be parsed or converted is reported back; the other lines still run.
+A step's actions share what is left of the run's max_seconds: each gets the deadline (a wait is cut short,
+typing stops), none starts once it has passed, and those are reported as not run before the run ends as
+budget_exhausted.
 When the episode ends on a browser, the probes the spec's evaluator asks for (evaluator.options.probes) are
 evaluated in the live page and recorded as the run's final state, which environment-scored benchmarks
 (WebArena, MiniWoB++) score.
@@ -26,8 +29,10 @@ import json
 import time
 from typing import Any
 
+from ..deadline import BUDGET_SPENT, passed
 from ..state import AgentState, Message, ToolCall, initial_state as _common_initial
-from .nodes import END, Runtime, budget_exceeded, loop_update, record_step, run_call
+from .nodes import (END, Runtime, budget_exceeded, loop_update, not_run_summary, out_of_time, record_step,
+                    report_not_run, run_call, step_deadline)
 
 DEFAULT_TOOLS: list[str] = []  # the platform's GUI actions, chosen in build()
 SANDBOX = None  # grounding needs none; the action modes need `sandbox: browser` or `sandbox: desktop`
@@ -43,6 +48,11 @@ _PLATFORM_PROMPT = {
     "phone": "You are a GUI agent operating a mobile phone through touch and text input.",
 }
 SYSTEM_PROMPT = _PLATFORM_PROMPT["desktop"]  # without a spec; system_prompt(spec) names the run's platform
+POINTING = ("click", "doubleClick", "rightClick", "moveTo", "long_press")  # actions whose point grounding answers
+# What one step keeps of a model's reply for the prompts after it: a long <operation> would be re-sent (and
+# checkpointed) at every later step, and a reply of thousands of failing lines would fill the next prompt.
+MAX_OPERATION_CHARS = 1000
+MAX_FAILURES_SHOWN = 20
 _SANDBOX_PLATFORM = {"browser": "web", "desktop": "desktop"}
 
 
@@ -212,13 +222,15 @@ def make_policy_node(rt: Runtime):
         rt.emit({"type": "thinking", "step": step})
         try:
             resp = rt.policy.respond(prompt_messages(rt, state), rt.schemas, temperature=rt.spec.model.temperature,
-                                     max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed + step, format=fmt)
+                                     max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed + step, step=step,
+                                     format=fmt)
         except PolicyError as err:
             update = record_step(rt, state, "policy", [], started, time.perf_counter() - t0, {}, error=str(err))
             return Command(update={**update, "steps": step, "status": "failed", "error": f"policy: {err}"},
                            goto="finish")
         calls = [c.model_dump() for c in resp.tool_calls]
-        operation = resp.text.strip() or "; ".join(c.name for c in resp.tool_calls) or "(no action)"
+        operation = _shorten(resp.text.strip() or "; ".join(c.name for c in resp.tool_calls) or "(no action)",
+                             MAX_OPERATION_CHARS)
         update: dict[str, Any] = {"steps": step, "pending": calls, "operations": [*state["operations"], operation],
                                   "feedback": fmt.feedback(resp.issues) if resp.issues else "",
                                   "tokens_in": state["tokens_in"] + resp.tokens_in,
@@ -244,6 +256,10 @@ def make_policy_node(rt: Runtime):
         return Command(update=update, goto="observe")
 
     return policy_node
+
+
+def _shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit} more characters)"
 
 
 # ---- act ----------------------------------------------------------------------------------------------
@@ -294,7 +310,6 @@ def _ending(call: ToolCall, mode: str) -> dict:
 def make_act_node(rt: Runtime):
     from langgraph.types import Command
 
-    from ..state import Observation
     from ..tools.gui import ENDING
 
     def act_node(state: ComputerUseState) -> Any:
@@ -305,24 +320,15 @@ def make_act_node(rt: Runtime):
         calls = [ToolCall.model_validate(c) for c in state["pending"]]
         update: dict[str, Any] = {"pending": []}
         messages, observations, problems = [], [], []
+        deadline = step_deadline(rt, state)
+        skipped: list[ToolCall] = []
         for i, call in enumerate(calls):
-            try:
-                screen_call, note = to_screen_call(call, space)
-            except ValueError as err:
-                obs = Observation(call_id=call.id, tool=call.name, content=f"{call.name}: {err}", error=True)
-            else:
-                if fmt.mode == "grounding" and call.name in ("click", "doubleClick", "rightClick", "moveTo",
-                                                              "long_press") and "x" in screen_call.arguments:
-                    point = [screen_call.arguments["x"], screen_call.arguments["y"]]
-                    update.update(status="finished", answer=json.dumps({"point": point, "action": call.name}))
-                    obs = Observation(call_id=call.id, tool=call.name, content=f"point {note}")
-                elif call.name in ENDING:
-                    update.update(_ending(call, fmt.mode))
-                    obs = Observation(call_id=call.id, tool=call.name, content=f"{call.name}: episode ends")
-                else:
-                    obs, _ = run_call(rt, screen_call)
-                    if note and not obs.error:
-                        obs = obs.model_copy(update={"content": f"{obs.content} [{note}]"})
+            # Once the budget is spent no action starts on the screen, nor anything after it (a terminate after
+            # actions that never ran would claim their success); an answer, which takes no time, still counts.
+            if passed(deadline) and fmt.mode != "grounding" and call.name not in ENDING:
+                skipped = calls[i:]
+                break
+            obs = _act_one(rt, call, space, fmt.mode, update)
             observations.append(obs.model_dump(exclude_defaults=True))
             messages.append(Message(role="tool", content=obs.content, tool_call_id=call.id, name=call.name))
             if obs.error:
@@ -330,24 +336,57 @@ def make_act_node(rt: Runtime):
             rt.emit({"type": "tool", "step": state["steps"], "tool": call.name, "error": obs.error,
                      "content": obs.content, "seconds": time.perf_counter() - t0})
             if "status" in update:
-                skipped = [c.name for c in calls[i + 1:]]
-                if skipped:
-                    update["error"] = (update.get("error") or "") + f" (not run after {call.name}: {', '.join(skipped)})"
+                after = [c.name for c in calls[i + 1:]]
+                if after:
+                    update["error"] = (update.get("error") or "") + f" (not run after {call.name}: {', '.join(after)})"
                 break
+        report_not_run(skipped, observations, messages)
+        if skipped:
+            problems.append(f"{not_run_summary(skipped)}: {BUDGET_SPENT}")
         if problems:
-            update["feedback"] = "\n".join(filter(None, [state.get("feedback"), "These actions failed:",
-                                                         *("- " + p for p in problems)]))
+            update["feedback"] = failures_feedback(state.get("feedback"), problems)
         update = record_step(rt, state, "act", messages, started, time.perf_counter() - t0, update,
-                         observations=observations)
+                             observations=observations)
         if "status" in update:
             return Command(update=update, goto="finish")
         update.update(loop_update(state, state["pending"], rt.spec.limits.loop_repeats))
-        reason = None if "status" in update else budget_exceeded({**state, **update}, rt.spec)
+        reason = out_of_time(None if "status" in update else budget_exceeded({**state, **update}, rt.spec), skipped)
         if reason:
             update.update(status="budget_exhausted", error=reason)
         return Command(update=update, goto="finish" if "status" in update else "observe")
 
     return act_node
+
+
+def _act_one(rt: Runtime, call: ToolCall, space, mode: str, update: dict):
+    """Carry out one call of the step: a grounding point or an ending action sets the run's outcome in `update`;
+    any other is run on the screen. Returns its Observation; whatever goes wrong is one with error=True."""
+    from ..state import Observation
+    from ..tools.gui import ENDING
+
+    try:
+        screen_call, note = to_screen_call(call, space)
+    except ValueError as err:
+        return Observation(call_id=call.id, tool=call.name, content=f"{call.name}: {err}", error=True)
+    if mode == "grounding" and call.name in POINTING and "x" in screen_call.arguments:
+        point = [screen_call.arguments["x"], screen_call.arguments["y"]]
+        update.update(status="finished", answer=json.dumps({"point": point, "action": call.name}))
+        return Observation(call_id=call.id, tool=call.name, content=f"point {note}")
+    if call.name in ENDING:
+        update.update(_ending(call, mode))
+        return Observation(call_id=call.id, tool=call.name, content=f"{call.name}: episode ends")
+    obs, _ = run_call(rt, screen_call)
+    if note and not obs.error:
+        obs = obs.model_copy(update={"content": f"{obs.content} [{note}]"})
+    return obs
+
+
+def failures_feedback(earlier: str | None, problems: list[str]) -> str:
+    """The next prompt's note of what failed: the first MAX_FAILURES_SHOWN problems and how many more there were."""
+    shown = ["- " + p for p in problems[:MAX_FAILURES_SHOWN]]
+    if len(problems) > MAX_FAILURES_SHOWN:
+        shown.append(f"- … and {len(problems) - MAX_FAILURES_SHOWN} more")
+    return "\n".join(filter(None, [earlier, "These actions failed:", *shown]))
 
 
 # ---- finish -------------------------------------------------------------------------------------------

@@ -18,6 +18,8 @@ plan      pick = the trace's first point (or the affordance box's centre), place
           between them (tools/grasp.py).
 execute   each waypoint is a robot tool call (tools/robot.py); an arm that cannot get there or a grasp that
           closes on nothing ends the attempt, named (a missed grasp re-observes and tries again within `retries`).
+          The run's time budget holds within a waypoint too: the motion stops where the arm is once it runs
+          out, and the run ends as budget_exhausted, naming the waypoints not run.
 check     the camera again; the policy is asked what is at the place point now, and a simulated sandbox's own
           judgement (is_on) decides success. The run's final state (success, points, trace, and in simulation the
           truth-based point checks and the ground-truth trace) is recorded for benchmarks.
@@ -29,9 +31,10 @@ import json
 import time
 from typing import Any
 
+from ..deadline import BUDGET_SPENT, passed
 from ..state import AgentState, ArtifactRef, Message, ToolCall, initial_state as _common_initial
 from .embodied_outcome import final_state, simulator_judgement, truth_checks
-from .nodes import END, Runtime, budget_exceeded, record_step, run_call
+from .nodes import END, Runtime, budget_exceeded, record_step, run_call, step_deadline
 
 DEFAULT_TOOLS = ["move_ee", "move_joints", "gripper", "home"]
 SANDBOX = "robot"
@@ -217,7 +220,7 @@ def _ask(rt: Runtime, state: dict, kind: str, question: str, images: list[Artifa
     step = state["steps"] + 1
     rt.emit({"type": "thinking", "step": step})
     resp = rt.policy.respond(_messages(rt, state, question), [], temperature=rt.spec.model.temperature,
-                             max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed + step)
+                             max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed + step, step=step)
     text = resp.raw or resp.text
     parsed = parse_fsd(text)
     msg = Message(role="assistant", content=resp.text or text, images=images or [])
@@ -485,7 +488,12 @@ def make_execute_node(rt: Runtime):
 
     def execute_node(state: EmbodiedState) -> Any:
         rt.wait_durable(state)
+        reason = budget_exceeded(state, rt.spec)
+        if reason:
+            return Command(update={"status": "budget_exhausted", "path": [],
+                                   "error": f"{reason}; {_waypoints(len(state['path']))} not run"}, goto="check")
         started, t0 = time.time(), time.perf_counter()
+        deadline = step_deadline(rt, state)
         name, args = state["path"][0]
         i = state["done_path"] + 1
         call = ToolCall(id=f"a{state['attempts']}_{i}", name=name, arguments=args)
@@ -499,6 +507,11 @@ def make_execute_node(rt: Runtime):
         update = {"path": state["path"][1:], "done_path": i}
         update = record_step(rt, state, "execute", msgs, started, time.perf_counter() - t0, update,
                          observations=[observation])
+        if passed(deadline):  # the motion stopped where the arm was when the time ran out
+            reason = budget_exceeded({**state, **update}, rt.spec) or BUDGET_SPENT
+            return Command(update={**update, "status": "budget_exhausted", "path": [],
+                                   "error": f"{reason}; waypoint {i} ({name}) ran out of time and "
+                                            f"{_waypoints(len(update['path']))} not run"}, goto="check")
         missed = name == "gripper" and args.get("command") == "close" and "holding" not in obs.content
         if obs.error or missed:
             why = obs.content if obs.error else f"the grasp closed on nothing ({obs.content})"
@@ -506,6 +519,10 @@ def make_execute_node(rt: Runtime):
         return Command(update=update, goto="execute" if update["path"] else "check")
 
     return execute_node
+
+
+def _waypoints(n: int) -> str:
+    return f"{n} waypoint{'s' if n != 1 else ''}"
 
 
 def _recover(rt: Runtime, state: dict, why: str):
@@ -516,7 +533,7 @@ def _recover(rt: Runtime, state: dict, why: str):
 
     for name, args in (("gripper", {"command": "open"}), ("home", {})):
         try:
-            rt.ctx.sandbox.act(name, args)
+            rt.ctx.sandbox.act(name, args, deadline=rt.ctx.deadline)  # set by the execute step that failed
         except SandboxError:
             pass  # the robot may be stuck where it is: the next observation shows it
     p = _spec_params(rt.spec)

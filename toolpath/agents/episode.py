@@ -6,6 +6,7 @@ them is stored, resumable and shown the same way.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import time
@@ -108,7 +109,9 @@ def _episode_sandbox(rt: Runtime, agent=None):
             if hasattr(agent, "prepare_sandbox"):  # what the agent's programs expect to find (visual_program)
                 agent.prepare_sandbox(rt, box)
         except (SandboxError, OSError, TypeError) as err:
-            raise EpisodeError(f"sandbox {spec.sandbox.kind!r}: {err}") from err
+            if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+                err = "the task's inputs do not fit in the sandbox's /episode (raise sandbox.options.disk_mb)"
+            raise EpisodeError(f"sandbox {spec.sandbox.kind!r}: {err}") from None
         rt.ctx.sandbox = box
         yield
     finally:

@@ -98,14 +98,14 @@ def _record(rt: Runtime, state: AgentState, node: str, content: str, started: fl
 
 # ---- plan ----------------------------------------------------------------------------------------------
 
-def _chain_from_policy(rt: Runtime) -> tuple[list | None, str, int, int]:
+def _chain_from_policy(rt: Runtime, step: int) -> tuple[list | None, str, int, int]:
     """(subtasks or None, what happened, tokens in, tokens out)."""
     from ..planners.subtasks import subtasks_from_policy
     from ..policies.base import PolicyError
 
     try:
         resp = rt.policy.respond(rt.transcript, [], temperature=rt.spec.model.temperature,
-                                 max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed)
+                                 max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed, step=step)
     except PolicyError as err:
         return None, f"the model could not be asked: {err}", 0, 0
     text = resp.raw or resp.text
@@ -135,7 +135,7 @@ def make_plan_node(rt: Runtime):
         except ValueError as err:
             return Command(update={"status": "failed", "error": str(err)}, goto=END)
         if p["planner"] == "policy":
-            chain, note, tin, tout = _chain_from_policy(rt)
+            chain, note, tin, tout = _chain_from_policy(rt, state["steps"] + 1)
             notes.append(note)
         if chain is None:
             try:

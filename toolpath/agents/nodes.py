@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..deadline import BUDGET_SPENT, passed
 from ..policies.base import Policy, PolicyError
 from ..policies.formats import FORMATS
 from ..runs import Store
@@ -84,8 +85,42 @@ def budget_exceeded(state: AgentState, spec: TaskSpec) -> str | None:
     return None
 
 
+def step_deadline(rt: Runtime, state: AgentState) -> float:
+    """The monotonic time at which what is left of the run's max_seconds runs out, counted from now; also handed
+    to the tools of this step (ToolContext.deadline), so a wait, typing or a robot's path stops by it."""
+    deadline = time.monotonic() + max(0.0, rt.spec.limits.max_seconds - state["seconds"])
+    rt.ctx.deadline = deadline
+    return deadline
+
+
+def report_not_run(calls: list[ToolCall], observations: list[dict], messages: list[Message]) -> None:
+    """Tell the model, and the step's record, of each call its step had no time left to start."""
+    for call in calls:
+        obs = Observation(call_id=call.id, tool=call.name, content=f"{call.name}: not run: {BUDGET_SPENT}", error=True)
+        observations.append(obs.model_dump(exclude_defaults=True))
+        messages.append(Message(role="tool", content=obs.content, tool_call_id=call.id, name=call.name))
+
+
+def not_run_summary(calls: list[ToolCall]) -> str:
+    """'3 calls not run (moveTo x2, write)': the calls a step had no time for, for the run's error."""
+    counts: dict[str, int] = {}
+    for c in calls:
+        counts[c.name] = counts.get(c.name, 0) + 1
+    names = ", ".join(f"{n} x{k}" if k > 1 else n for n, k in counts.items())
+    return f"{len(calls)} call{'s' if len(calls) != 1 else ''} not run ({names})"
+
+
+def out_of_time(reason: str | None, skipped: list[ToolCall]) -> str | None:
+    """The reason a run ends after a step: a step that left calls unstarted passed its deadline, so the budget
+    is spent even when the clock says a hair less."""
+    return f"{reason or BUDGET_SPENT}; {not_run_summary(skipped)}" if skipped else reason
+
+
 def call_signature(calls: list[dict]) -> str:
-    return json.dumps([[c["name"], c["arguments"]] for c in calls], sort_keys=True, default=str)
+    try:
+        return json.dumps([[c["name"], c["arguments"]] for c in calls], sort_keys=True, default=str)
+    except (TypeError, ValueError):  # keys that cannot be sorted together: the text is still a fine signature
+        return repr([[c["name"], c["arguments"]] for c in calls])
 
 
 def loop_update(state: AgentState, calls: list[dict], limit: int) -> dict:
@@ -115,7 +150,7 @@ def make_policy_node(rt: Runtime) -> Callable[[AgentState], Any]:
         try:
             resp = rt.policy.respond(rt.transcript, rt.schemas, temperature=spec.model.temperature,
                                      max_new_tokens=spec.model.max_new_tokens, seed=spec.seed + step,
-                                     format=rt.format)
+                                     step=step, format=rt.format)
         except PolicyError as err:
             dt = time.perf_counter() - t0
             rt.record(seq, "policy", [], started, dt, error=str(err))
@@ -165,6 +200,9 @@ def run_call(rt: Runtime, call: ToolCall) -> tuple[Observation, ToolResult | Non
         result = tool.call(call.arguments, rt.ctx)
     except ToolError as err:
         return Observation(call_id=call.id, tool=call.name, content=str(err), error=True), None
+    except Exception as err:  # noqa: BLE001 — arguments no tool expected (a model's output): the model hears of it
+        msg = f"{call.name}: {type(err).__name__}: {err}"
+        return Observation(call_id=call.id, tool=call.name, content=msg, error=True), None
     return Observation(call_id=call.id, tool=call.name, content=result.content, artifacts=result.artifacts), result
 
 
@@ -181,7 +219,13 @@ def make_tool_node(rt: Runtime) -> Callable[[AgentState], Any]:
         calls = [ToolCall.model_validate(c) for c in state["pending"]]
         update: dict[str, Any] = {"seq": seq, "pending": []}
         messages, observations = [], []
+        deadline = step_deadline(rt, state)
+        skipped: list[ToolCall] = []
         for i, call in enumerate(calls):
+            # Once the budget is spent no call starts, nor any after it; a final answer, which takes no time, counts.
+            if passed(deadline) and call.name != "final_answer":
+                skipped = calls[i:]
+                break
             c0 = time.perf_counter()
             obs, result = run_call(rt, call)
             observations.append(obs.model_dump(exclude_defaults=True))
@@ -191,16 +235,17 @@ def make_tool_node(rt: Runtime) -> Callable[[AgentState], Any]:
                      "error": obs.error, "content": obs.content})
             if result is not None and result.final:
                 update.update(status="finished", answer=result.content)
-                skipped = [c.name for c in calls[i + 1:]]
-                if skipped:
-                    update["error"] = f"calls after final_answer were not run: {', '.join(skipped)}"
+                after = [c.name for c in calls[i + 1:]]
+                if after:
+                    update["error"] = f"calls after final_answer were not run: {', '.join(after)}"
                 break
+        report_not_run(skipped, observations, messages)
         dt = time.perf_counter() - t0
         update["seconds"] = state["seconds"] + dt
         rt.record(seq, "tools", messages, started, dt, observations=observations)
         if update.get("status") != "finished":
             update.update(loop_update(state, state["pending"], spec.limits.loop_repeats))
-            reason = None if "status" in update else budget_exceeded({**state, **update}, spec)
+            reason = out_of_time(None if "status" in update else budget_exceeded({**state, **update}, spec), skipped)
             if reason:
                 update.update(status="budget_exhausted", error=reason)
         return Command(update=update, goto=after_tools({**state, **update}))

@@ -4,9 +4,10 @@
                     ├─ answer / budget ─┴─► END
                     └─ malformed call (told what was wrong) ─► policy
 
-The guards are not extra nodes: each node checks the budget and loop limits before it returns, sets the
-status and routes itself there (Command(goto=…)). An extra node per guard would add a LangGraph superstep (and a checkpoint)
-to every step for no behaviour.
+The tools of one step share what is left of max_seconds (nodes.step_deadline): a code cell gets at most that
+long, and no call starts once it has passed. The guards are not extra nodes: each node checks the budget and
+loop limits before it returns, sets the status and routes itself there (Command(goto=…)). An extra node per
+guard would add a LangGraph superstep (and a checkpoint) to every step for no behaviour.
 """
 
 from __future__ import annotations

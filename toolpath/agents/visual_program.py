@@ -7,7 +7,8 @@
 
 The reconstruction is made on the host before the first program runs (our code, not the model's; cached on
 disk, so a resumed run does not redo it) and handed to the kernel, where `reconstruct(scene)` returns it.
-The model's program runs only in the sandbox, under a per-program time limit (10 s by default).
+The model's program runs only in the sandbox, under a per-program time limit (10 s by default, less when the
+run's time budget has less left).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from ..policies.base import PolicyError
 from ..state import AgentState, Message, initial_state as _common_initial
-from .nodes import END, Runtime, budget_exceeded
+from .nodes import END, Runtime, budget_exceeded, step_deadline
 
 DEFAULT_TOOLS: list[str] = []  # the program is this agent's only action; no tool calls
 SANDBOX = "process"
@@ -154,7 +155,7 @@ def _policy(rt: Runtime, state: AgentState, prompt: str | None, phase: str) -> t
     rt.emit({"type": "thinking", "step": step})
     try:
         resp = rt.policy.respond(rt.transcript, [], temperature=rt.spec.model.temperature,
-                                 max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed + step)
+                                 max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed + step, step=step)
     except PolicyError as err:
         dt = time.perf_counter() - t0
         del rt.transcript[len(rt.transcript) - len(sent):]
@@ -240,13 +241,18 @@ def _failed_attempt(rt: Runtime, state: AgentState, update: dict, problem: str, 
 def make_run_node(rt: Runtime):
     from langgraph.types import Command
 
-    from ..tools.code import format_result
+    from ..tools.code import cell_timeout, format_result
+    from ..tools.registry import ToolError
 
     def run_node(state: ProgramState) -> Any:
         rt.wait_durable(state)
         started, t0 = time.time(), time.perf_counter()
         seq = state["seq"] + 1
-        limit = float(rt.spec.agent.params.get("program_seconds", 10))
+        try:
+            limit = cell_timeout(float(rt.spec.agent.params.get("program_seconds", 10)), step_deadline(rt, state))
+        except ToolError:  # no time left to run it
+            reason = budget_exceeded(state, rt.spec) or "no time left to run the program"
+            return Command(update={"status": "budget_exhausted", "error": reason}, goto=END)
         res = rt.ctx.sandbox.run(state["program"] + "\n" + _RUNNER, timeout=limit)
         content = format_result(res)
         images = [rt.ctx.artifact(p, name=f"view_{seq}_{i + 1}.png", mime="image/png")

@@ -6,7 +6,9 @@ order; the runner stores each at once. All three run the same `run_sample`, so t
     inline   this process, one at a time (workers 1); the time limit is the agent's own (between steps)
     local    N worker processes (forked from a clean server process: no state shared with the eval's process). A sample past its time
              limit (plus a grace period) has its worker killed and replaced, and is stored as timed out; a worker
-             that dies is replaced and its sample stored as failed, named
+             that dies is replaced and its sample stored as failed, named. Workers die with the eval's process,
+             even a kill -9 of it (see _die_with); the server and multiprocessing's resource tracker then exit
+             on their own, as their last client is gone
     ray      a Ray task per sample on the cluster at $RAY_ADDRESS, or on a local Ray started for the eval;
              a task past its time limit is cancelled
 """
@@ -29,8 +31,10 @@ def run_inline(jobs: list[dict], store, on_event=None) -> Iterator[tuple[dict, S
         yield job, run_sample(job, store, on_event=on_event)
 
 
-def _worker(tasks, results, index: int) -> None:
+def _worker(tasks, results, index: int, eval_pid: int | None = None) -> None:
     """A local worker: run jobs until told to stop (None)."""
+    if eval_pid:
+        _die_with(eval_pid)
     import langgraph.graph  # noqa: F401 — paid once per worker, before any job's time limit starts
 
     from ..agents import episode  # noqa: F401
@@ -55,6 +59,44 @@ def _worker(tasks, results, index: int) -> None:
         s.close()
 
 
+def _die_with(pid: int) -> None:
+    """End this process the moment process `pid` (the eval's) ends, however it ends.
+
+    A worker's parent is multiprocessing's fork server, not the eval, so the kernel's parent-death signal
+    (prctl PR_SET_PDEATHSIG) cannot say when the eval dies; a thread waiting on the eval's pidfd can, and a kill
+    -9 of the eval runs no code of ours that could stop the workers. Each live worker keeps the fork server and
+    the resource tracker alive (it holds their pipes), so once the workers are gone, they exit too.
+    Without pidfd_open (not Linux, or Linux before 5.3) the thread polls the pid once a second instead."""
+    import threading
+
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        os._exit(1)  # it is gone already
+    except (AttributeError, OSError):
+        fd = None
+    threading.Thread(target=_exit_when_gone, args=(pid, fd), name="toolpath-eval-watchdog", daemon=True).start()
+
+
+def _exit_when_gone(pid: int, fd: int | None) -> None:
+    import select
+    import signal
+
+    if fd is not None:
+        waiter = select.poll()
+        waiter.register(fd, select.POLLIN)
+        while not waiter.poll():  # a pidfd is readable once its process has exited
+            pass
+    else:
+        from ..runs import pid_alive
+
+        while pid_alive(pid):
+            time.sleep(1.0)
+    # SIGKILL, not an exception or sys.exit: the main thread may be deep in an episode, and nothing it would
+    # clean up is worth waiting for with nobody left to report to
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _adopt_environment(job: dict) -> None:
     """Take the eval's TOOLPATH_* variables and sys.path entries: a worker (or the forkserver it came from) may
     have started for an earlier eval of this process, under other settings."""
@@ -72,7 +114,7 @@ def _adopt_environment(job: dict) -> None:
 class _Slot:
     def __init__(self, ctx, results, index: int):
         self.tasks = ctx.Queue()
-        self.proc = ctx.Process(target=_worker, args=(self.tasks, results, index), daemon=True,
+        self.proc = ctx.Process(target=_worker, args=(self.tasks, results, index, os.getpid()), daemon=True,
                                 name=f"toolpath-eval-worker-{index}")
         self.proc.start()
         self.job: dict | None = None

@@ -9,7 +9,9 @@
 Scores come with bootstrap 95% confidence intervals (percentile method, seeded, so a report is reproducible).
 Everything that came from a model or a benchmark (answers, errors, categories, model names) is untrusted
 text: it is HTML-escaped in the HTML (which also forbids scripts through its Content-Security-Policy),
-Markdown-escaped in the Markdown, and `$`-escaped in plot labels (matplotlib would parse it as math).
+Markdown-escaped in the Markdown, and `$`-escaped in plot labels (matplotlib would parse it as math). Secrets
+are redacted from all of it (toolpath.redact: a store written before redaction may hold them), and links
+into the viewer are made only from an http(s) address.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import json
 import re
 import time
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
+
+from ..redact import redact_data
 
 # Bootstrap resamples per interval. Measured: an interval end moves by 0.002 (s.d. over seeds) at 300 0/1
 # samples, 0.01 at 20, so the printed third decimal is stable from a few hundred samples on.
@@ -99,6 +103,37 @@ def _natural(name: str) -> list:
     return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name) if t]
 
 
+# A viewer address is made of RFC 3986's characters less quotes, parentheses, angle brackets and the backslash,
+# so it cannot end the HTML attribute or the Markdown link it is written into, whatever the escaping.
+_URL_CHARS = re.compile(r"[A-Za-z0-9._~:/\[\]@!$&*+,;=%-]+")
+
+
+def check_viewer_url(url: str) -> str:
+    """`url` when it can be the address of `toolpath view` in a report's links: http or https, a host, no
+    credentials, query or fragment. Anything else (javascript:, data:, a bare path) is a ValueError."""
+    def refuse(why: str) -> ValueError:
+        shown = repr(url if len(url) <= 80 else url[:80] + "…")
+        return ValueError(f"report: viewer URL (--viewer-url) {shown} {why}: give an http(s) address of "
+                          f"toolpath view such as http://127.0.0.1:8765/")
+
+    if not isinstance(url, str):
+        raise ValueError(f"report: viewer URL (--viewer-url) must be a string, got {type(url).__name__}")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as err:
+        raise refuse(f"is not a URL ({err})") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise refuse("is not http(s) with a host")
+    if parts.username is not None or parts.password is not None:
+        raise refuse("holds credentials, which a report would show to everyone it is sent to")
+    if parts.query or parts.fragment or "?" in url or "#" in url:
+        raise refuse("has a query or fragment, which run links cannot follow")
+    if not _URL_CHARS.fullmatch(url):
+        raise refuse("has characters a link cannot hold (spaces, quotes, parentheses, angle brackets)")
+    return url
+
+
 def _link(run_id: str | None, viewer_url: str | None) -> str | None:
     if not run_id:
         return None
@@ -149,7 +184,7 @@ def eval_numbers(store, ev: dict, viewer_url: str | None = None) -> dict:
                              "run_id": r["run_id"], "link": _link(r["run_id"], viewer_url)})
     out["n_failures"] = len(failures)
     out["failures"] = failures
-    return out
+    return redact_data(out)
 
 
 # ---- formatting ----------------------------------------------------------------------------------------
@@ -504,20 +539,27 @@ def write_report(store, eval_ids: list[str], out_dir=None, viewer_url: str | Non
     """Write report.html, report.md and the plots' PNGs for the given evals (ids or unique prefixes).
 
     out_dir defaults to <store home>/reports/<first eval id>, with "+N" when N more evals are compared.
-    Failures link to `{viewer_url}/runs/<run_id>` when viewer_url is given (toolpath view), else name the
-    command `toolpath runs show <run_id>`. Returns {"html", "markdown", "dir", "plots": {file: path},
-    "evals": [the numbers of each eval, as in the report]}.
+    Failures link to `{viewer_url}/runs/<run_id>` when viewer_url is given (toolpath view; only an http(s)
+    address, else a ValueError), else name the command `toolpath runs show <run_id>`. Returns {"html",
+    "markdown", "dir", "plots": {file: path}, "evals": [the numbers of each eval, as in the report]}.
     """
+    if viewer_url:
+        check_viewer_url(viewer_url)
     evs = resolve_evals(store, eval_ids)
     nums = [eval_numbers(store, ev, viewer_url) for ev in evs]
     name = _safe(evs[0]["id"]) + (f"+{len(evs) - 1}" if len(evs) > 1 else "")
     out = Path(out_dir) if out_dir else Path(store.home) / "reports" / name
-    out.mkdir(parents=True, exist_ok=True)
     plots = make_plots(nums)
-    for p in plots:
-        (out / p["file"]).write_bytes(p["png"])
     created = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    (out / "report.md").write_text(_markdown(nums, plots, created), encoding="utf-8")
-    (out / "report.html").write_text(_html(nums, plots, created), encoding="utf-8")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for p in plots:
+            (out / p["file"]).write_bytes(p["png"])
+        (out / "report.md").write_text(_markdown(nums, plots, created), encoding="utf-8")
+        (out / "report.html").write_text(_html(nums, plots, created), encoding="utf-8")
+    except OSError as err:  # a read-only home: say where, and how to write it elsewhere
+        where = err.filename or out
+        raise ValueError(f"report: cannot write to {where}: {err.strerror or err}"
+                         + ("" if out_dir else " (--out DIR writes the report elsewhere)")) from None
     return {"html": str(out / "report.html"), "markdown": str(out / "report.md"), "dir": str(out),
             "plots": {p["file"]: str(out / p["file"]) for p in plots}, "evals": nums}

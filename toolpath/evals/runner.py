@@ -7,12 +7,16 @@ Samples run in this process (workers 1), in a pool of local worker processes, or
 (evals/executors.py); whichever runs them, each finished sample's row is appended to the store at once, so an
 eval killed at any point resumes with `resume=EVAL_ID`: the same records are made again from the stored
 parameters, the samples already stored are skipped, and the summary is computed over all of them, the same
-numbers as an uninterrupted run. Per sample: a time limit (`timeout`), transient model errors retried with
-backoff (`retries` attempts, counted), tokens and cost (evals/prices.py).
+numbers as an uninterrupted run. A run the kill left unfinished (or finished, but not yet stored as its
+sample's) is adopted: the resumed eval continues it instead of starting the sample over, and any other run of
+the eval that no sample refers to is marked abandoned, so each sample has exactly one run. Per sample: a time
+limit (`timeout`), transient model errors retried with backoff (`retries` attempts, counted), tokens and cost
+(evals/prices.py).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -22,7 +26,7 @@ from typing import Callable
 
 from ..runs import Store
 from .benchmarks import Record, get_benchmark
-from .sample import SampleResult
+from .sample import SAMPLE_KEY, SampleResult
 
 EXECUTORS = ("local", "ray")
 
@@ -97,10 +101,49 @@ class ResumeError(ValueError):
     """--resume names no eval, or one of another benchmark."""
 
 
-def _job(store: Store, bench_name: str, data, rec: Record, model, eval_id: str, timeout, retries: int) -> dict:
+def _sample_of(run: dict) -> str | None:
+    """The sample a run of an eval was for (sample.sample_spec names it in the spec), or None."""
+    try:
+        return json.loads(run["spec"]).get("metadata", {}).get(SAMPLE_KEY)
+    except (ValueError, AttributeError):
+        return None
+
+
+def _left_behind(store: Store, eval_id: str) -> list[dict]:
+    """Runs of the eval that no sample refers to and no live process is running, oldest first."""
+    return [r for r in store.unclaimed_runs(eval_id) if r["status"] not in ("running", "abandoned")]
+
+
+def adopt_runs(store: Store, eval_id: str, wanted: set[str]) -> dict[str, str]:
+    """sample id → the run a killed eval left for it (its newest), for each sample in `wanted` that has one;
+    every other run left behind is marked abandoned, so no sample is counted twice."""
+    adopted: dict[str, str] = {}
+    for run in _left_behind(store, eval_id):
+        sample = _sample_of(run)
+        if sample not in wanted:
+            store.abandon_run(run["id"], f"eval {eval_id} was interrupted during this run; its sample "
+                                         f"({sample or 'not named'}) was stored from another run")
+            continue
+        if sample in adopted:
+            store.abandon_run(adopted[sample], f"eval {eval_id} was interrupted during this run; its sample "
+                                               f"({sample}) continues in a later run, {run['id']}")
+        adopted[sample] = run["id"]
+    return adopted
+
+
+def abandon_left_behind(store: Store, eval_id: str) -> None:
+    """At the end of an eval: runs no sample refers to (a worker killed at a time limit, or one that died)."""
+    for run in _left_behind(store, eval_id):
+        store.abandon_run(run["id"], f"no sample of eval {eval_id} refers to this run: its process ended before "
+                                     f"it was stored (its sample, {_sample_of(run) or 'not named'}, was stored "
+                                     "without it)")
+
+
+def _job(store: Store, bench_name: str, data, rec: Record, model, eval_id: str, timeout, retries: int,
+         run_id: str | None = None) -> dict:
     return {"home": str(store.home), "benchmark": bench_name, "data": str(data) if data else None,
             "record": {"id": rec.id, "category": rec.category, "data": rec.data}, "model": model,
-            "eval_id": eval_id, "timeout": timeout, "retries": retries,
+            "eval_id": eval_id, "timeout": timeout, "retries": retries, "run_id": run_id,
             # what the sample's process must see as this one does (TOOLPATH_DB, prices, the benchmarks' own
             # settings; sys.path for python: policies), whenever and wherever its worker was started
             "env": {k: v for k, v in os.environ.items() if k.startswith("TOOLPATH_")}, "sys_path": list(sys.path)}
@@ -136,7 +179,9 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
     result = EvalResult(eval_id=eval_id, benchmark=bench.name, model=model_name,
                         overall_excludes=tuple(getattr(bench, "overall_excludes", ())))
     started = time.perf_counter()
-    jobs = [_job(store, benchmark, data, r, model, eval_id, timeout, retries) for r in records if r.id not in done]
+    todo = [r for r in records if r.id not in done]
+    adopted = adopt_runs(store, eval_id, {r.id for r in todo}) if resume else {}
+    jobs = [_job(store, benchmark, data, r, model, eval_id, timeout, retries, adopted.get(r.id)) for r in todo]
     if executor == "ray":
         from .executors import run_ray
 
@@ -158,6 +203,7 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
         if on_sample:
             on_sample(count, len(records), sample)
     result.samples = [done[r.id] for r in records if r.id in done]
+    abandon_left_behind(store, eval_id)
     previous = (store.get_eval(eval_id) or {}).get("summary") or {}
     result.seconds = time.perf_counter() - started + float(previous.get("seconds") or 0.0)
     store.finish_eval(eval_id, result.summary())

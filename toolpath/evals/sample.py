@@ -4,10 +4,12 @@
 or as a Ray task — so all three give the same results. A job is plain data (picklable, JSON-able):
 
     {"home": store folder, "benchmark": name, "data": path or None, "record": {"id", "category", "data"},
-     "model": model string or None, "eval_id": id, "timeout": seconds or None, "retries": attempts}
+     "model": model string or None, "eval_id": id, "timeout": seconds or None, "retries": attempts,
+     "run_id": a run of this sample that a killed eval left, to continue instead of starting over (or absent)}
 
 The sample's run is written to the store by the process that runs it; the eval's process stores the sample's
-row (so one writer appends to eval_samples, and a killed eval keeps every row written).
+row (so one writer appends to eval_samples, and a killed eval keeps every row written). The run's spec names
+its sample (metadata SAMPLE_KEY), so a resumed eval can find the run a kill left behind and adopt it.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ class SampleResult:
                    row["seconds"], **known)
 
 
+SAMPLE_KEY = "eval_sample"  # in a run's spec metadata: the id of the sample the run is for
+
 _BENCHES: dict[tuple, object] = {}  # per process: a benchmark may read its data files when made
 
 
@@ -80,10 +84,34 @@ def crashed(job: dict, seconds: float, why: str) -> SampleResult:
                         error=f"the worker running it died: {why}")
 
 
+def sample_spec(bench, rec: Record, job: dict):
+    """The record's task as this eval runs it: named as the sample's, within the eval's time limit."""
+    spec = bench.to_task(rec, model=job.get("model"))
+    spec = spec.model_copy(deep=True, update={"metadata": {**spec.metadata, SAMPLE_KEY: rec.id}})
+    if job.get("timeout"):  # the soft limit: the agent stops between steps; executors add a hard one
+        spec.limits.max_seconds = min(spec.limits.max_seconds, float(job["timeout"]))
+    return spec
+
+
+def _episode(spec, store, job: dict, policy, on_event):
+    """The sample's episode: the run a killed eval left for it continued from its last checkpoint (or, if it
+    had ended, taken as it is), else a new run."""
+    from ..agents.episode import EpisodeError, resume_episode, run_episode
+
+    left = job.get("run_id")
+    if left:
+        try:
+            return resume_episode(left, store, on_event=on_event, policy=policy)
+        except EpisodeError as err:
+            store.abandon_run(left, f"eval {job['eval_id']} could not continue this run ({err}); it ran its sample "
+                                    "again in a new run")
+    return run_episode(spec, store, on_event=on_event, policy=policy, eval_id=job["eval_id"])
+
+
 def run_sample(job: dict, store=None, on_event=None) -> SampleResult:
     """Run one job; opens the store at job["home"] unless the caller passes its own."""
     from ..agents import agent_module
-    from ..agents.episode import EpisodeError, run_episode
+    from ..agents.episode import EpisodeError
     from ..policies.base import PolicyError, load, slow_to_load
     from ..policies.retry import RetryingPolicy
     from ..runs import Store
@@ -97,10 +125,7 @@ def run_sample(job: dict, store=None, on_event=None) -> SampleResult:
     r = job["record"]
     rec = Record(r["id"], r["category"], r.get("data") or {})
     started = time.perf_counter()
-    spec = bench.to_task(rec, model=job.get("model"))
-    if job.get("timeout"):  # the soft limit: the agent stops between steps; executors add a hard one
-        spec = spec.model_copy(deep=True)
-        spec.limits.max_seconds = min(spec.limits.max_seconds, float(job["timeout"]))
+    spec = sample_spec(bench, rec, job)
     policy = None
     try:
         agent = agent_module(spec.agent.name)
@@ -108,7 +133,7 @@ def run_sample(job: dict, store=None, on_event=None) -> SampleResult:
             if on_event is not None and slow_to_load(spec.model):
                 on_event({"type": "loading", "model": spec.model.name})
             policy = RetryingPolicy(load(spec.model), attempts=max(1, int(job.get("retries") or 1)))
-        run = run_episode(spec, store, on_event=on_event, policy=policy, eval_id=job["eval_id"])
+        run = _episode(spec, store, job, policy, on_event)
     except (EpisodeError, PolicyError, ValueError) as err:
         return SampleResult(rec.id, rec.category, None, "failed", 0.0, 0, round(time.perf_counter() - started, 3),
                             error=str(err), retries=getattr(policy, "retries", 0), cost_usd=0.0)  # never started

@@ -49,7 +49,8 @@ class Policy(Protocol):
     name: str
 
     # `generation` carries temperature, max_new_tokens, seed and `format`: the response grammar of the run
-    # (policies.formats.JSONFormat or DeepEyesFormat), which a policy producing text uses to prompt and parse.
+    # (policies.formats.JSONFormat or DeepEyesFormat), which a policy producing text uses to prompt and parse,
+    # and `step`: the run's policy step (1 first, checkpointed, so it goes on counting after a resume).
     def respond(self, messages: list[Message], tools: list[dict], **generation: Any) -> Response: ...
 
 
@@ -162,16 +163,28 @@ def load(spec: ModelSpec | str) -> Policy:
 
 
 def _load_python(target: str, spec: ModelSpec) -> Policy:
+    """Import MOD, take ATTR, and call it with the ModelSpec. The spec names any importable callable, so each
+    step is guarded: whatever it raises (a TypeError from `python:os:system`, SystemExit from `sys:exit`)
+    becomes a PolicyError naming the field, and the run does not start."""
     mod_name, _, attr = target.rpartition(":")
+    where = f"model.name 'python:{target}'"
     if not mod_name or not attr:
-        raise PolicyError(f"python policy {target!r}: expected python:package.module:ClassOrFactory")
+        raise PolicyError(f"{where}: expected python:package.module:ClassOrFactory")
     try:
         factory = getattr(importlib.import_module(mod_name), attr)
     except (ImportError, AttributeError) as err:
-        raise PolicyError(f"python policy {target!r}: {err}") from err
-    policy = factory(spec)
+        raise PolicyError(f"{where}: {err}") from err
+    except (Exception, SystemExit) as err:  # the module's own code failed while importing
+        raise PolicyError(f"{where}: importing {mod_name} failed: {type(err).__name__}: {err}") from err
+    if not callable(factory):
+        raise PolicyError(f"{where}: {attr} is a {type(factory).__name__}, not a class or factory")
+    try:
+        policy = factory(spec)
+    except (Exception, SystemExit) as err:
+        why = f"{type(err).__name__}: {str(err)[:200]}"
+        raise PolicyError(f"{where}: calling {attr}(model_spec) failed: {why}") from err
     if not callable(getattr(policy, "respond", None)):
-        raise PolicyError(f"python policy {target!r}: the object it made has no respond() method")
+        raise PolicyError(f"{where}: the object it made has no respond() method")
     return policy
 
 

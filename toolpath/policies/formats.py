@@ -3,20 +3,35 @@
 Model output is untrusted data. The parser is tolerant (fenced JSON, single quotes, trailing commas, a missing
 closing tag) but never guesses silently: whatever looks like a call and cannot be read becomes an *issue*
 that goes back to the model as an observation saying what was wrong. A call is never dropped without one.
+
+Every parser here reads its input in linear time and reads a bounded amount of it: at most MAX_REPLY_CHARS of
+a reply, MAX_BLOCK_CHARS of one call, MAX_CALLS calls. What lies beyond a limit is reported as an issue, never
+dropped silently, and at most MAX_ISSUES issues are listed back (the rest are counted). A call's arguments
+must be plain JSON data (state.plain_json): a value that is not becomes an issue too.
 """
 
 from __future__ import annotations
 
 import ast
+import bisect
 import json
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..state import ToolCall
+from ..state import MAX_NAME_CHARS, NotPlainJSON, ToolCall, clean_text, plain_json
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
-_FENCE = re.compile(r"```(?:json|tool_call|tool)?\s*\n?(.*?)```", re.S)
+# Possessive `\s*+`: with a lazy body after it, a plain `\s*` retried every split of a long whitespace run.
+_FENCE = re.compile(r"```(?:json|tool_call|tool)?\s*+(.*?)```", re.S)
+
+MAX_REPLY_CHARS = 1_000_000  # characters of one reply that are read
+MAX_BLOCK_CHARS = 200_000    # characters of one call (or code block)
+MAX_CALLS = 50               # calls read from one reply
+MAX_ISSUES = 20              # issues listed back to the model; the others are counted
+MAX_JSON_ATTEMPTS = 100      # '{"' in free text that start no JSON object before the search for bare calls stops
+_DECODER = json.JSONDecoder()
 
 
 @dataclass
@@ -25,6 +40,37 @@ class Parsed:
     calls: list[ToolCall] = field(default_factory=list)
     issues: list[str] = field(default_factory=list)
     answer: str | None = None  # an explicit final answer (DeepEyesV2's <answer>); None when the grammar has none
+
+
+def read_reply(text: Any) -> tuple[str, list[str]]:
+    """The part of a reply a parser reads (its first MAX_REPLY_CHARS, lone surrogates replaced with U+FFFD),
+    and the issue that says what was not read, if anything."""
+    text = text if isinstance(text, str) else ""
+    if len(text) <= MAX_REPLY_CHARS:
+        return clean_text(text), []
+    return clean_text(text[:MAX_REPLY_CHARS]), [f"your reply is {len(text):,} characters long; only the first "
+                                                f"{MAX_REPLY_CHARS:,} were read"]
+
+
+def cap_issues(issues: list[str]) -> list[str]:
+    """At most MAX_ISSUES issues, then one line counting the rest (a feedback message stays readable). Parsers
+    put what a limit left unread first, so that it is always listed."""
+    if len(issues) <= MAX_ISSUES:
+        return issues
+    return issues[:MAX_ISSUES] + [f"... and {len(issues) - MAX_ISSUES:,} more problems (only the first "
+                                  f"{MAX_ISSUES} are listed)"]
+
+
+def make_call(call_id: str, name: str, arguments: dict, label: str | None = None) -> tuple[ToolCall | None, str | None]:
+    """A ToolCall, or the issue (starting with `label`, when given) that says why these can't make one: arguments
+    that are not plain JSON data (NaN, 1+2j, b'…', a set, nested too deeply, too large) or a name too long."""
+    head = f"{label}: " if label else ""
+    if len(name) > MAX_NAME_CHARS:
+        return None, f"{head}the tool name {_snippet(name, 40)!r} is longer than {MAX_NAME_CHARS} characters"
+    try:
+        return ToolCall(id=call_id, name=name, arguments=plain_json(arguments)), None
+    except NotPlainJSON as err:
+        return None, f"{head}{err}"
 
 
 def render_tools(schemas: list[dict]) -> str:
@@ -60,23 +106,47 @@ def demonstration(schemas: list[dict]) -> list[dict]:
 
 
 def _snippet(text: str, n: int = 80) -> str:
-    text = " ".join(text.split())
+    text = " ".join(text[: 4 * n].split())  # a prefix: a snippet of a huge block costs what a short one does
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def loads_lenient(text: str) -> Any:
-    """JSON, else JSON without trailing commas, else a Python literal (single quotes, True/None)."""
+def _loads_json(text: str) -> Any:
+    """json.loads, with the other ways it fails on hostile text turned into a JSONDecodeError."""
     try:
         return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+    except ValueError as err:  # an integer over Python's digit limit
+        raise json.JSONDecodeError(f"unreadable number ({err})", text, 0) from None
+
+
+def python_literal(fn, *args) -> Any:
+    """ast.parse / ast.literal_eval of model text, without the warnings Python's compiler prints about odd
+    literals (`1_000x`, an invalid escape such as a backslash before ESC): model text must not reach stderr."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args)
+
+
+def loads_lenient(text: str) -> Any:
+    """JSON, else JSON without trailing commas, else a Python literal (single quotes, True/None).
+
+    Raises json.JSONDecodeError when none of them reads it, also for text nested too deeply or a number too long
+    to read. A Python literal may hold values that are not JSON (1+2j, b'…', a set): make_call reports those.
+    """
+    try:
+        return _loads_json(text)
     except json.JSONDecodeError as first:
         fixed = re.sub(r",\s*([}\]])", r"\1", text)
         try:
-            return json.loads(fixed)
+            return _loads_json(fixed)
         except json.JSONDecodeError:
             pass
         try:
-            value = ast.literal_eval(text)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            value = python_literal(ast.literal_eval, text)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             raise first from None
         if isinstance(value, dict):
             return value
@@ -91,46 +161,116 @@ def _to_call(obj: Any, idx: int, call_id: str) -> tuple[ToolCall | None, str | N
     name = obj.get("name") or obj.get("tool")
     if not isinstance(name, str) or not name.strip():
         return None, f"tool call {idx}: missing \"name\" (a string naming the tool)"
+    name = name.strip()
+    label = f"tool call {idx} ({_snippet(name, 40)})"
     args = obj.get("arguments", obj.get("parameters", obj.get("args", {})))
     if isinstance(args, str):
         try:
             args = loads_lenient(args) if args.strip() else {}
         except json.JSONDecodeError as err:
-            return None, f"tool call {idx} ({name}): \"arguments\" is a string that is not valid JSON: {err.msg}"
+            return None, f"{label}: \"arguments\" is a string that is not valid JSON: {err.msg}"
     if args is None:
         args = {}
     if not isinstance(args, dict):
-        return None, f"tool call {idx} ({name}): \"arguments\" must be an object, got {type(args).__name__}"
-    return ToolCall(id=call_id, name=name.strip(), arguments=args), None
+        return None, f"{label}: \"arguments\" must be an object, got {type(args).__name__}"
+    return make_call(call_id, name, args, label)
+
+
+def _decode_object(text: str, start: int) -> tuple[Any, int] | None:
+    """The JSON value that starts at `start` and where it ends, or None.
+
+    It decodes a window of the text, not the text from `start` on: a failed decode's error message counts the
+    lines before its position, which over a whole reply made each attempt cost the reply's length.
+    """
+    width = 4096
+    while True:
+        chunk = text[start:start + width]
+        try:
+            value, end = _DECODER.raw_decode(chunk)
+            return value, start + end
+        except json.JSONDecodeError as err:
+            # A failure near the end of a window that ends before the text does may be the window's doing
+            # (a cut inside `true`, a number or a \u escape): read a wider one.
+            cut_short = start + len(chunk) < len(text) and (err.pos >= len(chunk) - 64 or
+                                                            err.msg.startswith("Unterminated string"))
+            if not cut_short or width >= MAX_BLOCK_CHARS:
+                return None
+            width *= 4
+        except (RecursionError, ValueError):  # nested too deeply; an integer over Python's digit limit
+            return None
+
+
+_OBJECT_START = re.compile(r'\{\s*+"')  # a JSON object with at least one key: '{' alone is just text
+
+
+def _scan_json_objects(text: str) -> tuple[list[tuple[int, int, Any]], int | None]:
+    """Every top-level JSON object in free text as (start, end, value), and where the search stopped when it
+    gave up (after MAX_JSON_ATTEMPTS '{"' that started no object), else None."""
+    out, pos, failures = [], 0, 0
+    while True:
+        m = _OBJECT_START.search(text, pos)
+        if m is None:
+            return out, None
+        got = _decode_object(text, m.start())
+        if got is None:
+            failures += 1
+            if failures >= MAX_JSON_ATTEMPTS:
+                return out, m.start()
+            pos = m.start() + 1
+            continue
+        out.append((m.start(), got[1], got[0]))
+        pos = got[1]
 
 
 def _json_objects(text: str) -> list[tuple[int, int, Any]]:
-    """Every top-level JSON object in free text, as (start, end, value)."""
-    dec = json.JSONDecoder()
-    out, i = [], 0
-    while True:
-        i = text.find("{", i)
-        if i < 0:
-            return out
-        try:
-            value, end = dec.raw_decode(text, i)
-        except json.JSONDecodeError:
-            i += 1
-            continue
-        out.append((i, end, value))
-        i = end
+    """Every top-level JSON object in free text, as (start, end, value) (bounded: see _scan_json_objects)."""
+    return _scan_json_objects(text)[0]
 
 
-def parse_tool_calls(text: str, id_prefix: str = "call") -> Parsed:
-    """Read `<tool_call>{…}</tool_call>` blocks (or, failing those, fenced or bare JSON calls) from model text."""
-    text = text or ""
-    calls: list[ToolCall] = []
-    issues: list[str] = []
-    outside: list[str] = []
+def _cut(text: str, spans: list[tuple[int, int]]) -> str:
+    """`text` without the given spans (sorted, disjoint), in one pass."""
+    parts, pos = [], 0
+    for start, end in spans:
+        parts.append(text[pos:start])
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts)
 
-    def add(payload: str, closed: bool) -> None:
-        idx = len(calls) + len(issues) + 1
+
+class _Calls:
+    """The calls and issues read from one reply: at most MAX_CALLS calls are read, the rest are counted."""
+
+    def __init__(self, id_prefix: str):
+        self.id_prefix = id_prefix
+        self.calls: list[ToolCall] = []
+        self.issues: list[str] = []
+        self.seen = 0     # calls read (each became a call or an issue)
+        self.skipped = 0  # calls past MAX_CALLS, not read
+
+    def _next(self) -> int | None:
+        if self.seen >= MAX_CALLS:
+            self.skipped += 1
+            return None
+        self.seen += 1
+        return self.seen
+
+    def _keep(self, call: ToolCall | None, problem: str | None) -> None:
+        self.calls.append(call) if call else self.issues.append(problem)
+
+    def add_value(self, obj: Any) -> None:
+        idx = self._next()
+        if idx is not None:
+            self._keep(*_to_call(obj, idx, f"{self.id_prefix}_{len(self.calls) + 1}"))
+
+    def add_text(self, payload: str, closed: bool) -> None:
+        idx = self._next()
+        if idx is None:
+            return
         body = payload.strip()
+        if len(body) > MAX_BLOCK_CHARS:
+            self.issues.append(f"tool call {idx} is {len(body):,} characters long (at most {MAX_BLOCK_CHARS:,} are "
+                               f"read): {_snippet(body)}")
+            return
         fence = _FENCE.fullmatch(body)
         if fence:
             body = fence.group(1).strip()
@@ -138,51 +278,67 @@ def parse_tool_calls(text: str, id_prefix: str = "call") -> Parsed:
             obj = loads_lenient(body)
         except json.JSONDecodeError as err:
             tail = "" if closed else f" and has no closing {CLOSE}"
-            issues.append(f"tool call {idx} is not valid JSON{tail} ({err.msg} at column {err.colno}): {_snippet(body)}")
+            where = f" at column {err.colno}" if err.pos else ""
+            self.issues.append(f"tool call {idx} is not valid JSON{tail} ({err.msg}{where}): {_snippet(body)}")
             return
-        call, problem = _to_call(obj, idx, f"{id_prefix}_{len(calls) + 1}")
-        if call:
-            calls.append(call)
-        else:
-            issues.append(problem)
+        self._keep(*_to_call(obj, idx, f"{self.id_prefix}_{len(self.calls) + 1}"))
 
-    if OPEN in text:
-        pos = 0
-        while True:
-            start = text.find(OPEN, pos)
-            if start < 0:
-                outside.append(text[pos:])
-                break
-            outside.append(text[pos:start])
-            end = text.find(CLOSE, start)
-            nxt = text.find(OPEN, start + len(OPEN))
-            if end < 0 or (0 <= nxt < end):  # unclosed: the call runs to the next opening tag or the end
-                stop = nxt if nxt >= 0 else len(text)
-                add(text[start + len(OPEN): stop], closed=False)
-                pos = stop
-            else:
-                add(text[start + len(OPEN): end], closed=True)
-                pos = end + len(CLOSE)
-        content = "".join(outside)
-    else:
-        content = text
-        spans = []
-        for m in _FENCE.finditer(text):
-            body = m.group(1).strip()
-            if body.startswith("{") and re.search(r'["\']name["\']\s*:', body):
-                spans.append((m.start(), m.end()))
-                add(body, closed=True)
-        if not spans:
-            for start, end, value in _json_objects(text):
-                if isinstance(value, dict) and isinstance(value.get("name"), str) and (
-                        "arguments" in value or "parameters" in value):
-                    spans.append((start, end))
-                    call, problem = _to_call(value, len(calls) + len(issues) + 1, f"{id_prefix}_{len(calls) + 1}")
-                    calls.append(call) if call else issues.append(problem)
-        for start, end in reversed(spans):
-            content = content[:start] + content[end:]
+    def all_issues(self) -> list[str]:
+        """The issues, what was not read first: it must survive cap_issues."""
+        skipped = ([f"your reply has {self.seen + self.skipped:,} tool calls; only the first {MAX_CALLS} were read "
+                    f"and the other {self.skipped:,} were not run"] if self.skipped else [])
+        return skipped + self.issues
+
+
+def _tagged_calls(text: str, found: _Calls) -> str:
+    """Read every <tool_call> block; the text outside them. An unclosed block runs to the next opening tag or
+    the end. Each search goes forward from the last, so the whole reply is scanned a bounded number of times."""
+    opens = [m.start() for m in re.finditer(re.escape(OPEN), text)]
+    closes = [m.start() for m in re.finditer(re.escape(CLOSE), text)]
+    outside, ci = [text[:opens[0]]], 0
+    for k, start in enumerate(opens):
+        nxt = opens[k + 1] if k + 1 < len(opens) else len(text)
+        while ci < len(closes) and closes[ci] < start:
+            ci += 1
+        end = closes[ci] if ci < len(closes) else -1
+        if end < 0 or nxt < end:
+            found.add_text(text[start + len(OPEN): nxt], closed=False)
+            after = nxt
+        else:
+            found.add_text(text[start + len(OPEN): end], closed=True)
+            after = end + len(CLOSE)
+        outside.append(text[after:nxt])
+    return "".join(outside)
+
+
+def _untagged_calls(text: str, found: _Calls) -> str:
+    """Fenced JSON calls, else bare JSON objects that look like calls; the text without them."""
+    spans = []
+    for m in _FENCE.finditer(text):
+        body = m.group(1).strip()
+        if body.startswith("{") and re.search(r'["\']name["\']\s*:', body):
+            spans.append((m.start(), m.end()))
+            found.add_text(body, closed=True)
+    if not spans:
+        objects, stopped = _scan_json_objects(text)
+        for start, end, value in objects:
+            if isinstance(value, dict) and isinstance(value.get("name"), str) and (
+                    "arguments" in value or "parameters" in value):
+                spans.append((start, end))
+                found.add_value(value)
+        if stopped is not None:
+            found.issues.append(f"stopped looking for JSON tool calls at character {stopped:,}: the reply has over "
+                                f"{MAX_JSON_ATTEMPTS} '{{' that start no valid JSON object")
+    return _cut(text, spans)
+
+
+def parse_tool_calls(text: str, id_prefix: str = "call") -> Parsed:
+    """Read `<tool_call>{…}</tool_call>` blocks (or, failing those, fenced or bare JSON calls) from model text."""
+    text, issues = read_reply(text)
+    found = _Calls(id_prefix)
+    content = _tagged_calls(text, found) if OPEN in text else _untagged_calls(text, found)
     content = content.replace(CLOSE, "").strip()
-    return Parsed(content=content, calls=calls, issues=issues)
+    return Parsed(content=content, calls=found.calls, issues=cap_issues(issues + found.all_issues()))
 
 
 def issue_feedback(issues: list[str]) -> str:
@@ -231,7 +387,7 @@ CODE_OPEN, CODE_CLOSE = "<code>", "</code>"
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 _ACTION_TAGS = {"code": (CODE_OPEN, CODE_CLOSE), "tool_call": (OPEN, CLOSE), "answer": (ANSWER_OPEN, ANSWER_CLOSE)}
-_PY_FENCE = re.compile(r"^\s*```[ \t]*(?:python|py|python3)?[ \t]*\n?(.*?)(?:\n?```\s*)?$", re.S | re.I)
+_PY_LANG = re.compile(r"(?:python3|python|py)(?![\w])", re.I)
 CODE_TOOL = "python"  # the tool a <code> block runs in
 
 
@@ -290,33 +446,33 @@ class DeepEyesFormat:
         ]
 
     def parse(self, text: str, id_prefix: str = "call") -> Parsed:
-        text = text or ""
-        issues: list[str] = []
+        text, issues = read_reply(text)
         thoughts, rest = _split_think(text)
         actions = _find_actions(rest, issues)
-        outside = rest
-        for kind, start, end, body, closed in reversed(actions):
-            outside = outside[:start] + outside[end:]
+        outside = _cut(rest, [(start, end) for _, start, end, _, _ in actions])
         content = "\n".join(t for t in thoughts + [outside.strip()] if t).strip()
         if issues:
-            return Parsed(content=content, issues=issues)
+            return Parsed(content=content, issues=cap_issues(issues))
         if not actions:
             return Parsed(content=content, issues=[self.no_action])
         if len(actions) > 1:
-            kinds = ", ".join(f"<{a[0]}>" for a in actions)
+            kinds = ", ".join(f"<{a[0]}>" for a in actions[:5]) + (", …" if len(actions) > 5 else "")
             return Parsed(content=content, issues=[f"found {len(actions)} actions ({kinds}); write exactly one per "
                                                    f"message and wait for its result"])
         kind, _, _, body, closed = actions[0]
+        if len(body) > MAX_BLOCK_CHARS:
+            return Parsed(content=content, issues=[f"the <{kind}> block is {len(body):,} characters long (at most "
+                                                   f"{MAX_BLOCK_CHARS:,} are read)"])
         if kind == "answer":
             if not body.strip():
                 return Parsed(content=content, issues=[f"the {ANSWER_OPEN} block is empty"])
             return Parsed(content=content, answer=body.strip())
         if kind == "code":
-            m = _PY_FENCE.match(body)
-            code = (m.group(1) if m else body).strip("\n")
+            code = _strip_code_fence(body).strip("\n")
             if not code.strip():
                 return Parsed(content=content, issues=[f"the {CODE_OPEN} block has no code in it"])
-            return Parsed(content=content, calls=[ToolCall(id=f"{id_prefix}_1", name=CODE_TOOL, arguments={"code": code})])
+            call, problem = make_call(f"{id_prefix}_1", CODE_TOOL, {"code": code}, f"the {CODE_OPEN} block")
+            return Parsed(content=content, calls=[call] if call else [], issues=[problem] if problem else [])
         parsed = parse_tool_calls(f"{OPEN}{body}{CLOSE}", id_prefix)
         parsed.content = content
         return parsed
@@ -338,60 +494,122 @@ class DeepEyesFormat:
         return "Your last message could not be used:\n- " + "\n- ".join(issues)
 
 
+def _strip_code_fence(body: str) -> str:
+    """The code inside a ```python fence (the language tag and closing fence optional), else the body itself."""
+    rest = body.lstrip()
+    if not rest.startswith("```"):
+        return body
+    rest = rest[3:].lstrip(" \t")
+    lang = _PY_LANG.match(rest)
+    if lang:
+        rest = rest[lang.end():].lstrip(" \t")
+    rest = rest.removeprefix("\n")
+    tail = rest.rstrip()
+    if tail.endswith("```"):
+        rest = tail[:-3].removesuffix("\n")
+    return rest
+
+
+def _lower(text: str) -> str:
+    """text.lower() with the same length, so positions found in it hold in `text` (only U+0130 grows)."""
+    return text.lower() if "\u0130" not in text else text.replace("\u0130", "i").lower()
+
+
+class _Finder:
+    """text.find(needle, start) for starts that never decrease: an answer still ahead of the start is reused,
+    so finding every block of a reply scans it once instead of once per block."""
+
+    def __init__(self, text: str, needle: str):
+        self.text, self.needle, self.hit = text, needle, -2  # -2: not searched yet; -1: no needle after here
+
+    def find(self, start: int) -> int:
+        if self.hit == -2 or 0 <= self.hit < start:
+            self.hit = self.text.find(self.needle, start)
+        return self.hit
+
+
+def _next_action(finders: list[_Finder], start: int) -> int:
+    """Where the first action tag at or after `start` opens, or -1."""
+    hits = [i for i in (f.find(start) for f in finders) if i >= 0]
+    return min(hits) if hits else -1
+
+
 def _split_think(text: str) -> tuple[list[str], str]:
     """The thoughts (<think> blocks) and the text without them. An unclosed <think> runs to the next action."""
     thoughts, out, pos = [], [], 0
-    low = text.lower()
+    low = _lower(text)
+    opens, closes = _Finder(low, THINK_OPEN), _Finder(low, THINK_CLOSE)
+    actions = [_Finder(low, op) for op, _ in _ACTION_TAGS.values()]
     while True:
-        start = low.find(THINK_OPEN, pos)
+        start = opens.find(pos)
         if start < 0:
             out.append(text[pos:])
             break
         out.append(text[pos:start])
-        end = low.find(THINK_CLOSE, start)
+        end = closes.find(start)
         if end < 0:
-            nxt = [i for i in (low.find(t[0], start) for t in _ACTION_TAGS.values()) if i >= 0]
-            stop = min(nxt) if nxt else len(text)
+            nxt = _next_action(actions, start)
+            stop = nxt if nxt >= 0 else len(text)
             thoughts.append(text[start + len(THINK_OPEN): stop].strip())
             pos = stop
         else:
             thoughts.append(text[start + len(THINK_OPEN): end].strip())
             pos = end + len(THINK_CLOSE)
-    rest = "".join(out).replace(THINK_CLOSE, "")
+    # Joined with a space: joined with nothing, "<answ<think>x</think>er>" would become an <answer> tag.
+    rest = " ".join(out).replace(THINK_CLOSE, " ")
     return [t for t in thoughts if t], rest
 
 
+_ACTION_TAG = re.compile("<(/?)(" + "|".join(_ACTION_TAGS) + ")>")
+
+
 def _find_actions(text: str, issues: list[str]) -> list[tuple[str, int, int, str, bool]]:
-    """Every action block in order: (kind, start, end, body, closed). Unbalanced tags become issues."""
-    low = text.lower()
-    found = []
+    """Every action block in order: (kind, start, end, body, closed). Unbalanced tags become issues.
+
+    Each opening tag starts a block. It is closed by the first closing tag of its kind, unless another action
+    opens first: then it runs to that action (an issue) or, at the end of the reply, to the end (the normal
+    case: generation stops at the closing tag). One pass over the tags, found by one regex scan.
+    """
+    low = _lower(text)
+    opens: list[tuple[int, str]] = []
+    closes: dict[str, list[int]] = {kind: [] for kind in _ACTION_TAGS}
+    for m in _ACTION_TAG.finditer(low):
+        closes[m.group(2)].append(m.start()) if m.group(1) else opens.append((m.start(), m.group(2)))
+    read_to = len(text)
+    if len(opens) > MAX_CALLS:  # one action is allowed: reading thousands only to say so would be wasted work
+        issues.append(f"found {len(opens):,} actions; only the first {MAX_CALLS} were read. Write exactly one "
+                      "per message and wait for its result")
+        read_to, opens = opens[MAX_CALLS][0], opens[:MAX_CALLS]
+        closes = {kind: [pos for pos in ends if pos < read_to] for kind, ends in closes.items()}
+    found, unclosed, seen = [], set(), {kind: 0 for kind in _ACTION_TAGS}
+    for i, (start, kind) in enumerate(opens):
+        op, cl = _ACTION_TAGS[kind]
+        nxt = opens[i + 1][0] if i + 1 < len(opens) else read_to
+        ends = closes[kind]
+        while seen[kind] < len(ends) and ends[seen[kind]] < start:
+            seen[kind] += 1
+        end = ends[seen[kind]] if seen[kind] < len(ends) else -1
+        if end < 0 or nxt < end:
+            if nxt < len(text):  # another action interrupts it: this block was never finished
+                unclosed.add(kind)
+            found.append((kind, start, nxt, text[start + len(op): nxt], False))
+        else:
+            found.append((kind, start, end + len(cl), text[start + len(op): end], True))
+    starts = [b[1] for b in found]
     for kind, (op, cl) in _ACTION_TAGS.items():
-        pos = 0
-        while True:
-            start = low.find(op, pos)
-            if start < 0:
-                break
-            end = low.find(cl, start)
-            others = [i for i in (low.find(t[0], start + len(op)) for t in _ACTION_TAGS.values()) if i >= 0]
-            nxt = min(others) if others else -1
-            if end < 0 or (0 <= nxt < end):
-                stop = nxt if nxt >= 0 else len(text)
-                if stop < len(text):  # another action interrupts it: this block was never finished
-                    issues.append(f"<{kind}> is not closed with {cl} before the next action")
-                found.append((kind, start, stop, text[start + len(op): stop], False))
-                pos = stop
-            else:
-                found.append((kind, start, end + len(cl), text[start + len(op): end], True))
-                pos = end + len(cl)
-    found.sort(key=lambda a: a[1])
-    # Closing tags with no opening tag: the model lost track of its own grammar.
-    stripped = text
-    for kind, start, end, body, closed in reversed(found):
-        stripped = stripped[:start] + stripped[end:]
+        if kind in unclosed:
+            issues.append(f"<{kind}> is not closed with {cl} before the next action")
     for kind, (op, cl) in _ACTION_TAGS.items():
-        if cl in stripped.lower():
+        # A closing tag outside every block has no opening tag: the model lost track of its own grammar.
+        if any(not _inside(found, starts, pos) for pos in closes[kind]):
             issues.append(f"found {cl} without a matching {op}")
     return found
+
+
+def _inside(blocks: list[tuple], starts: list[int], pos: int) -> bool:
+    """Whether `pos` lies inside one of the blocks (sorted by start, disjoint)."""
+    i = bisect.bisect_right(starts, pos) - 1
+    return i >= 0 and pos < blocks[i][2]
 
 
 FORMATS = {"json": JSONFormat(), "deepeyes": DeepEyesFormat()}

@@ -22,7 +22,9 @@ every question says so. A model trained on FSD's padded grid would need that con
 refs and relations from the whole reply (FSD states them in its reasoning chain). A block it cannot read
 becomes an issue naming the block, its position and what was wrong, and is left out whole (a trace with a
 waypoint missing is a different trace); the other blocks are still read. Values off the 0–1000 grid are an
-issue, never clamped.
+issue, never clamped. It reads in linear time and a bounded amount: at most MAX_BLOCKS coordinate and name
+blocks, each at most MAX_BLOCK_CHARS long with at most MAX_ITEMS points or boxes; what lies beyond a limit is an
+issue too.
 """
 
 from __future__ import annotations
@@ -31,7 +33,12 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from .formats import _snippet, cap_issues, read_reply
+
 GRID = 1000
+MAX_BLOCKS = 500         # <point>, <box>, <ref> and <pred> blocks read from one reply
+MAX_BLOCK_CHARS = 10_000  # characters of one of those blocks (100 points take about 1,500)
+MAX_ITEMS = 100          # points or boxes in one block (a trace has 8)
 _GRID_NOTE = ("Coordinates are on a 0-1000 grid over the image: x from 0 (left) to 1000 (right), "
               "y from 0 (top) to 1000 (bottom).")
 
@@ -96,7 +103,7 @@ def identify_point(text: str | None) -> tuple[float, float] | None:
     """The grid point an identify question asks about, or None (the offline policies read it back)."""
     if not isinstance(text, str):
         return None
-    hits = list(re.finditer(re.escape(_IDENTIFY_HEAD) + r"\s*<point>(.*?)</point>", text, re.I | re.S))
+    hits = list(re.finditer(re.escape(_IDENTIFY_HEAD) + r"\s*<point>([^<]*)</point>", text, re.I))
     if not hits:
         return None
     groups, problem = _groups(hits[-1].group(1), 2)
@@ -122,11 +129,14 @@ class FSDAnswer:
 
 
 _TAGS = ("think", "answer", "point", "box", "ref", "pred")
-_OPEN = re.compile(r"<\s*(" + "|".join(_TAGS) + r")\s*>", re.I)
-_CLOSE = {t: re.compile(rf"<\s*/\s*{t}\s*>", re.I) for t in _TAGS}
-_ANY_TAG = re.compile(r"<\s*/?\s*(?:" + "|".join(_TAGS) + r")\s*>", re.I)
+_OUTER = ("think", "answer")
+# Possessive `\s*+`: with two plain `\s*` around an optional `/`, a long run of spaces after a '<' was split
+# every possible way before the match failed.
+_TAG = re.compile(r"<\s*+(/?)\s*+(" + "|".join(_TAGS) + r")\s*+>", re.I)
 _INNER = re.compile(r"[\[(]([^\[\]()]*)[\])]")  # an innermost bracket group: [x, y] or (x, y)
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
+# One way to match each number: `\d+\.?\d*` could split a run of digits anywhere, and on a long run that is
+# not a number (9999…9x) the regex tried every split.
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 
 
 @dataclass
@@ -142,40 +152,51 @@ def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _snippet(text: str, n: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
+def _tags(text: str) -> list[tuple[int, int, str, bool]]:
+    """Every FSD tag of the reply as (start, end, lower-case name, closing), in order (one regex scan)."""
+    return [(m.start(), m.end(), m.group(2).lower(), m.group(1) == "/") for m in _TAG.finditer(text)]
 
 
-def _blocks(text: str, tags: tuple[str, ...]) -> list[_Block]:
-    """Every block of the given tags, in order. An unclosed block runs to the next tag or the end (a reply
-    cut at a stop string ends that way). think/answer blocks may contain others; the small tags may not."""
-    out = []
-    for m in _OPEN.finditer(text):
-        tag = m.group(1).lower()
-        if tag not in tags:
+def _outer_block(text: str, tags: list[tuple[int, int, str, bool]], name: str) -> _Block | None:
+    """The first think or answer block: closed by its own closing tag wherever it comes (it may contain the
+    small tags), else it runs to the next opening think/answer tag or the end."""
+    first = next((i for i, (_, _, tag, closing) in enumerate(tags) if tag == name and not closing), None)
+    if first is None:
+        return None
+    start, end = tags[first][0], tags[first][1]
+    for close_start, close_end, tag, closing in tags[first + 1:]:
+        if closing and tag == name:
+            return _Block(name, text[end:close_start], start, close_end, True)
+    stop = next((t[0] for t in tags[first + 1:] if t[2] in _OUTER and not t[3]), len(text))
+    return _Block(name, text[end:stop], start, stop, False)
+
+
+def _small_blocks(text: str, tags: list[tuple[int, int, str, bool]], limit: int) -> list[_Block]:
+    """The first `limit` point/box/ref/pred blocks, in order. These may not contain other tags: one is closed
+    only when its own closing tag is the very next tag; otherwise it runs to the next tag or the end (a reply
+    cut at a stop string ends that way)."""
+    out: list[_Block] = []
+    for i, (start, end, tag, closing) in enumerate(tags):
+        if closing or tag in _OUTER:
             continue
-        close = _CLOSE[tag].search(text, m.end())
-        if tag in ("think", "answer"):
-            if close:
-                out.append(_Block(tag, text[m.end():close.start()], m.start(), close.end(), True))
-            else:
-                nxt = re.compile(r"<\s*(think|answer)\s*>", re.I).search(text, m.end())
-                stop = nxt.start() if nxt else len(text)
-                out.append(_Block(tag, text[m.end():stop], m.start(), stop, False))
-            continue
-        nxt = _ANY_TAG.search(text, m.end())
-        if close and nxt and close.start() == nxt.start():
-            out.append(_Block(tag, text[m.end():close.start()], m.start(), close.end(), True))
+        if len(out) >= limit:
+            break
+        nxt = tags[i + 1] if i + 1 < len(tags) else None
+        if nxt is not None and nxt[3] and nxt[2] == tag:
+            out.append(_Block(tag, text[end:nxt[0]], start, nxt[1], True))
         else:
-            stop = nxt.start() if nxt else len(text)
-            out.append(_Block(tag, text[m.end():stop], m.start(), stop, False))
+            stop = nxt[0] if nxt is not None else len(text)
+            out.append(_Block(tag, text[end:stop], start, stop, False))
     return out
 
 
 def _groups(body: str, size: int) -> tuple[list[list[float]], str | None]:
     """The coordinate groups of a block body (each `size` numbers), or the first problem found."""
+    if len(body) > MAX_BLOCK_CHARS:
+        return [], f"it is {len(body):,} characters long (at most {MAX_BLOCK_CHARS:,} are read)"
     groups = _INNER.findall(body)
+    if len(groups) > MAX_ITEMS:
+        return [], f"it has {len(groups):,} items (at most {MAX_ITEMS} are read)"
     rest = _INNER.sub(" ", body)
     if not groups:
         if not body.strip():
@@ -187,7 +208,7 @@ def _groups(body: str, size: int) -> tuple[list[list[float]], str | None]:
     out = []
     for i, g in enumerate(groups, 1):
         parts = [p.strip() for p in g.split(",")]
-        if not all(_NUMBER.match(p) for p in parts):
+        if not all(_NUMBER.fullmatch(p) for p in parts):
             return [], f"item {i} `{_snippet(g, 30)}` is not {size} numbers"
         vals = [float(p) for p in parts]
         if len(vals) != size:
@@ -217,11 +238,10 @@ def _num(v: float) -> int | float:
 
 def parse_fsd(text: str | None) -> FSDAnswer:
     """Read an FSD-grammar reply (see the module docstring). Never raises on model output."""
-    text = text if isinstance(text, str) else ""
+    text, unread = read_reply(text)
     out = FSDAnswer()
-    outer = _blocks(text, ("think", "answer"))
-    think = next((b for b in outer if b.tag == "think"), None)
-    answer = next((b for b in outer if b.tag == "answer"), None)
+    tags = _tags(text)
+    think, answer = _outer_block(text, tags, "think"), _outer_block(text, tags, "answer")
     out.think = think.body.strip() if think else None
     if answer:
         out.answer = answer.body.strip()
@@ -234,7 +254,12 @@ def parse_fsd(text: str | None) -> FSDAnswer:
             return answer.start <= b.start < answer.end
         return not (think and think.start <= b.start < think.end)
 
-    blocks = _blocks(text, ("point", "box", "ref", "pred"))
+    blocks = _small_blocks(text, tags, MAX_BLOCKS)
+    if len(blocks) == MAX_BLOCKS:
+        total = sum(1 for _, _, tag, closing in tags if not closing and tag not in _OUTER)
+        if total > MAX_BLOCKS:
+            unread.append(f"the reply has {total:,} <point>, <box>, <ref> and <pred> blocks; only the first "
+                          f"{MAX_BLOCKS} were read")
     labels, counts = [], {}
     for b in blocks:
         counts[b.tag] = counts.get(b.tag, 0) + 1
@@ -242,7 +267,7 @@ def parse_fsd(text: str | None) -> FSDAnswer:
     issues: list[tuple[int, str]] = []  # (where the block starts, what is wrong): reported in reply order
 
     def issue(i: int, problem: str) -> None:
-        issues.append((blocks[i].start, f"{labels[i]} `{_snippet(blocks[i].body)}`: {problem}"))
+        issues.append((blocks[i].start, f"{labels[i]} `{_snippet(blocks[i].body, 60)}`: {problem}"))
 
     def following(i: int, tag: str) -> int | None:
         """The index of the block right after block i, when only whitespace separates them and it has `tag`."""
@@ -251,6 +276,11 @@ def parse_fsd(text: str | None) -> FSDAnswer:
             return j
         return None
 
+    too_long = {i for i, b in enumerate(blocks) if len(b.body) > MAX_BLOCK_CHARS}
+    for i in too_long:
+        issue(i, f"it is {len(blocks[i].body):,} characters long (at most {MAX_BLOCK_CHARS:,} are read)")
+    # A block too long to read is left out whole: it keeps its place (for `following`) under a tag nothing reads.
+    blocks = [b if i not in too_long else _Block("unread", "", b.start, b.end, b.closed) for i, b in enumerate(blocks)]
     boxes: dict[int, list[list[float]]] = {}  # block index → its boxes, for the blocks read whole
     for i, b in enumerate(blocks):
         if b.tag == "box":
@@ -284,7 +314,7 @@ def parse_fsd(text: str | None) -> FSDAnswer:
                 issue(i, problem)
             else:
                 out.relations.append(rel)
-    out.issues = [msg for _, msg in sorted(issues, key=lambda t: t[0])]
+    out.issues = cap_issues(unread + [msg for _, msg in sorted(issues, key=lambda t: t[0])])
     return out
 
 

@@ -6,6 +6,10 @@ OPENAI_API_KEY. With the JSON format, tools are sent as native function definiti
 the reply text is parsed. Images go as data URLs. The server's
 tool-call arguments are a JSON string produced by a model: they are parsed tolerantly, and one that cannot
 be read becomes an issue the model is told about, never a crash.
+
+The key never leaves through us: it is registered with toolpath.redact, credentials written into the base URL
+(`http://user:KEY@host`) are taken out of it and sent as Basic authorization, and every error message and
+every reply is redacted before it is raised or returned (a server may quote our headers back in either).
 """
 
 from __future__ import annotations
@@ -17,12 +21,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..redact import redact, redact_data, register_secret, strip_url_credentials
 from ..spec import ModelSpec
 from ..state import Message, ToolCall
 from .base import PolicyError, Response
-from .formats import FORMATS, loads_lenient, parse_tool_calls
+from .formats import FORMATS, loads_lenient, make_call, parse_tool_calls
 
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+def _cut(text: str, n: int) -> str:
+    """Redacted first, then cut: a cut made first could leave a secret's prefix that no longer matches it."""
+    return redact(text)[:n]
 
 
 def _data_url(path: str, mime: str) -> str:
@@ -33,14 +43,17 @@ class OpenAIPolicy:
     def __init__(self, model: str, spec: ModelSpec, retries: int = 3, timeout: float = 120.0):
         self.model = model
         self.spec = spec
-        self.name = f"openai:{model}"
-        base = spec.base_url or os.environ.get("OPENAI_BASE_URL")
         self.api_key = os.environ.get(spec.api_key_env) or os.environ.get("OPENAI_API_KEY") or ""
+        register_secret(self.api_key)  # whatever the variable is called, its value is redacted everywhere
+        self.name = redact(f"openai:{model}")
+        base = spec.base_url or os.environ.get("OPENAI_BASE_URL")
         if not base and not self.api_key:
             # Neither a server nor a key: refuse before any request instead of calling OpenAI's API unasked.
-            raise PolicyError(f"openai:{model} needs a server: set OPENAI_BASE_URL (e.g. a local vLLM or Ollama) "
+            raise PolicyError(f"{self.name} needs a server: set OPENAI_BASE_URL (e.g. a local vLLM or Ollama) "
                               f"or model.base_url in the spec, and OPENAI_API_KEY if it needs one")
-        self.base_url = (base or "https://api.openai.com/v1").rstrip("/")
+        # user:password in the URL become Basic authorization, so the URL we name in messages holds no secret
+        base, self._basic_auth = strip_url_credentials((base or "https://api.openai.com/v1").strip())
+        self.base_url = base.rstrip("/")
         self.retries = int(spec.options.get("retries", retries))
         self.timeout = float(spec.options.get("timeout", timeout))
 
@@ -94,16 +107,17 @@ class OpenAIPolicy:
         last = ""
         for attempt in range(self.retries + 1):
             try:
-                r = httpx.post(url, json=body, headers=headers, timeout=self.timeout)
+                r = httpx.post(url, json=body, headers=headers, auth=self._basic_auth, timeout=self.timeout)
             except httpx.HTTPError as err:
-                last = f"cannot reach {url}: {type(err).__name__}: {err}"
+                last = redact(f"cannot reach {url}: {type(err).__name__}: {err}")
             else:
                 if r.status_code == 200:
                     try:
                         return r.json()
                     except ValueError:
-                        raise PolicyError(f"{url} answered 200 with a body that is not JSON: {r.text[:200]!r}") from None
-                last = f"{url} answered HTTP {r.status_code}: {r.text[:300]}"
+                        raise PolicyError(f"{url} answered 200 with a body that is not JSON: "
+                                          f"{_cut(r.text, 200)!r}") from None
+                last = f"{url} answered HTTP {r.status_code}: {_cut(r.text, 300)}"
                 if r.status_code not in _RETRY_STATUS:
                     raise PolicyError(last)
             if attempt < self.retries:
@@ -128,9 +142,12 @@ class OpenAIPolicy:
             body["tools"] = [{"type": "function", "function": t} for t in tools]
         data = self._post(body)
         try:
-            msg = data["choices"][0]["message"]
+            msg = redact_data(data["choices"][0]["message"])  # a server may put our headers in its reply
+            if not isinstance(msg, dict):
+                raise TypeError
         except (KeyError, IndexError, TypeError):
-            raise PolicyError(f"{self.base_url}: response has no choices[0].message: {json.dumps(data)[:300]}") from None
+            raise PolicyError(f"{self.base_url}: response has no choices[0].message: "
+                              f"{_cut(json.dumps(data), 300)}") from None
         text = msg.get("content") or ""
         if isinstance(text, list):  # some servers return content parts
             text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
@@ -143,7 +160,8 @@ class OpenAIPolicy:
                             raw=json.dumps(msg), tokens_in=int(usage.get("prompt_tokens") or 0),
                             tokens_out=int(usage.get("completion_tokens") or 0), latency_s=time.perf_counter() - started)
         for i, c in enumerate(msg.get("tool_calls") or []):
-            fn = (c or {}).get("function") or {}
+            fn = c.get("function") if isinstance(c, dict) else None
+            fn = fn if isinstance(fn, dict) else {}
             name = fn.get("name")
             if not isinstance(name, str) or not name:
                 issues.append(f"tool call {i + 1}: missing function name")
@@ -157,7 +175,8 @@ class OpenAIPolicy:
             if not isinstance(args, dict):
                 issues.append(f"tool call {i + 1} ({name}): arguments must be a JSON object")
                 continue
-            calls.append(ToolCall(id=c.get("id") or f"call{turn}_{i + 1}", name=name, arguments=args))
+            call, problem = make_call(str(c.get("id") or f"call{turn}_{i + 1}"), name, args, f"tool call {i + 1} ({name})")
+            calls.append(call) if call else issues.append(problem)
         if not calls and not issues and "<tool_call>" in text:  # a server without native tool parsing
             parsed = parse_tool_calls(text, id_prefix=f"call{turn}")
             text, calls, issues = parsed.content, parsed.calls, parsed.issues

@@ -12,7 +12,9 @@ line becomes an issue the model is told about, and the valid lines still run.
 
 Positional arguments take the action's parameters in schema order (`click(10, 20)` is x=10, y=20); a call to
 `hotkey` with several positional keys collects them into `keys`. Argument values must be literals: a call
-is data from a model, not code, and nothing in it is ever evaluated.
+is data from a model, not code, and nothing in it is ever evaluated. Values must also be plain JSON data
+(no 1+2j, b'…', sets or NaN: state.plain_json), and the block is read up to the limits of formats.py
+(MAX_BLOCK_CHARS of it, MAX_CALLS calls), the rest reported as an issue.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from dataclasses import dataclass
 
 from ..state import ToolCall
 from .coords import MAX_PIXELS, MIN_PIXELS, CoordinateSpace
-from .formats import Parsed, _snippet
+from .formats import (MAX_BLOCK_CHARS, MAX_CALLS, Parsed, _snippet, cap_issues, make_call, python_literal,
+                      read_reply)
 
 MODES = ("grounding", "direct", "reasoned")
 _TAG = {t: (re.compile(rf"<{t}>", re.I), re.compile(rf"</{t}>", re.I)) for t in ("think", "operation", "action")}
@@ -88,6 +91,27 @@ def split_calls(block: str) -> list[tuple[int, str]]:
     return out
 
 
+def _readable_part(block: str) -> tuple[str, int]:
+    """The part of an action block that is read (at most MAX_BLOCK_CHARS, cut at a line break so that no call
+    is read half) and how many characters were left unread."""
+    if len(block) <= MAX_BLOCK_CHARS:
+        return block, 0
+    cut = block.rfind("\n", 0, MAX_BLOCK_CHARS + 1)
+    cut = cut if cut > 0 else MAX_BLOCK_CHARS
+    return block[:cut], len(block) - cut
+
+
+def _dotted_name(node: ast.AST) -> str | None:
+    """`click`, `pyautogui.click`: the name a call is made through, or None when it is not a dotted name."""
+    parts = []
+    while isinstance(node, ast.Attribute):  # a loop, not ast.unparse: a long chain must not exhaust the stack
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
 @dataclass
 class ScaleCUAFormat:
     """One run's grammar: its mode, platform and coordinate convention (set by the computer-use agent)."""
@@ -147,8 +171,7 @@ class ScaleCUAFormat:
     # ---- parse ----------------------------------------------------------------------------------------
 
     def parse(self, text: str, id_prefix: str = "call", schemas: list[dict] | None = None) -> Parsed:
-        text = text or ""
-        issues: list[str] = []
+        text, issues = read_reply(text)
         think = _block(text, "think")
         operation = _block(text, "operation")
         action = _block(text, "action")
@@ -158,10 +181,18 @@ class ScaleCUAFormat:
                 action = f"click(x={bare.group(1)}, y={bare.group(2)})"
             else:
                 content = (operation or think or text).strip()
-                return Parsed(content=content, issues=[self.no_action])
+                return Parsed(content=content, issues=issues + [self.no_action])
+        action, unread = _readable_part(action)
+        if unread:
+            issues.append(f"the <action> block is {len(action) + unread:,} characters long; only its first "
+                          f"{len(action):,} (at most {MAX_BLOCK_CHARS:,}, up to a line break) were read")
         order = {s["name"]: list(s.get("parameters", {}).get("properties", {})) for s in (schemas or self.schemas or [])}
         calls: list[ToolCall] = []
-        for lineno, src in split_calls(action):
+        statements = split_calls(action)
+        if len(statements) > MAX_CALLS:
+            issues.append(f"the <action> block has {len(statements):,} calls; only the first {MAX_CALLS} were read "
+                          f"and the other {len(statements) - MAX_CALLS:,} were not run")
+        for lineno, src in statements[:MAX_CALLS]:
             bare = _BARE_POINT.match(src)
             if bare:
                 src = f"click(x={bare.group(1)}, y={bare.group(2)})"
@@ -173,27 +204,31 @@ class ScaleCUAFormat:
         if not calls and not issues:
             issues.append("the <action> block is empty. " + self.shape())
         content = (operation or "").strip() or (think or "").strip()
-        return Parsed(content=content, calls=calls, issues=issues)
+        return Parsed(content=content, calls=calls, issues=cap_issues(issues))
 
     def _call(self, src: str, order: dict[str, list[str]], call_id: str) -> tuple[ToolCall | None, str | None]:
         try:
-            tree = ast.parse(src, mode="eval")
+            tree = python_literal(ast.parse, src, "<action>", "eval")
         except SyntaxError as err:
             return None, f"not a valid call ({err.msg})"
+        except (MemoryError, RecursionError):  # Python's parser gives up on very deep nesting this way
+            return None, "not a valid call (it is nested too deeply to read)"
         node = tree.body
         if not isinstance(node, ast.Call):
             return None, "expected a call such as click(x=100, y=200)"
-        name = ast.unparse(node.func)
+        name = _dotted_name(node.func)
+        if name is None:
+            return None, "the action must be a name, as in click(x=100, y=200)"
         for p in _PREFIXES:
             name = name.removeprefix(p)
         if not re.fullmatch(r"[A-Za-z_]\w*", name):
-            return None, f"{name!r} is not an action name"
+            return None, f"{_snippet(name, 40)!r} is not an action name"
         if order and name not in order:
-            return None, f"unknown action {name!r}; available: {', '.join(order)}"
+            return None, f"unknown action {_snippet(name, 40)!r}; available: {', '.join(order)}"
         try:
-            args = [ast.literal_eval(a) for a in node.args]
-            kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
-        except (ValueError, SyntaxError, TypeError):
+            args = [python_literal(ast.literal_eval, a) for a in node.args]
+            kwargs = {k.arg: python_literal(ast.literal_eval, k.value) for k in node.keywords if k.arg}
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             return None, "argument values must be literals (numbers, strings, lists)"
         if any(k.arg is None for k in node.keywords):
             return None, "**arguments are not allowed"
@@ -207,7 +242,7 @@ class ScaleCUAFormat:
                 if p in kwargs:
                     return None, f"{name} got {p} twice"
                 kwargs[p] = v
-        return ToolCall(id=call_id, name=name, arguments=kwargs), None
+        return make_call(call_id, name, kwargs)
 
     # ---- history --------------------------------------------------------------------------------------
 

@@ -9,8 +9,11 @@ exactly as a local model's output would be) or a mapping:
     - {text: "I know it now.", answer: "5"}      # an explicit final answer
     - "<tool_call>{\"name\": \"final_answer\", \"arguments\": {\"answer\": \"5\"}}</tool_call>"
 
-The n-th response answers the n-th assistant turn, counted from the conversation itself, so a resumed run
-continues where it stopped. Tokens are counted as whitespace-separated words.
+The n-th response answers the agent's n-th policy step: the `step` every agent passes with its call (its
+checkpointed step count, so a resumed run continues where it stopped, and agents that rebuild the prompt
+each step, like the computer-use and embodied agents, still get response n at step n). A caller that passes
+no step gets the turn counted from the assistant messages of the conversation. Tokens are counted as
+whitespace-separated words.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from ..state import Message, ToolCall
+from ..state import Message, NotPlainJSON, ToolCall, plain_json
 from .base import PolicyError, Response, word_count
 from .formats import FORMATS
 
@@ -53,10 +56,18 @@ class ScriptedPolicy:
         unknown = set(r) - {"text", "tool_calls", "answer", "delay", "tokens_in", "tokens_out"}
         if unknown:
             raise PolicyError(f"scripted policy {self.source}: response {i + 1} has unknown keys {sorted(unknown)}")
+        # A script's own calls must be plain JSON data too (YAML has .nan and dates): say so at load, not mid-run.
+        for j, c in enumerate(r.get("tool_calls") or []):
+            if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+                raise PolicyError(f"scripted policy {self.source}: response {i + 1}, tool call {j + 1} needs a name")
+            try:
+                plain_json(c.get("arguments") or {})
+            except NotPlainJSON as err:
+                raise PolicyError(f"scripted policy {self.source}: response {i + 1}, tool call {j + 1}: {err}") from None
         return r
 
     def respond(self, messages: list[Message], tools: list[dict], **generation: Any) -> Response:
-        turn = sum(1 for m in messages if m.role == "assistant")
+        turn = self._turn(messages, generation.get("step"))
         if turn >= len(self.responses):
             raise PolicyError(f"scripted policy {self.source}: ran out of responses at turn {turn + 1} "
                               f"(it has {len(self.responses)})")
@@ -80,3 +91,12 @@ class ScriptedPolicy:
                         tokens_in=int(r.get("tokens_in", prompt_words)),
                         tokens_out=int(r.get("tokens_out", word_count(raw) + 3 * len(calls))),
                         latency_s=time.perf_counter() - started)
+
+    @staticmethod
+    def _turn(messages: list[Message], step: Any) -> int:
+        """The 0-based index of the response to give: the agent's step less one, else the assistant turns so far."""
+        if step is None:
+            return sum(1 for m in messages if m.role == "assistant")
+        if not isinstance(step, int) or isinstance(step, bool) or step < 1:
+            raise PolicyError(f"scripted policy: step must be a positive integer, got {step!r}")
+        return step - 1

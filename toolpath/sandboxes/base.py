@@ -21,9 +21,32 @@ class SandboxLimits:
     processes: int = 64  # tasks in the sandbox (cgroup pids.max where writable, else RLIMIT_NPROC)
     open_files: int = 256  # RLIMIT_NOFILE
     file_size_mb: int = 64  # largest file it may write (RLIMIT_FSIZE)
+    disk_mb: int = 256  # what each memory-backed folder (/episode, /tmp, /dev/shm) may hold
     output_bytes: int = 20_000  # stdout / stderr kept per cell
     cell_seconds: float = 30.0  # wall clock per cell; past it the kernel is killed and restarted
     images: int = 10  # images returned per cell
+
+    def __post_init__(self) -> None:
+        for name, (low, high, unit) in LIMIT_RANGES.items():
+            _check_limit(name, getattr(self, name), low, high, unit, whole=name != "cell_seconds")
+
+
+# What each limit may be: (lowest, highest, unit). The highest values keep the kernel's own arithmetic (bytes
+# in a 64-bit rlimit, a pipe line the host reads) far from overflow; they are not advice.
+LIMIT_RANGES = {"cpu_seconds": (1, 10_000_000, "s"), "memory_mb": (1, 1 << 20, "MB"), "processes": (1, 1 << 22, ""),
+                "open_files": (1, 1 << 20, ""), "file_size_mb": (1, 1 << 20, "MB"), "disk_mb": (1, 1 << 20, "MB"),
+                "output_bytes": (1, 1_000_000, "bytes"), "cell_seconds": (0.001, 7 * 86_400, "s"),
+                "images": (0, 1000, "")}
+
+
+def _check_limit(name: str, value, low, high, unit: str, whole: bool) -> None:
+    """SandboxError naming the spec field unless `value` is a number of the right kind within [low, high]."""
+    kind = (int,) if whole else (int, float)
+    ok = isinstance(value, kind) and not isinstance(value, bool) and low <= value <= high  # NaN fails the range
+    if not ok:
+        what = "a whole number" if whole else "a number"
+        raise SandboxError(f"sandbox.options.{name}: expected {what} from {low} to {high}"
+                           f"{' ' + unit if unit else ''}, got {value!r}")
 
 
 class Sandbox(Protocol):
@@ -72,6 +95,9 @@ class GUISandbox(Sandbox, Protocol):
 
     def screenshot(self) -> bytes: ...  # PNG, exactly screen_size() pixels
 
-    def act(self, action: str, args: dict) -> str: ...  # a short account of what happened, for the agent
+    # A short account of what happened, for the agent. `deadline` (time.monotonic()) is when the step's time
+    # runs out: a wait is cut short, typing stops, no page is waited for beyond it, and the account says what
+    # was cut (toolpath/deadline.py).
+    def act(self, action: str, args: dict, deadline: float | None = None) -> str: ...
 
     def observe(self) -> dict: ...  # text facts of the current screen: {"url", "title", "dom", "windows", ...}

@@ -25,6 +25,10 @@ a page that listens to pointer/mouse events sees it as a drag (a mouse drag does
 scroll for that). Popups and new tabs are followed: the newest page is the one actions and screenshots use.
 Dialogs (alert, confirm, prompt) are accepted and their message is reported with the action.
 
+`act(action, args, deadline=None)`: with a deadline (time.monotonic(), toolpath/deadline.py) the action ends by
+it: a wait or a long press is cut short, typing stops (in slices of TYPE_SLICE characters), and the wait for a
+page that an action started loading gives up; the account says what was cut.
+
 Playwright's sync objects belong to the thread that made them, and toolpath calls sandboxes from several
 threads (tool calls with a timeout run in a pool; graph nodes elsewhere). So the sandbox owns one worker thread
 that makes every Playwright call, and each public method hands its work to it and waits.
@@ -39,8 +43,11 @@ import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from urllib.parse import urlsplit
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
+from ..deadline import BUDGET_SPENT, clamp, cut_seconds, cut_typing, passed
+from ..spec import host_allowed
 from .base import KEY_EXAMPLES, SandboxError, SandboxLimits, check_screen_action
 
 __all__ = ["BrowserSandbox", "chromium_path", "CHROMIUM_ENV", "KEYS", "OBSERVE_JS"]
@@ -52,6 +59,7 @@ ALWAYS_ALLOWED = ("data", "about", "blob")
 NOTCH_PX = 100  # one wheel notch, as Chromium scrolls for a real mouse wheel
 DRAG_STEPS = 12  # intermediate mouse moves of a drag, so pages see the motion between press and release
 MARGIN_S = 30.0  # how much longer than its own timeouts a call may take before the sandbox gives up on it
+TYPE_SLICE = 50  # characters typed between two looks at the deadline
 
 # pyautogui's key names (what ScaleCUA's models write) and common aliases → Playwright's key names.
 KEYS = {
@@ -199,6 +207,11 @@ def _endpoint(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, (parts.hostname or "").lower(), port
 
 
+def _file_path(url: str) -> Path:
+    """The file a file:// URL names, symlinks and '..' resolved (so a link out of the folder is seen as out)."""
+    return Path(unquote(urlsplit(url).path)).resolve()
+
+
 def _first_line(err: BaseException) -> str:
     text = str(getattr(err, "message", None) or err).strip()
     return text.splitlines()[0] if text else type(err).__name__
@@ -259,11 +272,13 @@ class BrowserSandbox:
         self.setup_js = setup_js
         # Hosts from start_url: exactly its host and port (another server on 127.0.0.1 is another site).
         self._origins: list[tuple[str, int | None]] = []
-        self._file_ok = False
+        # A local start page may load the files beside it (its CSS, scripts, the next page), nothing above them:
+        # a model's goto('file:///etc/passwd') is a request like any other.
+        self._file_root: Path | None = None
         if start_url:
             scheme, host, port = _endpoint(start_url)
             if scheme == "file":
-                self._file_ok = True
+                self._file_root = _file_path(start_url).parent
             elif host:
                 self._origins.append((host, port))
         self._pool: ThreadPoolExecutor | None = None
@@ -274,6 +289,7 @@ class BrowserSandbox:
         self._events: list[str] = []  # since the last action: blocked requests, dialogs, new pages
         self._pointer = (0, 0)  # Playwright's mouse starts at the top left corner
         self._nav_seen = self._nav_done = False
+        self._deadline: float | None = None  # of the action the worker is doing (act's argument)
 
     # ----------------------------------------------------------------- the worker thread
 
@@ -410,16 +426,12 @@ class BrowserSandbox:
         if scheme in ALWAYS_ALLOWED or "*" in self.allowed_hosts:
             return True
         if scheme == "file":
-            return self._file_ok or "file://" in self.allowed_hosts
+            if "file://" in self.allowed_hosts:
+                return True
+            return self._file_root is not None and _file_path(url).is_relative_to(self._file_root)
         if (host, port) in self._origins:
             return True
-        for entry in self.allowed_hosts:
-            name, _, want = entry.partition(":")
-            if want and (not want.isdigit() or int(want) != port):
-                continue
-            if name == host or (name.startswith("*.") and host.endswith(name[1:])):
-                return True
-        return False
+        return host_allowed(host, port, self.allowed_hosts)
 
     def _route(self, route, request) -> None:
         url = request.url
@@ -477,14 +489,17 @@ class BrowserSandbox:
 
         page = self._active()
         if self.settle:
-            page.wait_for_timeout(self.settle * 1000)  # also delivers the page's events (a navigation) to us
+            page.wait_for_timeout(clamp(self.settle, self._deadline) * 1000)  # also delivers the page's events
         page = self._active()  # a popup may have opened meanwhile
+        limit = clamp(self.navigation_timeout, self._deadline)
         try:
+            # Playwright reads a timeout of 0 as "no timeout": a spent budget waits a millisecond instead.
             if self._nav_seen and not self._nav_done:
-                page.wait_for_event("framenavigated", timeout=self.navigation_timeout * 1000)
-            page.wait_for_load_state("domcontentloaded", timeout=self.navigation_timeout * 1000)
+                page.wait_for_event("framenavigated", timeout=max(1.0, limit * 1000))
+            page.wait_for_load_state("domcontentloaded", timeout=max(1.0, limit * 1000))
         except Error:
-            self._events.append(f"the page is still loading after {self.navigation_timeout:g} s")
+            why = f" ({BUDGET_SPENT})" if limit < self.navigation_timeout else ""
+            self._events.append(f"the page is still loading after {limit:.3g} s{why}")
         self._nav_seen = self._nav_done = False
 
     # ----------------------------------------------------------------- the protocol
@@ -552,16 +567,23 @@ class BrowserSandbox:
         except self._playwright_errors() as err:
             raise SandboxError(f"{what}: {_first_line(err)}") from None
 
-    def act(self, action: str, args: dict) -> str:
+    def act(self, action: str, args: dict, deadline: float | None = None) -> str:
         check_screen_action(action, "browser", "a web browser", "use click, navigate_back or goto a page instead")
         args = dict(args or {})
         try:  # the time a wait or a long press takes on top of the usual bound
             extra = sum(float(args.get(k) or 0) for k in ("seconds", "duration"))
         except (TypeError, ValueError):
             raise SandboxError(f"{action}: seconds/duration must be numbers, got {args!r}") from None
-        return self._call(self._act, action, args, timeout=extra)
+        return self._call(self._act, action, args, deadline, timeout=extra)
 
-    def _act(self, action: str, args: dict) -> str:
+    def _act(self, action: str, args: dict, deadline: float | None = None) -> str:
+        self._deadline = deadline
+        try:
+            return self._act_now(action, args)
+        finally:
+            self._deadline = None
+
+    def _act_now(self, action: str, args: dict) -> str:
         from playwright.sync_api import Error
 
         self._events = []
@@ -663,13 +685,14 @@ class BrowserSandbox:
 
     def _do_long_press(self, page, action, args):
         x, y = self._point(action, args["x"], args["y"])
-        duration = float(args.get("duration", 1.0))
+        asked = float(args.get("duration", 1.0))
+        duration = clamp(asked, self._deadline)
         what = self._what(page, x, y)
         self._move(page, x, y)
         page.mouse.down()
         page.wait_for_timeout(duration * 1000)
         page.mouse.up()
-        return f"pressed ({x}, {y}) for {duration:g} s{what}"
+        return f"pressed ({x}, {y}) for {cut_seconds(duration, asked)}{what}"
 
     def _do_scroll(self, page, action, args):
         clicks = int(args["clicks"])
@@ -742,14 +765,17 @@ class BrowserSandbox:
 
     def _do_write(self, page, action, args):
         message = str(args["message"])
-        page.keyboard.type(message)
-        shown = message if len(message) <= 60 else message[:57] + "..."
-        return f"typed {shown!r}"
+        typed = 0
+        while typed < len(message) and not passed(self._deadline):
+            page.keyboard.type(message[typed:typed + TYPE_SLICE])
+            typed += TYPE_SLICE
+        return cut_typing(message, min(typed, len(message)))
 
     def _do_wait(self, page, action, args):
-        seconds = float(args.get("seconds", 3.0))
-        page.wait_for_timeout(max(0.0, seconds) * 1000)  # not time.sleep: the page's events keep coming
-        return f"waited {seconds:g} s"
+        asked = max(0.0, float(args.get("seconds", 3.0)))
+        seconds = clamp(asked, self._deadline)
+        page.wait_for_timeout(seconds * 1000)  # not time.sleep: the page's events keep coming
+        return f"waited {cut_seconds(seconds, asked)}"
 
     def _do_navigate_back(self, page, action, args):
         from playwright.sync_api import TimeoutError as PwTimeout

@@ -33,6 +33,10 @@ private Xvfb, so the sandbox does a window manager's one job that matters here: 
 focus to the top-level window under the pointer (click-to-focus); with a window manager running (one the
 user has, or one started with `launch`) it leaves focus to it.
 
+`act(action, args, deadline=None)`: with a deadline (time.monotonic(), toolpath/deadline.py) the action ends by
+it: a wait or a long press is cut short and typing stops (in slices of TYPE_SLICE characters); the account
+says what was cut.
+
 pyautogui is process-wide state: it binds one Xlib display when first imported and keeps its key map for
 that display. The sandbox serialises every pyautogui/Xlib call on one lock and, before each, re-binds
 pyautogui to its own display when another sandbox (an earlier episode, another thread) used it last: so
@@ -51,14 +55,15 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
 
+from ..deadline import clamp, cut_seconds, cut_typing, passed
 from .base import KEY_EXAMPLES, SandboxError, SandboxLimits, check_screen_action
+from .leftovers import kill_orphans, marked_pids, owner_marker, private_folder
 
 __all__ = ["DesktopSandbox", "CHROMIUM", "chromium_args"]
 
@@ -68,6 +73,7 @@ START_TIMEOUT = 30.0  # seconds for the X server, and for each launched program,
 TITLE_TIMEOUT = 5.0  # seconds start() waits for a start_url page to set its title
 MARKER = "TOOLPATH_DESKTOP_SANDBOX"  # environment variable carried by everything the sandbox starts
 DRAG_SECONDS = 0.3  # a drag moves in steps over this time, so programs see the motion between press and release
+TYPE_SLICE = 50  # characters typed between two looks at the deadline
 # Names models write for keys that pyautogui spells otherwise.
 KEY_ALIASES = {"control": "ctrl", "ctl": "ctrl", "cmd": "win", "command": "win", "super": "win", "meta": "win",
                "windows": "win", "option": "alt", "arrowup": "up", "arrowdown": "down", "arrowleft": "left",
@@ -175,21 +181,6 @@ def _group_alive(pgid: int) -> bool:
         return False
 
 
-def _marked_pids(token: str) -> list[int]:
-    """Processes of ours whose environment carries this sandbox's marker (children that left the group)."""
-    needle = f"{MARKER}={token}".encode() + b"\0"
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if needle in (entry / "environ").read_bytes():
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
-
-
 class DesktopSandbox:
     """An X display an agent acts on with mouse and keyboard: the GUISandbox protocol for platform "desktop"."""
 
@@ -223,12 +214,13 @@ class DesktopSandbox:
         self._windows_wanted = windows
         self.display: str | None = None
         self._size: tuple[int, int] | None = None
-        self._token = uuid.uuid4().hex
+        self._token = owner_marker(uuid.uuid4().hex)  # names this process, so a later start finds our orphans
         self._tmp: str | None = None
         self._xvfb: subprocess.Popen | None = None
         self._procs: list[tuple[str, subprocess.Popen, Path]] = []  # (what, process, its stderr file)
         self._env: dict[str, str] = {}
         self._started = False
+        self._deadline: float | None = None  # of the action being done (act's argument)
         self._closed = False
         self.notes: list[str] = []
 
@@ -241,7 +233,9 @@ class DesktopSandbox:
             raise SandboxError("this desktop sandbox is closed; open a new one")
         self._started = True
         try:
-            self._tmp = tempfile.mkdtemp(prefix="toolpath-desktop-")
+            # What a killed host left (its Xvfb, its apps, its folder) goes before this sandbox starts.
+            kill_orphans(MARKER)
+            self._tmp = str(private_folder("toolpath-desktop-"))
             env = {k: v for k, v in os.environ.items() if k != "WAYLAND_DISPLAY"}
             if self._want_display is None:
                 auth = Path(self._tmp) / "Xauthority"
@@ -389,7 +383,7 @@ class DesktopSandbox:
             _kill_group(proc)
         if self._xvfb is not None:
             _kill_group(self._xvfb)
-        for pid in _marked_pids(self._token):
+        for pid in marked_pids(MARKER, self._token):
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -622,14 +616,22 @@ class DesktopSandbox:
             out["notes"] = list(self.notes)
         return out
 
-    def act(self, action: str, args: dict) -> str:
+    def act(self, action: str, args: dict, deadline: float | None = None) -> str:
         check_screen_action(action, "desktop", "a desktop", "use click, hotkey or write instead")
         args = dict(args or {})
         self.screen_size()  # a closed sandbox says so, whatever the action
+        self._deadline = deadline
+        try:
+            return self._act(action, args)
+        finally:
+            self._deadline = None
+
+    def _act(self, action: str, args: dict) -> str:
         if action == "wait":
-            seconds = float(args.get("seconds", 3.0))
-            time.sleep(max(0.0, seconds))
-            return f"waited {seconds:g} s"
+            asked = max(0.0, float(args.get("seconds", 3.0)))
+            seconds = clamp(asked, self._deadline)
+            time.sleep(seconds)
+            return f"waited {cut_seconds(seconds, asked)}"
         try:
             text = getattr(self, "_do_" + action)(action, args)
         except SandboxError:
@@ -639,7 +641,7 @@ class DesktopSandbox:
         except Exception as err:  # Xlib: the server went away, a broken connection
             raise SandboxError(f"{action}: the X display {self.display} failed: {type(err).__name__}: {err}") from None
         if self.settle:
-            time.sleep(self.settle)
+            time.sleep(clamp(self.settle, self._deadline))
         return text
 
     # ----------------------------------------------------------------- actions
@@ -721,7 +723,8 @@ class DesktopSandbox:
         return f"swiped from {start} to {end}"
 
     def _do_long_press(self, action, args):
-        duration = float(args.get("duration", 1.0))
+        asked = float(args.get("duration", 1.0))
+        duration = clamp(asked, self._deadline)
         with self._x() as (pg, x11):
             x, y = self._point(action, args["x"], args["y"])
             pg.moveTo(x, y)
@@ -731,7 +734,7 @@ class DesktopSandbox:
         time.sleep(duration)  # outside the lock: other sandboxes may act meanwhile
         with self._x() as (pg, _x11):
             pg.mouseUp(button="left")
-        return f"pressed ({x}, {y}) for {duration:g} s{where}"
+        return f"pressed ({x}, {y}) for {cut_seconds(duration, asked)}{where}"
 
     def _do_scroll(self, action, args):
         clicks = int(args["clicks"])
@@ -810,6 +813,7 @@ class DesktopSandbox:
 
     def _do_write(self, action, args):
         message = str(args["message"])
+        typed = 0
         with self._x() as (pg, x11):
             def typable(c: str) -> bool:
                 return bool(x11.keyboardMapping.get(c))
@@ -822,13 +826,19 @@ class DesktopSandbox:
                                    "not installed (apt-get install xdotool); nothing was typed")
             for ok, chars in itertools.groupby(message, typable):
                 text = "".join(chars)
-                if ok:
-                    pg.write(text)
-                    continue
-                x11._display.sync()
-                r = subprocess.run(["xdotool", "type", "--delay", "5", "--", text], env=self._env,
-                                   capture_output=True, text=True, timeout=30)
-                if r.returncode != 0:
-                    raise SandboxError(f"write: xdotool could not type {text!r}: {r.stderr.strip()[:200]}")
-        shown = message if len(message) <= 60 else message[:57] + "..."
-        return f"typed {shown!r}"
+                for i in range(0, len(text), TYPE_SLICE):  # a look at the deadline between slices
+                    if passed(self._deadline):
+                        return cut_typing(message, typed)
+                    self._type(pg, x11, text[i:i + TYPE_SLICE], ok)
+                    typed += len(text[i:i + TYPE_SLICE])
+        return cut_typing(message, typed)
+
+    def _type(self, pg, x11, text: str, with_pyautogui: bool) -> None:
+        if with_pyautogui:
+            pg.write(text)
+            return
+        x11._display.sync()
+        r = subprocess.run(["xdotool", "type", "--delay", "5", "--", text], env=self._env,
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            raise SandboxError(f"write: xdotool could not type {text!r}: {r.stderr.strip()[:200]}")

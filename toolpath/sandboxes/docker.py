@@ -2,29 +2,36 @@
 
 Each episode gets a container of its own (never a shared session: no variable, file or process outlives its
 episode), made from a user-given image that holds a Python interpreter: no network at all, a read-only root file
-system, a private tmpfs /tmp, the episode's folder read-write at /episode, kernel.py read-only, user nobody
-(65534), every capability dropped, no-new-privileges, a pids limit, a memory limit (cgroup, swap included),
-rlimits on CPU time, open files and file size, and no environment variable from the host.
+system, memory-backed /tmp, /dev/shm and /episode of bounded size (limits.disk_mb each; nosuid, nodev), kernel.py
+read-only, user nobody (65534; as a non-root host user, that user instead, so the host can reach /episode), every
+capability dropped, no-new-privileges, a pids limit, a memory limit (cgroup, swap included), rlimits on CPU time,
+open files and file size, and no environment variable from the host.
 
-The protocol is kernel.py's own (JSON lines: requests on its stdin, responses on a dedicated fd), carried by two
-named pipes in a private host folder that is mounted read-only into the container. A tiny launcher opens them as
-the kernel's stdin and response fd, then execs the kernel; once the kernel says it is ready the host removes the
-folder, so nothing else in the container can open the pipes, and nothing is left to clean up. The host holds the
-only writer of the kernel's stdin, so a host that dies without closing the sandbox (even by SIGKILL) stops its
-container: the kernel reads end of file; one that exits without closing it removes it (a finalizer). The Docker
-SDK does the lifecycle (create, start, kill, remove) and checks the engine; no `docker` CLI is needed. Because of
-the pipes and the bind mount, the engine must run on this machine (a local socket): a remote engine or a Docker
+The episode folder is a tmpfs in the container, not a host folder bound into it: bounded in size, nosuid, never
+on a host file system, and gone with the container. The host reads and writes it at `workdir`,
+/proc/<pid>/root/episode of the container's first process, which is kernel.py's launcher: it forks a kernel when
+the host asks (with the kernel's two pipes, passed over a Unix socket), kills everything else in the container
+first, and reports each kernel's exit status. A cell past its wall-clock limit, or a kernel that dies, thus costs
+the kernel and its variables, never the container or its files. The launcher reaches the host through a socket in
+a private host folder mounted read-only into the container; once it has connected, the host removes the folder,
+so nothing else in the container can connect, and nothing is left to clean up. The host holds the only end of
+that connection, so a host that dies without closing the sandbox (even by SIGKILL) stops its container: the
+launcher reads end of file and ends; one that exits without closing it removes it (a finalizer). The Docker SDK
+does the lifecycle (create, start, kill, remove) and checks the engine; no `docker` CLI is needed. Because of the
+socket, the pipes and /proc, the engine must run on this machine (a local socket): a remote engine or a Docker
 Desktop VM cannot share them.
 
-A cell past its wall-clock limit, or a kernel that dies, costs the container: it is removed and a fresh one made,
-and the result says the variables are lost. close() removes the container whatever happened. Containers carry the
-label toolpath.sandbox=python, so any left by a killed host can be found: docker ps -a --filter label=toolpath.sandbox
+close() removes the container whatever happened. Containers carry the label toolpath.sandbox=python, so any left
+by a killed host can be found: docker ps -a --filter label=toolpath.sandbox
 """
 
 from __future__ import annotations
 
 import os
+import select
 import shutil
+import socket
+import struct
 import tempfile
 import time
 import uuid
@@ -32,34 +39,17 @@ import weakref
 from pathlib import Path
 
 from .base import SandboxError, SandboxLimits
-from .kernel_client import INSIDE, KERNEL, KERNEL_ENV, NOBODY, KernelPipe, KernelSandbox
+from .kernel_client import INSIDE, KERNEL, KERNEL_ENV, LAUNCH_ARGS, NOBODY, KernelSandbox
 
 DEFAULT_IMAGE = "python:3.12-slim"
 IMAGE_ENV = "TOOLPATH_DOCKER_IMAGE"  # the image used when none is given
 KERNEL_INSIDE = "/opt/toolpath/kernel.py"
-IO_INSIDE = "/opt/toolpath/io"  # the private folder with the two named pipes
+IO_INSIDE = "/opt/toolpath/io"  # the private folder with the launcher's socket, while it connects
 LABEL = "toolpath.sandbox"
 USER = f"{NOBODY}:{NOBODY}"
 PING_SECONDS = 3.0  # how long docker_works() waits for an engine: CI without one must not hang
 API_SECONDS = 60.0  # one engine call (create, start, remove) once it answers
 SOCKET = "/var/run/docker.sock"
-
-# Runs as `python -I -B -c LAUNCHER REQUESTS RESPONSES` in the container, then becomes the kernel.
-LAUNCHER = """\
-import os, sys
-# The kernel runs as nobody, so what it writes in /episode must stay removable by a host user that is not.
-os.umask(0)
-# The host holds the only writer: when it goes, however it dies, the kernel reads end of file and exits, and
-# the container stops with it (what bwrap's --die-with-parent does for the process sandbox).
-req = os.open(sys.argv[1], os.O_RDONLY)
-os.dup2(req, 0)
-out = os.open(sys.argv[2], os.O_WRONLY)
-os.set_inheritable(out, True)
-# The kernel's own stdout and stderr (outside cells): a file, like the process sandbox's, never a full pipe.
-os.dup2(os.open("/dev/null", os.O_WRONLY), 1)
-os.dup2(os.open("/episode/.kernel.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666), 2)
-os.execv(sys.executable, [sys.executable, "-I", "-B", "/opt/toolpath/kernel.py", str(out), "/episode/.images"])
-"""
 
 
 # ---- engine ---------------------------------------------------------------------------------------------
@@ -110,18 +100,27 @@ def _ensure_image(client, image: str, pull: bool) -> None:
         raise SandboxError(f"pulling image {image!r} failed: {err}") from None
 
 
-def container_config(image: str, workdir: Path, io_dir: Path, limits: SandboxLimits, *, python: str = "python3",
-                     cpus: float | None = None, init: bool = False, name: str | None = None) -> dict:
+def container_user() -> str:
+    """Who the kernel is in the container: nobody, unless the host is another user than root; then that user, so
+    the host may reach the container's /episode through /proc (which needs the same uid, or root)."""
+    return USER if os.getuid() == 0 else f"{os.getuid()}:{os.getgid()}"
+
+
+def container_config(image: str, io_dir: Path, limits: SandboxLimits, *, python: str = "python3",
+                     cpus: float | None = None, init: bool = False, name: str | None = None,
+                     user: str = USER) -> dict:
     """The keyword arguments of `client.containers.create` for one episode's kernel. Plain dicts (the API's own
     field names), so the confinement can be checked without the SDK or an engine."""
     mb = 1024 * 1024
+    uid, gid = user.split(":")
+    bounded = f"rw,nosuid,nodev,size={limits.disk_mb}m"
     cfg = dict(
         image=image,
-        command=[python, "-I", "-B", "-c", LAUNCHER, f"{IO_INSIDE}/requests", f"{IO_INSIDE}/responses"],
+        command=[python, "-I", "-B", KERNEL_INSIDE, "launch", "--connect", f"{IO_INSIDE}/control", *LAUNCH_ARGS],
         name=name or f"toolpath-{uuid.uuid4().hex[:12]}",
         labels={LABEL: "python"},
         hostname="sandbox",
-        user=USER,
+        user=user,
         working_dir=INSIDE,
         # The process sandbox's kernel environment, nothing from the host's (API keys). Less PATH: the image's
         # own says where its interpreter and tools are (/usr/local/bin, /opt/conda/bin, …).
@@ -129,10 +128,10 @@ def container_config(image: str, workdir: Path, io_dir: Path, limits: SandboxLim
         network_disabled=True,
         network_mode="none",
         read_only=True,
-        # tmpfs pages count against the memory limit, so this size cannot take more than the kernel may.
-        tmpfs={"/tmp": f"rw,nosuid,nodev,size={limits.memory_mb}m,mode=1777"},
+        # Memory-backed and bounded; their pages also count against the memory limit.
+        tmpfs={"/tmp": f"{bounded},mode=1777", INSIDE: f"{bounded},mode=0700,uid={uid},gid={gid}"},
+        shm_size=f"{limits.disk_mb}m",
         mounts=[
-            {"Type": "bind", "Source": str(Path(workdir).resolve()), "Target": INSIDE, "ReadOnly": False},
             {"Type": "bind", "Source": str(KERNEL.resolve()), "Target": KERNEL_INSIDE, "ReadOnly": True},
             {"Type": "bind", "Source": str(Path(io_dir).resolve()), "Target": IO_INSIDE, "ReadOnly": True},
         ],
@@ -143,13 +142,13 @@ def container_config(image: str, workdir: Path, io_dir: Path, limits: SandboxLim
         mem_limit=f"{limits.memory_mb}m",
         memswap_limit=f"{limits.memory_mb}m",  # the same number: no swap on top
         ulimits=[
-            # CPU seconds of the whole kernel; the hard limit kills even a PID 1 that ignores SIGXCPU.
+            # CPU seconds of each process; the hard limit kills even one that ignores SIGXCPU.
             {"Name": "cpu", "Soft": limits.cpu_seconds, "Hard": limits.cpu_seconds + 1},
             {"Name": "nofile", "Soft": limits.open_files, "Hard": limits.open_files},
             {"Name": "fsize", "Soft": limits.file_size_mb * mb, "Hard": limits.file_size_mb * mb},
             {"Name": "core", "Soft": 0, "Hard": 0},
         ],
-        # The engine's log of the container holds only what fails before the launcher redirects; keep it small.
+        # The engine's log of the container holds only what the launcher says before it starts; keep it small.
         log_config={"Type": "json-file", "Config": {"max-size": "1m", "max-file": "1"}},
         init=init,
         detach=True,
@@ -157,6 +156,21 @@ def container_config(image: str, workdir: Path, io_dir: Path, limits: SandboxLim
     if cpus:
         cfg["nano_cpus"] = int(cpus * 1e9)
     return cfg
+
+
+def _check_options(image, python, pull, cpus, init, base_url, start_seconds) -> None:
+    """SandboxError naming the spec field of the first option of the wrong kind."""
+    checks = {"image": (image, str, "an image name"), "python": (python, str, "the interpreter's name or path"),
+              "pull": (pull, bool, "true or false"), "init": (init, bool, "true or false"),
+              "base_url": (base_url, (str, type(None)), "an engine URL such as unix:///var/run/docker.sock")}
+    for name, (value, kind, what) in checks.items():
+        if not isinstance(value, kind) or (kind is str and not value):
+            raise SandboxError(f"sandbox.options.{name}: expected {what}, got {value!r}")
+    for name, value, low in (("cpus", cpus, 0.01), ("start_seconds", start_seconds, 1.0)):
+        if value is None and name == "cpus":
+            continue
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not low <= value <= 3600:
+            raise SandboxError(f"sandbox.options.{name}: expected a number from {low} to 3600, got {value!r}")
 
 
 # ---- the sandbox ---------------------------------------------------------------------------------------
@@ -167,26 +181,30 @@ def _remove(container) -> None:
         pass
 
 
+def _peer_pid(conn: socket.socket) -> int:
+    """The host pid of the process at the other end of a Unix socket (the launcher in the container)."""
+    return struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[0]
+
+
 class DockerSandbox(KernelSandbox):
     """A stateful Python kernel for one episode, in a container of its own. Use as a context manager."""
 
     isolation = "docker"
     OPTIONS = ("image", "python", "pull", "cpus", "init", "base_url", "start_seconds")  # besides the limits
 
-    def __init__(self, limits: SandboxLimits | None = None, image: str | None = None,
-                 workdir: str | Path | None = None, *, python: str = "python3", pull: bool = False,
-                 cpus: float | None = None, init: bool = False, base_url: str | None = None,
+    def __init__(self, limits: SandboxLimits | None = None, image: str | None = None, *, python: str = "python3",
+                 pull: bool = False, cpus: float | None = None, init: bool = False, base_url: str | None = None,
                  start_seconds: float = 60.0):
         super().__init__()
         self.limits = limits or SandboxLimits()
         self.image = image or os.environ.get(IMAGE_ENV) or DEFAULT_IMAGE
+        _check_options(self.image, python, pull, cpus, init, base_url, start_seconds)
         self.python, self.pull, self.cpus, self.init = python, pull, cpus, init
         self.base_url, self.start_seconds = base_url, start_seconds
-        self._own_workdir = workdir is None
-        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="toolpath-episode-"))
         self.client = None
         self.container = None
         self._reaper: weakref.finalize | None = None  # removes the container even if close() is never called
+        self._oom_seen = 0  # the container's out-of-memory kills when the running kernel started
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> "DockerSandbox":
@@ -194,75 +212,78 @@ class DockerSandbox(KernelSandbox):
             if self.client is None:
                 self.client = _connect(self.base_url)
             _ensure_image(self.client, self.image, self.pull)
-            self.workdir.mkdir(parents=True, exist_ok=True)
-            os.chmod(self.workdir, 0o777)  # the kernel runs as nobody inside
-            self._spawn()
         except BaseException:
-            self.close()  # a half-started sandbox leaves no container and no folder behind
+            self.close()  # a half-started sandbox leaves no container behind
             raise
-        return self
+        return super().start()
 
     def close(self) -> None:
-        self._kill()
+        super().close()
         if self.client is not None:
             self.client.close()
             self.client = None
-        if self._own_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def _spawn_kernel(self) -> None:
-        """A new container with a ready kernel. Its pipes live in a folder of their own only while it starts: a
-        host killed later leaves nothing behind, and no later container sees old pipes."""
-        io = Path(tempfile.mkdtemp(prefix="toolpath-docker-io-"))
+    def _start_box(self) -> None:
+        """A new container whose launcher has connected. Its socket lives in a folder of its own only while it
+        starts: a host killed later leaves nothing behind, and nothing in the container can connect again."""
+        io = Path(tempfile.mkdtemp(prefix="toolpath-docker-io-"))  # 0700
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            os.chmod(io, 0o755)  # nobody inside must reach the pipes; the mount is read-only anyway
+            listener.bind(str(io / "control"))
+            os.chmod(io / "control", 0o600)
+            if os.getuid() == 0:  # the container's user must reach and connect to it: that user, nobody else
+                uid, gid = map(int, container_user().split(":"))
+                for path in (io, io / "control"):
+                    os.chown(path, uid, gid)
+            listener.listen(1)
             self._start_container(io)
+            self._control = self._await_launcher(listener)
+            self._root_pid = _peer_pid(self._control)
         finally:
-            shutil.rmtree(io, ignore_errors=True)  # open ends keep working; nothing else can open the pipes now
+            listener.close()
+            shutil.rmtree(io, ignore_errors=True)
 
     def _start_container(self, io: Path) -> None:
         import docker
 
-        requests_fifo, responses_fifo = io / "requests", io / "responses"
-        for p in (requests_fifo, responses_fifo):
-            os.mkfifo(p)
-            os.chmod(p, 0o666)  # mkfifo's mode is cut by the umask; nobody inside must open them
-        # Both opened before the container starts, so neither of the launcher's opens waits. O_RDWR, because a
-        # write end cannot be opened before a reader exists; it is swapped for a plain one once the kernel reads.
-        self._pipe = KernelPipe(os.open(requests_fifo, os.O_RDWR | os.O_NONBLOCK),
-                                os.open(responses_fifo, os.O_RDONLY | os.O_NONBLOCK))
-        cfg = container_config(self.image, self.workdir, io, self.limits, python=self.python, cpus=self.cpus,
-                               init=self.init)
+        cfg = container_config(self.image, io, self.limits, python=self.python, cpus=self.cpus, init=self.init,
+                               user=container_user())
         try:
             self.container = self.client.containers.create(**cfg)
             self._reaper = weakref.finalize(self, _remove, self.container)
             self.container.start()
         except docker.errors.APIError as err:
-            self._kill()
-            raise SandboxError(f"the Python sandbox did not start in Docker (image {self.image!r}): "
-                               f"{err.explanation or err}") from None
-        if not self._await_ready():
-            why = self._diagnose()
-            self._kill()
-            raise SandboxError(f"the Python sandbox did not start in Docker (image {self.image!r}): {why}")
-        # Write-only now that the kernel holds the read end: a dead kernel is then a broken pipe, not a full one.
-        rdwr, self._pipe.write_fd = self._pipe.write_fd, os.open(requests_fifo, os.O_WRONLY | os.O_NONBLOCK)
-        os.close(rdwr)
+            why = err.explanation or err
+            self._stop_box()
+            raise SandboxError(f"the Python sandbox did not start in Docker (image {self.image!r}): {why}") from None
 
-    def _await_ready(self) -> bool:
-        """Wait for the kernel's ready line, looking every half second whether the container already gave up
-        (a missing interpreter or a crash before the launcher opened the pipe never closes it)."""
+    def _await_launcher(self, listener: socket.socket) -> socket.socket:
+        """The launcher's connection, looking every half second whether the container already gave up (a missing
+        interpreter or a crash before the launcher connected)."""
         deadline = time.monotonic() + self.start_seconds
         while time.monotonic() < deadline:
-            try:
-                msg = self._pipe.read(timeout=0.5)
-            except EOFError:
-                return False
-            if msg is not None:
-                return bool(msg.get("ready"))
+            if select.select([listener], [], [], 0.5)[0]:
+                conn = listener.accept()[0]
+                if self._in_container(_peer_pid(conn)):
+                    return conn
+                conn.close()  # a host process of the same user that found the socket first
+                continue
             if self._state().get("Status") in ("exited", "dead"):
-                return False
-        return False
+                break
+        why = self._diagnose()
+        self._stop_box()
+        raise SandboxError(f"the Python sandbox did not start in Docker (image {self.image!r}): {why}")
+
+    def _in_container(self, pid: int) -> bool:
+        """Whether host process `pid` runs in this sandbox's container (its cgroup names the container; else,
+        asked of the engine, it is the container's first process or that one's child)."""
+        try:
+            if self.container.id in Path(f"/proc/{pid}/cgroup").read_text():
+                return True
+            parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        return self._state().get("Pid") in (pid, parent)
 
     def _state(self) -> dict:
         try:
@@ -273,7 +294,10 @@ class DockerSandbox(KernelSandbox):
 
     def _diagnose(self) -> str:
         """What the container and the kernel said before it failed to start, for the error message."""
-        self._exit_status(wait=2)  # the pipe can close a moment before the engine marks the container exited
+        try:  # the launcher can end a moment before the engine marks the container exited
+            self.container.wait(timeout=2)
+        except Exception:
+            pass
         state = self._state()
         parts = []
         if state.get("Status") in ("exited", "dead"):
@@ -284,34 +308,54 @@ class DockerSandbox(KernelSandbox):
             parts.append(self.container.logs(tail=40).decode(errors="replace").strip())
         except Exception:
             pass
-        log = self.workdir / ".kernel.log"
-        if log.is_file():
-            parts.append(log.read_text(errors="replace")[-2000:].strip())
         text = "; ".join(p for p in parts if p)
         return text or f"no answer within {self.start_seconds:g} s"
 
-    def _kill(self) -> None:
+    def _startup_log(self) -> str:
+        said = self._diagnose() if self.container is not None else ""
+        return "; ".join(p for p in (said, self._kernel_log()) if p)
+
+    def _stop_box(self) -> None:
         if self._reaper is not None:
             self._reaper()  # removes the container; a finalizer runs once, here or at the interpreter's exit
             self._reaper = None
         self.container = None
-        if self._pipe is not None:
-            self._pipe.close()
-            self._pipe = None
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        self._root_pid = self._kernel_pid = None
+        self._reports = b""
 
-    def _exit_status(self, wait: float = 5) -> tuple[int | None, bool]:
-        """(exit code, out of memory) of a container whose kernel stopped answering; None when still running."""
+    def _open_kernel(self) -> None:
+        super()._open_kernel()
+        self._oom_seen = self._oom_kills()
+
+    def _oom_kills(self) -> int:
+        """How many processes the container's memory cgroup has killed (its launcher's cgroup, read on the
+        host: cgroup v1's memory.oom_control or v2's memory.events); 0 where that cannot be read."""
         try:
-            code = self.container.wait(timeout=wait)["StatusCode"]
-        except Exception:  # still running after `wait` seconds (a read timeout), or the engine is gone
-            return None, False
-        return code, bool(self._state().get("OOMKilled"))
+            lines = Path(f"/proc/{self._root_pid}/cgroup").read_text().splitlines()
+        except (OSError, TypeError):
+            return 0
+        for line in lines:
+            _, controllers, path = line.split(":", 2)
+            if "memory" in controllers.split(","):
+                files = [Path("/sys/fs/cgroup/memory" + path, "memory.oom_control")]
+            elif controllers == "":
+                files = [Path("/sys/fs/cgroup" + path, "memory.events")]
+            else:
+                continue
+            for f in files:
+                try:
+                    counts = dict(row.split() for row in f.read_text().splitlines() if len(row.split()) == 2)
+                    return int(counts.get("oom_kill", 0))
+                except (OSError, ValueError):
+                    continue
+        return 0
 
-    def _death(self) -> str:
-        code, oom = self._exit_status()
-        why = f"the kernel died (exit {code})" if code is not None else "the kernel stopped answering"
-        if oom:
-            why += f": it ran out of its {self.limits.memory_mb} MB of memory"
-        elif code in (137, 128 + 24):  # SIGKILL, SIGXCPU
-            why += f": it used up its {self.limits.cpu_seconds} s of CPU or was killed"
-        return why
+    def _death_detail(self, code: int | None) -> str:
+        if code == -9 and self._oom_kills() > self._oom_seen:
+            return f": it ran out of its {self.limits.memory_mb} MB of memory"
+        if code in (-9, -24, 137, 128 + 24):  # SIGKILL, SIGXCPU
+            return f": it used up its {self.limits.cpu_seconds} s of CPU or was killed"
+        return ""

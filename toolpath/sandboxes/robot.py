@@ -18,8 +18,10 @@ real cell asks its operator) with the arm at home; `observe() -> RobotObservatio
   ee_orientation its quaternion (x, y, z, w) in the world frame
   png() / depth_png()  the rgb as PNG; the depth as a 16-bit PNG in millimetres (0 = no reading)
 
-`act(action, args) -> str` does one thing and returns a short account of what happened; what it cannot do is a
-`SandboxError` naming the action and why (nothing has moved when a target is refused):
+`act(action, args, deadline=None) -> str` does one thing and returns a short account of what happened; what it
+cannot do is a `SandboxError` naming the action and why (nothing has moved when a target is refused). With a
+`deadline` (time.monotonic(), toolpath/deadline.py) a motion stops where the arm is once it passes, holds there,
+and says so ("stopped after 12 of 40 waypoints: the run's time budget … ran out"):
   "move_ee"     {"position": [x, y, z], "yaw": 0.0}: the gripper pointing straight down, turned `yaw` radians
                 about world z (at yaw 0 the fingers close along world y; the gripper is symmetric under a half
                 turn, so yaw is taken modulo π). The end effector moves along a straight line from where it is
@@ -53,6 +55,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ..deadline import BUDGET_SPENT, passed
 from . import robot_scene as S
 from .base import Sandbox, SandboxError, SandboxLimits
 
@@ -103,7 +106,7 @@ class Robot(Sandbox, Protocol):
 
     def observe(self) -> RobotObservation: ...
 
-    def act(self, action: str, args: dict) -> str: ...
+    def act(self, action: str, args: dict, deadline: float | None = None) -> str: ...
 
 
 ACTIONS = ("move_ee", "move_joints", "gripper", "home")
@@ -186,6 +189,8 @@ class TabletopSandbox:
         self._seg: np.ndarray | None = None
         self._arm_target = np.array(HOME_Q)
         self._finger_target = FINGER_OPEN
+        self._deadline: float | None = None  # of the action being done (act's argument)
+        self._cut = ""  # how the last motion was cut short by the deadline, if it was
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -368,7 +373,12 @@ class TabletopSandbox:
         held = self._held_body()
         contacts: set = set()
         q_prev = self._arm_target
-        for q in path:
+        for k, q in enumerate(path):
+            if passed(self._deadline):  # hold where the arm is now; _settle brings it to rest there
+                self._cut = f"stopped after {k} of {len(path)} waypoints: {BUDGET_SPENT}"
+                self._arm_target = self._joints()
+                self._command()
+                break
             steps = max(3, int(math.ceil(float(np.max(np.abs(q - q_prev))) / 0.004)))
             self._arm_target = np.asarray(q, dtype=np.float64)
             self._command()
@@ -379,10 +389,18 @@ class TabletopSandbox:
 
     # ----------------------------------------------------------------- actions
 
-    def act(self, action: str, args: dict) -> str:
+    def act(self, action: str, args: dict, deadline: float | None = None) -> str:
         self._client()
         if not isinstance(args, dict):
             raise SandboxError(f"{action}: arguments must be a dict, got {type(args).__name__}")
+        self._deadline, self._cut = deadline, ""
+        try:
+            text = self._act(action, args)
+        finally:
+            self._deadline = None
+        return f"{text}; {self._cut}" if self._cut else text
+
+    def _act(self, action: str, args: dict) -> str:
         if action == "move_ee":
             return self._move_ee(args)
         if action == "move_joints":
@@ -433,7 +451,8 @@ class TabletopSandbox:
         err = float(np.linalg.norm(ee - target))
         got = f"({ee[0]:.3f}, {ee[1]:.3f}, {ee[2]:.3f})"
         text = (f"moved to {got}, {err * 1000:.1f} mm off" if err < REACH_TOL else
-                f"stopped at {got}, {err * 1000:.1f} mm short of {where}: something is in the way")
+                f"stopped at {got}, {err * 1000:.1f} mm short of {where}"
+                + ("" if self._cut else ": something is in the way"))
         return text + _contacts(contacts)
 
     def _move_joints(self, q, action: str) -> str:

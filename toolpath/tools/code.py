@@ -2,11 +2,13 @@
 
 Variables persist between calls within an episode and never leak into another episode. Task images are
 preloaded as `image_1, image_2, …` (PIL images). The observation follows DeepEyesV2's template; figures and
-shown images come back as artifacts, at most the sandbox's image limit per call.
+shown images come back as artifacts, at most the sandbox's image limit per call. A cell gets the sandbox's
+cell_seconds, or less when the run's time budget has less left (ToolContext.deadline).
 """
 
 from __future__ import annotations
 
+from ..deadline import BUDGET_SPENT, seconds_left
 from .registry import ToolContext, ToolError, ToolResult, tool
 
 
@@ -34,6 +36,22 @@ def python(code: str, ctx: ToolContext) -> ToolResult:
     sandbox = ctx.sandbox
     if sandbox is None or not hasattr(sandbox, "run"):
         raise ToolError("python: this task has no code sandbox; set `sandbox: process` in the task spec")
-    res = sandbox.run(code)
+    own = sandbox.limits.cell_seconds
+    timeout = cell_timeout(own, ctx.deadline)
+    res = sandbox.run(code, timeout=timeout)
     artifacts = [ctx.artifact(p, name=p.name, mime="image/png") for p in res.images if p.is_file()]
-    return ToolResult(content=format_result(res), artifacts=artifacts, data=res)
+    content = format_result(res)
+    if timeout < own and not res.ok:
+        content += (f"\nnote: this cell had {timeout:.1f} s, what was left of the run's time budget "
+                    f"(limits.max_seconds), not the sandbox's {own:g} s")
+    return ToolResult(content=content, artifacts=artifacts, data=res)
+
+
+def cell_timeout(own: float, deadline: float | None) -> float:
+    """The smaller of a cell's own limit and what is left before the step's deadline; ToolError when none is."""
+    left = seconds_left(deadline)
+    if left is None or left >= own:
+        return own
+    if left <= 0:
+        raise ToolError(f"python: not run: {BUDGET_SPENT}")
+    return left

@@ -13,8 +13,11 @@ agent with a JSON-calling policy can call them directly in pixels too.
 
 A tool validates its arguments (pydantic: a bad button, a swipe without direction, a negative wait is an
 error naming the argument), then hands `(action, arguments)` to `ctx.sandbox.act`, the GUI sandbox protocol
-(sandboxes/base.py). `response`, `terminate` and `call_user` are not executed: they end the episode, and the
-agent decides how (tools/gui.py only marks them final).
+(sandboxes/base.py), with the step's deadline when it has one (`ctx.deadline`, see toolpath/deadline.py): the
+sandbox cuts a wait short, stops typing and waits for no page beyond it. One action is bounded on its own too:
+`write` types at most MAX_WRITE_CHARS characters (the rest is reported, not typed), `press` and `hotkey` take
+at most MAX_KEYS keys. `response`, `terminate` and `call_user` are not executed: they end the episode, and
+the agent decides how (tools/gui.py only marks them final).
 """
 
 from __future__ import annotations
@@ -25,6 +28,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..sandboxes.base import ENDING_ACTIONS
 from .registry import _REGISTRY, Tool, ToolContext, ToolError, ToolResult
+
+# What one action may ask for: typing 100,000 characters would take minutes, so a longer write is cut (and the
+# model told); no real chord or key sequence needs more keys than this.
+MAX_WRITE_CHARS = 2000
+MAX_KEYS = 16
 
 Button = Literal["left", "right", "middle"]
 Direction = Literal["up", "down", "left", "right"]
@@ -97,6 +105,8 @@ def _keys(v: Any) -> list[str]:
     keys = [v] if isinstance(v, str) else v
     if not isinstance(keys, list) or not keys or not all(isinstance(k, str) and k.strip() for k in keys):
         raise ValueError("expected a key name or a non-empty list of key names such as 'enter' or ['ctrl', 'c']")
+    if len(keys) > MAX_KEYS:
+        raise ValueError(f"at most {MAX_KEYS} keys in one action, got {len(keys)}")
     return [k.strip().lower() for k in keys]
 
 
@@ -138,7 +148,7 @@ class keyUp(Action):
 class write(Action):
     """Type text at the keyboard focus."""
 
-    message: str = Field(description="the text to type")
+    message: str = Field(description=f"the text to type (one write types at most {MAX_WRITE_CHARS} characters)")
 
 
 class wait(Action):
@@ -244,14 +254,27 @@ def _execute(name: str):
         if box is None or not callable(getattr(box, "act", None)):
             raise ToolError(f"{name}: this episode has no GUI sandbox (use sandbox: browser or desktop)")
         args = {k: v for k, v in arguments.items() if v is not None}
+        args, cut = _bounded(name, args)
         from ..sandboxes.base import SandboxError
 
+        deadline = ctx.deadline
         try:
-            return ToolResult(content=box.act(name, args) or f"{name} done", data={"action": name, **args})
+            done = box.act(name, args, deadline=deadline)
         except SandboxError as err:
             raise ToolError(f"{name}: {err}") from None
+        return ToolResult(content="; ".join(filter(None, [done or f"{name} done", cut])), data={"action": name, **args})
 
     return run
+
+
+def _bounded(name: str, args: dict) -> tuple[dict, str]:
+    """The arguments one action may take (a write cut to MAX_WRITE_CHARS), and a note of what was cut."""
+    message = args.get("message")
+    if name != "write" or not isinstance(message, str) or len(message) <= MAX_WRITE_CHARS:
+        return args, ""
+    note = (f"not typed: the last {len(message) - MAX_WRITE_CHARS} of {len(message)} characters (one write types "
+            f"at most {MAX_WRITE_CHARS}; write the rest in further writes)")
+    return {**args, "message": message[:MAX_WRITE_CHARS]}, note
 
 
 def _register() -> None:

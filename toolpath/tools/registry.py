@@ -52,6 +52,9 @@ class ToolContext:
     save_artifact: Callable[..., ArtifactRef] | None = None
     sandbox: Any = None  # the episode's sandbox (a ProcessSandbox for `python`), None when the spec has none
     images: dict[str, Path] = field(default_factory=dict)  # image names tools may read: image_1…, crop_1…
+    # time.monotonic() by which this step's work must end: what is left of the run's max_seconds, set by the
+    # agent for each step (toolpath/deadline.py). None outside an agent.
+    deadline: float | None = None
 
     def artifact(self, data: bytes | str | Path, name: str = "", mime: str | None = None) -> ArtifactRef:
         if self.save_artifact is None:
@@ -98,18 +101,29 @@ class Tool:
         kwargs = {k: getattr(args, k) for k in type(args).model_fields}
         if self.ctx_param:
             kwargs[self.ctx_param] = ctx or ToolContext()
-        if self.timeout is None:
+        timeout = self._timeout(ctx)
+        if timeout is None:
             out = self._invoke(kwargs)
         else:
             future = _pool().submit(self._invoke, kwargs)
             try:
-                out = future.result(timeout=self.timeout)
+                out = future.result(timeout=timeout)
             except concurrent.futures.TimeoutError:
                 future.cancel()
-                raise ToolError(f"{self.name}: timed out after {self.timeout:g} s") from None
+                raise ToolError(f"{self.name}: timed out after {timeout:g} s") from None
         if isinstance(out, ToolResult):
             return out
         return ToolResult(content=out if isinstance(out, str) else _to_text(out), data=out)
+
+    def _timeout(self, ctx: ToolContext | None) -> float | None:
+        """The tool's own timeout, cut to what is left of the step's budget. The grace lets a tool that stops by
+        the deadline itself (a wait, typing) finish and say what it did not do."""
+        from ..deadline import seconds_left
+
+        left = seconds_left(ctx.deadline if ctx is not None else None)
+        if left is None or self.timeout is None:
+            return self.timeout
+        return min(self.timeout, left + 5.0)
 
     def _invoke(self, kwargs: dict) -> Any:
         try:

@@ -29,8 +29,10 @@ def _act(ctx: ToolContext, name: str, args: dict) -> ToolResult:
     from ..sandboxes.base import SandboxError
 
     box = _robot(ctx, name)
+    deadline = ctx.deadline  # a motion stops where the arm is once the step's time is up
     try:
-        return ToolResult(content=box.act(name, args) or f"{name} done", data={"action": name, **args})
+        return ToolResult(content=box.act(name, args, deadline=deadline) or f"{name} done",
+                          data={"action": name, **args})
     except SandboxError as err:
         raise ToolError(f"{name}: {err}") from None
 

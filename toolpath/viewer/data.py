@@ -1,10 +1,10 @@
 """What the viewer reads from the run store, a page at a time.
 
 The Store's own methods answer "one run" and "one eval"; pages of runs, evals, eval samples and steps are
-read here with LIMIT/OFFSET, so a 10,000-step run costs one page to open. On SQLite the reads go through a
-separate read-only connection per server thread, so the viewer never waits on (or takes a write lock from)
-an eval writing into the same store; on PostgreSQL (TOOLPATH_DB) through the store's own connection, whose
-statements it translates. Nothing here writes.
+read here with LIMIT/OFFSET, so a 10,000-step run costs one page to open. The store is opened read-only. On
+SQLite the reads go through a separate read-only connection per server thread, so the viewer never waits on
+(or takes a write lock from) an eval writing into the same store; on PostgreSQL (TOOLPATH_DB) through the
+store's own connection, whose statements it translates. Nothing here writes.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ class Reader:
     """Read side of one store for a threaded server."""
 
     def __init__(self, home: str | Path | None = None):
-        self.store = Store(home)  # creates the tables when the store is new, so the queries below always work
+        # read-only: the viewer works on a home it cannot write, and never creates one (a missing store reads
+        # as empty until a run creates it)
+        self.store = Store(home, readonly=True)
         self._local = threading.local()
 
     @property
@@ -34,10 +36,11 @@ class Reader:
 
     def _db(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
+        if conn is not None and _in_memory(conn) and self.store.db_path.is_file():
+            conn.close()  # the store did not exist when this thread first read; now it does
+            conn = None
         if conn is None:
-            conn = sqlite3.connect(f"file:{self.store.db_path}?mode=ro", uri=True, timeout=30.0)
-            conn.row_factory = sqlite3.Row
-            self._local.conn = conn
+            conn = self._local.conn = self.store.read_connection()
         return conn
 
     def _cursor(self, sql: str, args: tuple):
@@ -84,7 +87,7 @@ class Reader:
         out = []
         for r in rows:
             d = dict(r)
-            d["detail"] = _json_or_text(d.get("detail"))
+            d["detail"] = json_or_text(d.get("detail"))
             out.append(d)
         return out, self._count("SELECT COUNT(*) FROM eval_samples WHERE eval_id = ?", (eval_id,))
 
@@ -95,7 +98,7 @@ class Reader:
         out = []
         for r in rows:
             d = dict(r)
-            d["payload"] = _json_or_text(d["payload"])
+            d["payload"] = json_or_text(d["payload"])
             out.append(d)
         return out, self._count("SELECT COUNT(*) FROM steps WHERE run_id = ?", (run_id,))
 
@@ -127,6 +130,11 @@ class Reader:
         self.store.close()
 
 
+def _in_memory(conn: sqlite3.Connection) -> bool:
+    """Whether `conn` is the empty stand-in for a store that did not exist yet (its main file has no name)."""
+    return not conn.execute("PRAGMA database_list").fetchone()[2]
+
+
 def eval_score(ev: dict, running_mean: float | None) -> float | None:
     """The finished eval's summary score, else the mean over the samples stored so far."""
     summary = ev.get("summary") or {}
@@ -135,10 +143,11 @@ def eval_score(ev: dict, running_mean: float | None) -> float | None:
     return running_mean
 
 
-def _json_or_text(text):
+def json_or_text(text):
+    """A stored JSON column parsed, or left as text when it is not JSON (or nested too deep to parse)."""
     if text is None or not isinstance(text, str):
         return text
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text  # shown as it is rather than hidden: a bad row is still evidence

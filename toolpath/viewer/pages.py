@@ -3,16 +3,42 @@ of a run are drawn in the browser by static/viewer.js, from JSON, with DOM text 
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import json
 import time
 from html import escape
+from http import HTTPStatus
 from urllib.parse import quote, urlencode
+
+from ..redact import redact, redactor
+from ..runs import to_json
 
 PAGE = 50  # rows (runs, evals, samples) or steps per page
 
 
+# The redaction a page is built with: the known secrets are read once per page (reading them means reading the
+# environment, which per field made a page of 50 rows ten times slower).
+_page_redact = contextvars.ContextVar("page_redact", default=None)
+
+
+def page(build):
+    """A page builder: every e() inside it redacts with one set of known secrets."""
+    @functools.wraps(build)
+    def built(*args, **kwargs):
+        token = _page_redact.set(redactor())
+        try:
+            return build(*args, **kwargs)
+        finally:
+            _page_redact.reset(token)
+    return built
+
+
 def e(value) -> str:
-    return escape("" if value is None else str(value), quote=True)
+    """Text for HTML: secrets the viewer knows of redacted (a store written before redaction may hold
+    them), then escaped."""
+    text = "" if value is None else str(value)
+    return escape((_page_redact.get() or redact)(text), quote=True)
 
 
 def _when(ts) -> str:
@@ -32,12 +58,21 @@ def layout(title: str, body: str) -> str:
             f"<main>{body}</main></body></html>")
 
 
+@page
 def not_found(what: str) -> str:
     return layout("not found", f"<h1>Not found</h1><p class=notfound>{e(what)}</p><p><a href='/'>all runs</a></p>")
 
 
-def bad_request(what: str) -> str:
-    return layout("bad request", f"<h1>Bad request</h1><p class=notfound>{e(what)}</p>")
+@page
+def bad_request(what: str, status: int = 400) -> str:
+    phrase = HTTPStatus(status).phrase
+    return layout(phrase.lower(), f"<h1>{e(phrase)}</h1><p class=notfound>{e(what)}</p>")
+
+
+def json_text(value) -> str:
+    """JSON a browser can parse, by the rules the store writes with (runs.to_json): a store written before
+    them may hold bare NaN or Infinity (served as null), lone surrogates, or a secret the viewer knows of."""
+    return to_json(value)
 
 
 def _pager(path: str, key: str, offset: int, total: int, others: dict | None = None) -> str:
@@ -60,6 +95,7 @@ def _run_link(run_id) -> str:
     return f"<a href='/runs/{e(quote(str(run_id), safe=''))}'>{e(run_id)}</a>" if run_id else ""
 
 
+@page
 def index(runs, runs_total, runs_offset, evals, evals_total, evals_offset) -> str:
     rows = "".join(
         f"<tr><td>{_run_link(r['id'])}</td><td>{e(r['task_id'])}</td><td>{e(r['agent'])}</td><td>{e(r['model'])}</td>"
@@ -84,7 +120,7 @@ def _facts(pairs) -> str:
 
 def _script_json(value) -> str:
     """JSON for a <script type=application/json>: `<`, `>` and `&` escaped so no text can close the tag."""
-    text = json.dumps(value, ensure_ascii=False)
+    text = json_text(value)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -96,6 +132,7 @@ def _instruction(spec_json) -> str:
     return str(spec.get("instruction") or "") if isinstance(spec, dict) else ""
 
 
+@page
 def run(r: dict, first: dict, page_size: int) -> str:
     """A run's header, then its steps: the first page is inlined (no second round trip before the first
     screen), the rest comes from /api/runs/<id>/steps as the reader scrolls."""
@@ -120,6 +157,7 @@ def run(r: dict, first: dict, page_size: int) -> str:
     return layout(f"run {r['id']}", body)
 
 
+@page
 def evaluation(ev: dict, samples: list[dict], total: int, offset: int) -> str:
     summary = ev.get("summary") or {}
     header = _facts([

@@ -8,22 +8,27 @@
     /artifacts/<sha256>         an image or file, only for a digest listed in the store's artifacts table
     /static/<file>              the page's own script and style (package files: nothing from the network)
 
-Unknown ids and paths are a 404 that says what was not found; bad query parameters a 400 that names them.
+Unknown ids and paths are a 404 that says what was not found; bad query parameters a 400 that names them. A
+request must carry exactly one Host header naming this machine's loopback (127.0.0.1, localhost or [::1], with
+an optional port): anything else is a 400 (malformed) or a 403 (another host's name). Every JSON answer is
+strict JSON (a NaN or infinity that an older store kept in a payload is served as null), and no answer holds a
+secret the viewer knows of (toolpath.redact), even from a store written before secrets were redacted.
 """
 
 from __future__ import annotations
 
-import json
 import mimetypes
 import re
+import sys
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ..redact import redact
 from . import pages
-from .data import MAX_LIMIT, Reader
+from .data import MAX_LIMIT, Reader, json_or_text
 
 STATIC = Path(__file__).parent / "static"
 STATIC_FILES = {p.name: p for p in STATIC.iterdir() if p.is_file()} if STATIC.is_dir() else {}
@@ -32,7 +37,15 @@ PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
             "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 ARTIFACT_CSP = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; sandbox"
 INLINE_MIMES = re.compile(r"(image/(png|jpeg|gif|webp|bmp)|text/plain|application/json)$")
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}  # addresses we may be bound to
+LOOPBACK_NAMES = {"127.0.0.1", "localhost", "[::1]"}  # what a Host header may name then
+# Host = name [":" port]: a DNS name, an IPv4 address or a bracketed IPv6 one; nothing else (no user@, no path)
+HOST_HEADER = re.compile(r"(?P<name>[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:.]+\])(?::(?P<port>[0-9]{1,5}))?",
+                         re.I | re.A)
+# The largest offset or limit we accept: the largest integer a browser's JSON numbers hold exactly, well within
+# SQLite's 64-bit integers (a larger one made the driver raise OverflowError and the connection drop).
+MAX_NUMBER = 2 ** 53 - 1
+INTEGER = re.compile(r"-?[0-9]+")  # ASCII digits only: int() would also take "1_0", " 5", "+5" and "٥"
 
 
 class HTTPError(Exception):
@@ -41,17 +54,20 @@ class HTTPError(Exception):
         self.status, self.what = status, what
 
 
-def _int_param(query: dict, name: str, default: int, lo: int = 0, hi: int | None = None) -> int:
-    raw = query.get(name, [None])[-1]
+def _int_param(query: dict, name: str, default: int, lo: int = 0, hi: int = MAX_NUMBER) -> int:
+    given = query.get(name, [])
+    if len(given) > 1:  # which one was meant is a guess we do not make
+        raise HTTPError(HTTPStatus.BAD_REQUEST, f"query parameter {name} is given {len(given)} times")
+    raw = given[0] if given else None
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise HTTPError(HTTPStatus.BAD_REQUEST, f"query parameter {name}={raw!r} is not an integer") from None
-    if value < lo or (hi is not None and value > hi):
-        bounds = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
-        raise HTTPError(HTTPStatus.BAD_REQUEST, f"query parameter {name}={value} must be {bounds}")
+    shown = raw if len(raw) <= 40 else raw[:40] + "…"
+    if not INTEGER.fullmatch(raw):
+        raise HTTPError(HTTPStatus.BAD_REQUEST, f"query parameter {name}={shown!r} is not an integer")
+    # a number of more digits than the bound is out of range without converting it (int() refuses 4,300+)
+    value = int(raw) if len(raw.lstrip("-")) <= len(str(hi)) else None
+    if value is None or not lo <= value <= hi:
+        raise HTTPError(HTTPStatus.BAD_REQUEST, f"query parameter {name}={shown} must be between {lo} and {hi}")
     return value
 
 
@@ -88,22 +104,30 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _html(self, status: int, text: str) -> None:
-        self._send(status, text.encode(), "text/html; charset=utf-8",
+        # errors="replace": a lone surrogate in model text has no UTF-8 form; it is shown as "?"
+        self._send(status, text.encode(errors="replace"), "text/html; charset=utf-8",
                    {"Content-Security-Policy": PAGE_CSP, "Cache-Control": "no-store"})
 
     def _json(self, status: int, value) -> None:
-        self._send(status, json.dumps(value, ensure_ascii=False).encode(), "application/json; charset=utf-8",
+        self._send(status, pages.json_text(value).encode(), "application/json; charset=utf-8",
                    {"Cache-Control": "no-store"})
 
-    def _host_ok(self) -> bool:
+    def _check_host(self) -> None:
         """Refuse requests addressed to another host name (DNS rebinding: a web page that re-points its own
-        name at 127.0.0.1 must not read the store). Only checked when we listen on loopback."""
-        bound = self.server.server_address[0]
-        if bound not in LOOPBACK:
-            return True
-        host = (self.headers.get("Host") or "").strip().lower()
-        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        return name.strip("[]") in LOOPBACK
+        name at 127.0.0.1 must not read the store). The header is parsed whole: a lenient split would read
+        `127.0.0.1:80@evil.com` as ours, and of two Host headers one would be checked and another obeyed."""
+        given = self.headers.get_all("Host") or []
+        if len(given) != 1:
+            raise HTTPError(HTTPStatus.BAD_REQUEST, f"a request needs exactly one Host header, this one has "
+                                                    f"{len(given)}")
+        host = given[0].strip()
+        m = HOST_HEADER.fullmatch(host)
+        if m is None or (m["port"] is not None and not 1 <= int(m["port"]) <= 65535):
+            raise HTTPError(HTTPStatus.BAD_REQUEST, f"Host header {host[:100]!r} is not a host name with an "
+                                                    f"optional port (1-65535)")
+        if self.server.server_address[0] in LOOPBACK and m["name"].lower() not in LOOPBACK_NAMES:
+            raise HTTPError(HTTPStatus.FORBIDDEN, f"host {host!r} is not this viewer's: open it as "
+                                                  f"127.0.0.1, localhost or [::1]")
 
     def do_HEAD(self):
         self.do_GET()
@@ -113,18 +137,27 @@ class Handler(BaseHTTPRequestHandler):
         path, query = unquote(url.path), parse_qs(url.query, keep_blank_values=True)
         api = path.startswith("/api/")
         try:
-            if not self._host_ok():
-                raise HTTPError(HTTPStatus.FORBIDDEN, f"host {self.headers.get('Host')!r} is not this viewer's")
+            if url.scheme or url.netloc:  # an absolute URL's authority would stand in for the Host header
+                raise HTTPError(HTTPStatus.BAD_REQUEST, "the request target must be a path (/…), not a full URL")
+            self._check_host()
             self._route(path, query)
         except HTTPError as err:
-            if api:
-                self._json(err.status, {"error": err.what, "status": int(err.status)})
-            elif err.status == HTTPStatus.NOT_FOUND:
-                self._html(err.status, pages.not_found(err.what))
-            else:
-                self._html(err.status, pages.bad_request(err.what))
+            self._error(err, api)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the browser went away (a page closed mid-scroll): nothing to answer
+        except Exception as err:  # a store we cannot read, a bug: answer and say what, never drop the connection
+            what = redact(f"{type(err).__name__}: {err}")
+            # repr: the path and the message may hold terminal escape sequences, shown as text, never sent raw
+            print(f"toolpath viewer: {self.command} {url.path[:200]!r} failed: {what!r}", file=sys.stderr, flush=True)
+            self._error(HTTPError(HTTPStatus.INTERNAL_SERVER_ERROR, f"the viewer failed: {what}"), api)
+
+    def _error(self, err: HTTPError, api: bool) -> None:
+        if api:
+            self._json(err.status, {"error": err.what, "status": int(err.status)})
+        elif err.status == HTTPStatus.NOT_FOUND:
+            self._html(err.status, pages.not_found(err.what))
+        else:
+            self._html(err.status, pages.bad_request(err.what, int(err.status)))
 
     def _not_allowed(self):
         self._send(HTTPStatus.METHOD_NOT_ALLOWED, b"the viewer is read-only: GET and HEAD only\n",
@@ -217,10 +250,7 @@ class Handler(BaseHTTPRequestHandler):
 
 def _run_json(run: dict) -> dict:
     out = dict(run)
-    try:
-        out["spec"] = json.loads(out.get("spec") or "null")
-    except ValueError:
-        pass
+    out["spec"] = json_or_text(out.get("spec") or "null")
     return out
 
 
