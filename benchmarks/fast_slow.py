@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from toolpath.evals.benchmarks import edits as E  # noqa: E402
 from toolpath.planners.executor import FastSlow, fixed_chain, run_chain  # noqa: E402
-from toolpath.planners.subroutines import Library  # noqa: E402
+from toolpath.planners.library import Library  # noqa: E402
 
 
 def run_mode(name: str, runner, tasks, on_task=None) -> dict:

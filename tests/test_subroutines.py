@@ -1,11 +1,13 @@
-"""The learned subroutine library (toolpath/planners/subroutines.py): predicates, choice, running, persistence,
+"""The learned subroutine library (toolpath/planners/subroutines.py, induction.py, library.py): predicates, choice, running, persistence,
 traces and induction with a held-out A/B, on fake edit tools that do real numpy work with known qualities."""
 
 import numpy as np
 import pytest
 
-from toolpath.planners.subroutines import (Library, LibraryError, Predicate, ProposalError, Subroutine, Trace,
-                                           default_library_path, learn_preconditions, net_benefit, parse_proposal)
+from toolpath.planners.induction import learn_preconditions, parse_proposal
+from toolpath.planners.library import Library
+from toolpath.planners.subroutines import (LibraryError, Predicate, ProposalError, Subroutine, Trace, default_library_path,
+                                           net_benefit)
 from toolpath.tools.image.edit_base import EditError, EditState, EditTool, Subtask, Target
 from toolpath.tools.image.priors import Prior
 

@@ -77,7 +77,8 @@ def _executor(rt: Runtime):
     """One FastSlow per runtime (per process): it holds the library and the priors table."""
     if "fast_slow" not in rt.extras:
         from ..planners.executor import FastSlow
-        from ..planners.subroutines import Library, default_library_path
+        from ..planners.library import Library
+        from ..planners.subroutines import default_library_path
 
         p = _params(rt)
         path = rt.spec.agent.params.get("library")

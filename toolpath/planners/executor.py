@@ -18,14 +18,15 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
 from ..tools.image.edit_base import STAGES, EditState, StepOutcome, Subtask, edit_tools, run_step, tools_for
 from ..tools.image.priors import Prior, load_priors
 from .astar import SearchResult, astar
-from .subroutines import Library, Subroutine, Trace
+from .library import Library
+from .subroutines import Subroutine, Trace
 
 
 @dataclass
