@@ -93,7 +93,8 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
     # Provider modules: importing one registers its tools (`@tool`) or edit tools (`register_edit_tool`).
     "tool": {name: (f"toolpath.tools.{name}", {}) for name in
              ("builtin", "code", "image.ops", "search", "gui", "robot")},
-    "edit_tool": {name: (f"toolpath.tools.image.{name}", {}) for name in ("text", "locate", "fill", "learned")},
+    "edit_tool": {name: (f"toolpath.tools.image.{name}", {}) for name in
+                  ("fill", "locate", "learned", "paint", "text")},
     "kv_cache": {}, "decoder": {}, "compressor": {}, "embedder": {},
 }
 
