@@ -126,8 +126,9 @@ def _entry_point_entries() -> list[Entry]:
     from importlib.metadata import entry_points
 
     out = []
+    installed = entry_points()  # read every distribution's entry points once, not once per kind (startup time)
     for kind in KINDS:
-        for ep in entry_points(group=f"toolpath.{kind}"):
+        for ep in installed.select(group=f"toolpath.{kind}"):
             dist = getattr(ep.dist, "name", None) or "an installed package"
             out.append(Entry(kind, ep.name, ep.value, f"entry point {ep.name!r} of {dist}"))
     return out
