@@ -1,8 +1,7 @@
 """Benchmark adapters: records → TaskSpecs, plus the benchmark's own scorer.
 
-An adapter module defines a class with `name`, `records(limit, seed)`, `to_task(record)` and
-`score(record, answer)`, and is listed in BENCHMARKS. Optional: `overall_excludes`, the categories left out
-of the overall score (MindCube leaves out translation); they still get their own row.
+An adapter module defines a subclass of `Benchmark` (base.py says what it must and may define) and is named in
+the registry's `benchmark` kind (toolpath/registry.py), or added by a plugin there.
 
 Benchmarks read from files (MindCube, Omni3D-Bench) find their data through an environment variable, with a
 default under the shared data folder next to the repository (see `data_path`).
@@ -10,53 +9,21 @@ default under the shared data folder next to the repository (see `data_path`).
 
 from __future__ import annotations
 
-import importlib
 import os
 import random
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any
 
-from ...spec import TaskSpec
+from ... import registry
+from .base import Benchmark, Record, Score, as_score
 
-BENCHMARKS = {"arith": "toolpath.evals.benchmarks.arith:Arith",
-              "mindcube": "toolpath.evals.benchmarks.mindcube:MindCube",
-              "omni3d_bench": "toolpath.evals.benchmarks.omni3d_bench:Omni3DBench",
-              "edits": "toolpath.evals.benchmarks.edits:Edits",
-              "osworld_g": "toolpath.evals.benchmarks.osworld_g:OSWorldG",
-              "screenspot": "toolpath.evals.benchmarks.screenspot:ScreenSpot",
-              "gui_grounding": "toolpath.evals.benchmarks.gui_grounding:GUIGrounding",
-              "miniwob": "toolpath.evals.benchmarks.miniwob:MiniWoB",
-              "webarena": "toolpath.evals.benchmarks.webarena:WebArena",
-              "webarena_lite": "toolpath.evals.benchmarks.webarena:WebArenaLite",
-              "webarena_lite_v2": "toolpath.evals.benchmarks.webarena:WebArenaLiteV2",
-              "webarena_verified": "toolpath.evals.benchmarks.webarena:WebArenaVerified",
-              "webarena_verified_hard": "toolpath.evals.benchmarks.webarena:WebArenaVerifiedHard",
-              "tabletop": "toolpath.evals.benchmarks.tabletop:Tabletop",
-              "vabench": "toolpath.evals.benchmarks.vabench:VABench"}
+__all__ = ["Benchmark", "BenchmarkDataError", "Record", "Score", "UnknownBenchmark", "as_score", "data_path",
+           "get_benchmark", "pick", "read_json", "require", "task_id"]
 
 # The repository's root: toolpath/evals/benchmarks/__init__.py is three folders below it.
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
-
-
-@dataclass
-class Record:
-    id: str
-    category: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-class Benchmark(Protocol):
-    name: str
-    description: str
-
-    def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]: ...
-
-    def to_task(self, record: Record, model: str | None = None) -> TaskSpec: ...
-
-    def score(self, record: Record, answer: str | None) -> float: ...
 
 
 class UnknownBenchmark(ValueError):
@@ -122,10 +89,9 @@ def pick(records: list[Record], limit: int | None, seed: int) -> list[Record]:
 def get_benchmark(name: str, data: str | Path | None = None) -> Benchmark:
     """The benchmark's adapter; `data` (`toolpath eval BENCH --data PATH`) is the user's copy of its data, for
     the benchmarks that read one (they take `data=` in their constructor)."""
-    if name not in BENCHMARKS:
-        raise UnknownBenchmark(f"unknown benchmark {name!r}; available: {', '.join(sorted(BENCHMARKS))}")
-    mod, _, attr = BENCHMARKS[name].partition(":")
-    cls = getattr(importlib.import_module(mod), attr)
+    if name not in registry.declared("benchmark"):
+        raise UnknownBenchmark(f"unknown benchmark {name!r}; available: {', '.join(registry.names('benchmark'))}")
+    cls = registry.load("benchmark", name)
     if data is None:
         return cls()
     import inspect

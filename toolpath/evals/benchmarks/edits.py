@@ -74,7 +74,7 @@ from PIL import Image, ImageDraw, ImageFont
 from ...spec import TaskSpec
 from ...tools.image.edit_base import COLORS, KINDS, POSITIONS, SHAPES, Subtask, Target
 from ...tools.image.features import shape_box, shape_outline
-from . import Record, pick, task_id
+from . import Benchmark, Record, Score, pick, task_id
 
 N_TASKS = 200
 SIZES = ((384, 288), (512, 384))
@@ -1080,7 +1080,7 @@ def _answer_image(answer: Any) -> tuple[np.ndarray | None, str]:
         return None, f"cannot read the image {path!r}: {err}"
 
 
-class Edits:
+class Edits(Benchmark):
     name = "edits"
     description = "procedurally generated multi-step image edits, checked by a program (FaSTA*'s suite)"
     categories = ("1 step", "2 steps", "3 steps", "4 steps")
@@ -1131,15 +1131,13 @@ class Edits:
                 why = str(err)
         return [SubtaskResult(s.id, s.kind, False, why) for s in t.subtasks]
 
-    def score(self, record: Record, answer: Any) -> float:
+    def score(self, record: Record, answer: Any) -> Score:
+        """1 when every subtask is done, with metrics beyond it: the share of subtasks done (checked here), and
+        the cost and quality the agent reports in its answer (seconds of tool calls, tool calls, product of step
+        qualities), when it reports them. A malformed report is left out, not guessed."""
         results = self.subtask_success(record, answer)
-        return 1.0 if results and all(r.ok for r in results) else 0.0
-
-    def metrics(self, record: Record, answer: Any) -> dict[str, float]:
-        """Beyond the task score: the share of subtasks done (checked here), and the cost and quality the
-        agent reports in its answer (seconds of tool calls, tool calls, product of step qualities), when it
-        reports them. A malformed report is left out, not guessed."""
-        results = self.subtask_success(record, answer)
+        value = 1.0 if results and all(r.ok for r in results) else 0.0
+        failed = "; ".join(f"{r.id}: {r.detail}" for r in results if not r.ok)
         out = {"subtask_success": sum(r.ok for r in results) / len(results) if results else 0.0}
         try:
             data = json.loads(answer) if isinstance(answer, str) else answer
@@ -1151,4 +1149,4 @@ class Edits:
                 out["quality"] = sum(qualities) / len(qualities)
         except (TypeError, ValueError, KeyError, AttributeError):
             pass
-        return out
+        return Score(value, out, f"not done: {failed}" if failed else "every subtask done")

@@ -36,7 +36,7 @@ from typing import Any, Iterable
 
 from ...spec import TaskSpec
 from ..scorers import SCORERS, mindcube_letter
-from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, require, task_id
+from . import SHARED_DATA, Benchmark, BenchmarkDataError, Record, Score, data_path, pick, require, task_id
 
 FILE_ENV, DIR_ENV, AGENT_ENV = "TOOLPATH_MINDCUBE_FILE", "TOOLPATH_MINDCUBE_DIR", "TOOLPATH_MINDCUBE_AGENT"
 SAMPLE_FILE = Path(__file__).parent / "data" / "mindcube_sample.jsonl"
@@ -120,7 +120,7 @@ def to_record(item: dict, root: Path) -> Record:
         "category": item.get("category", []), "type": item.get("type", ""), "meta_info": item.get("meta_info", [])})
 
 
-class MindCube:
+class MindCube(Benchmark):
     name = "mindcube"
     description = "MindCube: multiple-choice spatial questions over a few views (sample: among scenes)"
     overall_excludes = ("translation",)  # MindCube's overall accuracy leaves translation out
@@ -158,6 +158,6 @@ class MindCube:
             spec["model"] = model
         return TaskSpec.model_validate(spec)
 
-    def score(self, record: Record, answer: str | None) -> float:
+    def score(self, record: Record, answer: str | None) -> Score:
         ev = self._evaluator(record)  # the same evaluator the task carries, so run and eval scores agree
-        return SCORERS[ev["name"]](answer, ev["expected"], ev.get("options", {}))
+        return Score(SCORERS[ev["name"]](answer, ev["expected"], ev.get("options", {})))

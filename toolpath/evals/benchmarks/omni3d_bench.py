@@ -24,7 +24,7 @@ from typing import Any, Iterable
 
 from ...spec import TaskSpec
 from ..scorers import SCORERS
-from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, read_json, require
+from . import SHARED_DATA, Benchmark, BenchmarkDataError, Record, Score, data_path, pick, read_json, require
 
 FILE_ENV, DIR_ENV, AGENT_ENV = "TOOLPATH_OMNI3D_FILE", "TOOLPATH_OMNI3D_DIR", "TOOLPATH_OMNI3D_AGENT"
 ANSWER_TYPES = ("int", "float", "str")
@@ -79,7 +79,7 @@ def to_record(i: int, q: dict, root: Path) -> Record:
         "question_index": q.get("question_index")})
 
 
-class Omni3DBench:
+class Omni3DBench(Benchmark):
     name = "omni3d_bench"
     description = "Omni3D-Bench (VADAR): 3D questions on one image; int exact, float MRA, str exact"
 
@@ -113,6 +113,6 @@ class Omni3DBench:
             spec["model"] = model
         return TaskSpec.model_validate(spec)
 
-    def score(self, record: Record, answer: str | None) -> float:
+    def score(self, record: Record, answer: str | None) -> Score:
         ev = self._evaluator(record)  # the same evaluator the task carries, so run and eval scores agree
-        return SCORERS[ev["name"]](answer, ev["expected"], ev["options"])
+        return Score(SCORERS[ev["name"]](answer, ev["expected"], ev["options"]))

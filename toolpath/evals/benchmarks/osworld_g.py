@@ -38,7 +38,7 @@ from typing import Any, Iterable
 
 from ...spec import TaskSpec
 from ..scorers import SCORERS
-from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, read_json, require, task_id
+from . import SHARED_DATA, Benchmark, BenchmarkDataError, Record, Score, data_path, pick, read_json, require, task_id
 
 ENV = "TOOLPATH_OSWORLD_G"
 DEFAULT_MODEL = "ocr-grounder"
@@ -211,7 +211,7 @@ def read_records(path: Path) -> list[Record]:
     return out
 
 
-class OSWorldG:
+class OSWorldG(Benchmark):
     name = "osworld_g"
     description = "OSWorld-G: desktop GUI grounding (a point in the element's box or polygon; refusal items)"
     platform = "desktop"
@@ -225,8 +225,6 @@ class OSWorldG:
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
         return grounding_task(self.name, record, model, self.platform)
 
-    def score(self, record: Record, answer: str | None) -> float:
-        return grounding_score(record, answer)
-
-    def metrics(self, record: Record, answer: str | None) -> dict[str, float]:
-        return type_metrics(record, self.score(record, answer))
+    def score(self, record: Record, answer: str | None) -> Score:
+        value = grounding_score(record, answer)
+        return Score(value, type_metrics(record, value))

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ...spec import TaskSpec
-from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, require
+from . import SHARED_DATA, Benchmark, BenchmarkDataError, Record, Score, data_path, pick, require
 from .osworld_g import find_image, grounding_score, grounding_task, numbers, read_json_list, type_metrics
 
 ENV = "TOOLPATH_SCREENSPOT"
@@ -127,7 +127,7 @@ def read_records(path: Path) -> list[Record]:
     return out
 
 
-class ScreenSpot:
+class ScreenSpot(Benchmark):
     name = "screenspot"
     description = "ScreenSpot v1/v2 and ScreenSpot-Pro: GUI grounding (a point in the target's box)"
 
@@ -143,8 +143,6 @@ class ScreenSpot:
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
         return grounding_task(self.name, record, model, record.data["platform"], self._options(record))
 
-    def score(self, record: Record, answer: str | None) -> float:
-        return grounding_score(record, answer, self._options(record))
-
-    def metrics(self, record: Record, answer: str | None) -> dict[str, float]:
-        return type_metrics(record, self.score(record, answer))
+    def score(self, record: Record, answer: str | None) -> Score:
+        value = grounding_score(record, answer, self._options(record))
+        return Score(value, type_metrics(record, value))

@@ -68,7 +68,7 @@ import numpy as np
 
 from ...spec import TaskSpec
 from ..scorers import point_in_box, point_in_polygon
-from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, require, task_id
+from . import SHARED_DATA, Benchmark, BenchmarkDataError, Record, Score, data_path, pick, require, task_id
 from .osworld_g import find_image, image_size, numbers, read_json_list
 
 ENV = "TOOLPATH_VABENCH"
@@ -342,7 +342,7 @@ def evaluate(record: Record, answer: str | None) -> tuple[float, dict[str, float
                                                 "valid": 1.0}
 
 
-class VABench:
+class VABench(Benchmark):
     name = "vabench"
     description = "VABench (FSD): free-space points in the target region, visual-trace MAE/RMSE/DTW"
 
@@ -365,8 +365,5 @@ class VABench:
             spec["model"] = model
         return TaskSpec.model_validate(spec)
 
-    def score(self, record: Record, answer: str | None) -> float:
-        return evaluate(record, answer)[0]
-
-    def metrics(self, record: Record, answer: str | None) -> dict[str, float]:
-        return evaluate(record, answer)[1]
+    def score(self, record: Record, answer: str | None) -> Score:
+        return Score(*evaluate(record, answer))

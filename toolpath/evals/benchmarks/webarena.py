@@ -44,7 +44,7 @@ from typing import Any, Iterable
 from urllib.parse import urlparse
 
 from ...spec import TaskSpec
-from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, read_json, require, task_id
+from . import SHARED_DATA, Benchmark, BenchmarkDataError, Record, Score, data_path, pick, read_json, require, task_id
 from . import webarena_eval
 
 log = logging.getLogger(__name__)
@@ -164,12 +164,13 @@ def read_configs(path: Path, schema: str) -> list[tuple[str, dict]]:
     return items
 
 
-class WebArena:
-    """One class for every variant; the subclasses below fix `variant` (the names in BENCHMARKS)."""
+class WebArena(Benchmark):
+    """One class for every variant; the subclasses below fix `variant` (their registry names)."""
 
     variant = "webarena"
     name = "webarena"
     description = VARIANTS["webarena"][2]
+    scores_final_state = True
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -286,14 +287,14 @@ class WebArena:
         return webarena_eval.evaluate(self.eval_block(record), answer, final_state,
                                       intent=record.data["config"]["intent"], judge=self.judge())
 
-    def score_final(self, record: Record, answer: str | None, final_state: dict | None) -> float:
+    def score_final(self, record: Record, answer: str | None, final_state: dict | None) -> Score:
         result = self.evaluate(record, answer, final_state)
         if result["score"] is None:
             log.warning("%s: unscorable, counted as 0: %s", record.id, result["unscorable"])
-            return 0.0
-        return float(result["score"])
+            return Score(0.0, explanation=f"unscorable: {result['unscorable']}")
+        return Score(float(result["score"]))
 
-    def score(self, record: Record, answer: str | None) -> float:
+    def score(self, record: Record, answer: str | None) -> Score:
         """Without the browser's final state: answer-only tasks are scored, the others get 0."""
         return self.score_final(record, answer, None)
 
