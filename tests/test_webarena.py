@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SHARED_DATA
+
 from toolpath.evals.benchmarks import BenchmarkDataError, Record
 from toolpath.evals.benchmarks import webarena_eval as we
-from toolpath.evals.benchmarks.webarena import (DEFAULT_DATA, PLACEHOLDER_VARS, WebArena, WebArenaLite,
+from toolpath.evals.benchmarks.webarena import (PLACEHOLDER_VARS, WebArena, WebArenaLite,
                                                 WebArenaLiteV2, WebArenaVerified, WebArenaVerifiedHard)
 from toolpath.spec import TaskSpec
 
@@ -22,6 +24,7 @@ CLASSES = {"webarena": (WebArena, 812), "webarena_lite": (WebArenaLite, 165),
            "webarena_verified_hard": (WebArenaVerifiedHard, 258)}
 LOCAL = {var: f"http://127.0.0.1:{8001 + i}" + ("/admin" if var == "SHOPPING_ADMIN" else "")
          for i, var in enumerate(PLACEHOLDER_VARS.values())}
+DEFAULT_DATA = SHARED_DATA / "webarena"  # where conftest points TOOLPATH_WEBARENA_DATA when it is there
 needs_data = pytest.mark.skipif(not DEFAULT_DATA.is_dir(), reason=f"WebArena task configs not at {DEFAULT_DATA}")
 
 

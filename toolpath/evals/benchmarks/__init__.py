@@ -3,8 +3,9 @@
 An adapter module defines a subclass of `Benchmark` (base.py says what it must and may define) and is named in
 the registry's `benchmark` kind (toolpath/registry.py), or added by a plugin there.
 
-Benchmarks read from files (MindCube, Omni3D-Bench) find their data through an environment variable, with a
-default under the shared data folder next to the repository (see `data_path`).
+Benchmarks that read a data set (MindCube's images, Omni3D-Bench, OSWorld-G, ScreenSpot, VABench, WebArena) find
+it through `toolpath eval NAME --data PATH` or an environment variable, never in a folder outside the package:
+without either, `records()` is a BenchmarkDataError naming the variable and where to get the data.
 """
 
 from __future__ import annotations
@@ -21,11 +22,6 @@ from .base import Benchmark, Record, Score, as_score
 __all__ = ["Benchmark", "BenchmarkDataError", "Record", "Score", "UnknownBenchmark", "as_score", "data_path",
            "get_benchmark", "pick", "read_json", "require", "task_id"]
 
-# The repository's root: toolpath/evals/benchmarks/__init__.py is three folders below it.
-REPO_ROOT = Path(__file__).resolve().parents[3]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
-
-
 class UnknownBenchmark(ValueError):
     pass
 
@@ -35,14 +31,21 @@ class BenchmarkDataError(ValueError):
     that points at it. The CLI prints it and exits 2."""
 
 
-def data_path(env: str, default: Path) -> Path:
-    """`$env` when set (a user's own copy of the data), else `default`."""
+def data_path(env: str, given: str | Path | None = None, default: Path | None = None) -> Path | None:
+    """The user's copy of a data set: `given` (`--data`, a constructor argument), else `$env`, else `default`
+    (only ever a file shipped in the package), else None."""
+    if given:
+        return Path(given).expanduser()
     value = os.environ.get(env, "").strip()
     return Path(value).expanduser() if value else default
 
 
-def require(path: Path, env: str, what: str) -> Path:
-    """`path` if it exists, else a BenchmarkDataError that says what was expected and how to point at it."""
+def require(path: Path | None, env: str, what: str, source: str = "") -> Path:
+    """`path` if it exists, else a BenchmarkDataError that says what was expected, how to point at it and, when
+    none was given, where to get it."""
+    if path is None:
+        where = f"; get it from {source}" if source else ""
+        raise BenchmarkDataError(f"{what}: none given (set {env} to point at it, or pass --data PATH{where})")
     if not path.exists():
         raise BenchmarkDataError(f"{what} not found: {path} (set {env} to point at it)")
     return path

@@ -12,7 +12,7 @@ Variants (benchmark names), each a file or folder in the data folder:
   webarena_verified_hard  webarena-verified-hard.json   258 tasks, their own (harder-checked) revision
 
 Where the data is: `data=` (`toolpath eval webarena --data PATH`: the folder, or the variant's own file or
-folder), else $TOOLPATH_WEBARENA_DATA (the folder), else ../shared/data/webarena next to the repository.
+folder), else $TOOLPATH_WEBARENA_DATA (the folder); no default (SOURCE says where to get the configs).
 
 The websites are the user's own WebArena deployment (the Docker images): their base URLs come from the
 environment variables WebArena itself uses, SHOPPING, SHOPPING_ADMIN, REDDIT, GITLAB, MAP, WIKIPEDIA, HOMEPAGE
@@ -44,13 +44,13 @@ from typing import Any, Iterable
 from urllib.parse import urlparse
 
 from ...spec import TaskSpec
-from . import SHARED_DATA, Benchmark, BenchmarkDataError, Record, Score, data_path, pick, read_json, require, task_id
+from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, read_json, require, task_id
 from . import webarena_eval
 
 log = logging.getLogger(__name__)
 
 DATA_ENV, SITES_ENV, JUDGE_ENV = "TOOLPATH_WEBARENA_DATA", "TOOLPATH_WEBARENA_SITES", "TOOLPATH_WEBARENA_JUDGE"
-DEFAULT_DATA = SHARED_DATA / "webarena"
+SOURCE = "the WebArena repository's config_files (and WebArena-Lite / WebArena-Verified releases)"
 
 # placeholder → the environment variable (WebArena's own names) that holds its base URL
 PLACEHOLDER_VARS = {"__SHOPPING__": "SHOPPING", "__SHOPPING_ADMIN__": "SHOPPING_ADMIN", "__REDDIT__": "REDDIT",
@@ -183,10 +183,10 @@ class WebArena(Benchmark):
             raise ValueError(f"unknown WebArena variant {self.variant!r}; expected one of {', '.join(VARIANTS)}")
         entry, self.schema, self.description = VARIANTS[self.variant]
         self.name = self.variant
-        root = Path(data).expanduser() if data else data_path(DATA_ENV, DEFAULT_DATA)
+        root = data_path(DATA_ENV, data)
         # --data may name the folder or the variant's own file/folder
-        self.root = root if (root / entry).exists() or not root.exists() else root.parent
-        self.path = root / entry if (root / entry).exists() or not root.exists() else root
+        self.root = root if root is None or (root / entry).exists() or not root.exists() else root.parent
+        self.path = root if root is None else root / entry if (root / entry).exists() or not root.exists() else root
         self._judge, self.env = judge, env
         chosen = sites if sites is not None else [s for s in os.environ.get(SITES_ENV, "").replace(" ", "").split(",") if s]
         self.sites = set(chosen)
@@ -203,7 +203,7 @@ class WebArena(Benchmark):
         return {c["task_id"] for _, c in read_configs(hard, "verified")}
 
     def all_records(self) -> list[Record]:
-        path = require(self.path, DATA_ENV, f"{self.variant} task configs")
+        path = require(self.path, DATA_ENV, f"{self.variant} task configs", SOURCE)
         hard = self._hard_ids()
         out = []
         for where, config in read_configs(path, self.schema):
