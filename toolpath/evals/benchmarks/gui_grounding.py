@@ -28,7 +28,6 @@ seed<seed>-n<n>/ once (reused while the generator's VERSION is the same) and run
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -38,9 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
 from ...spec import TaskSpec
+from ...tools.image.fonts import font
 from . import Record, pick
 from .osworld_g import OSWorldG, grounding_task, read_records
 
@@ -124,18 +124,10 @@ _check_vocabularies()
 
 # ---- fonts ----------------------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=64)
 def ui_font(kind: str, size: int):
-    """A regular or bold sans of the system at `size` (PIL finds a font file by name in the system's font
-    folders), else tools/image/text.py's font (its bold sans, else PIL's built-in scalable one)."""
-    for name in FONT_FILES[kind]:
-        try:
-            return ImageFont.truetype(name, size)
-        except OSError:
-            continue
-    from ...tools.image.text import font
-
-    return font(size)
+    """A regular or bold sans of the system at `size` (FONT_FILES[kind], first found), else the tools' font
+    (their bold sans, else PIL's built-in scalable one)."""
+    return font(size, FONT_FILES[kind])
 
 
 # ---- a screen being drawn ---------------------------------------------------------------------------------

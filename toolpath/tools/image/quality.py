@@ -236,7 +236,7 @@ def _text_ink_size(text: str) -> tuple[int, int]:
     40 % covered, as INK_DE sees anti-aliased edges): the font's own box includes side bearings."""
     from PIL import Image, ImageDraw
 
-    from .text import font
+    from .fonts import font
 
     f = font(64)
     l, t, r, b = f.getbbox(text)

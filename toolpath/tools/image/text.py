@@ -28,43 +28,20 @@ import importlib.util
 import io
 import shutil
 import subprocess
-from pathlib import Path
 
 import cv2
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
 from .edit_base import COLORS, POSITIONS, EditError, EditState, EditTool, Subtask, register_edit_tool
 from .features import delta_e, distance_to, lab, require_color, require_image
+from .fonts import font, font_path
 from .quality import INK_DE, box_text_match, case_variants, check_find_text, check_write, dilate
 
 FIND_KINDS = ("text_remove", "text_replace")
 WRITE_KINDS = ("text_replace", "text_add")
 MATCH_MIN = 0.7  # normalised-text similarity for a read to count as the named text
 INK_GROW = 2
-FONT_FILES = ("DejaVuSans-Bold.ttf", "DejaVuSans.ttf", "LiberationSans-Bold.ttf", "FreeSansBold.ttf")
-FONT_ROOTS = (Path("/usr/share/fonts"), Path("/usr/local/share/fonts"), Path.home() / ".fonts",
-              Path("/Library/Fonts"), Path("C:/Windows/Fonts"))
-
-
-# ---- fonts ----------------------------------------------------------------------------------------------
-
-@functools.lru_cache(maxsize=1)
-def font_path() -> str | None:
-    """The first of FONT_FILES found under the system's font folders, or None (PIL's built-in font then)."""
-    for name in FONT_FILES:
-        for root in FONT_ROOTS:
-            if root.is_dir():
-                hit = next(iter(sorted(root.rglob(name))), None)
-                if hit:
-                    return str(hit)
-    return None
-
-
-@functools.lru_cache(maxsize=128)
-def font(size: int):
-    path = font_path()
-    return ImageFont.truetype(path, size) if path else ImageFont.load_default(size)
 
 
 # ---- what the subtask names ------------------------------------------------------------------------------
