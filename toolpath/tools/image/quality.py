@@ -36,10 +36,11 @@ def dilate(mask: np.ndarray, r: int) -> np.ndarray:
     return cv2.dilate(mask.astype(np.uint8), _disk(r)).astype(bool) if r > 0 else mask.astype(bool)
 
 
-def erode(mask: np.ndarray, r: int, keep_some: bool = True) -> np.ndarray:
-    """The mask eroded by r px; with keep_some, the mask itself when erosion would leave nothing."""
+def erode(mask: np.ndarray, r: int, keep_some: bool = True, min_pixels: int = 1) -> np.ndarray:
+    """The mask eroded by r px; with keep_some, the mask itself when erosion would leave fewer than
+    `min_pixels` pixels (by default: nothing)."""
     out = cv2.erode(mask.astype(np.uint8), _disk(r)).astype(bool) if r > 0 else mask.astype(bool)
-    return mask.astype(bool) if keep_some and not out.any() else out
+    return mask.astype(bool) if keep_some and int(out.sum()) < min_pixels else out
 
 
 def ring(mask: np.ndarray, r: int | None = None) -> np.ndarray:
