@@ -46,6 +46,7 @@ from urllib.parse import urlparse
 from ...spec import TaskSpec
 from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, read_json, require, task_id
 from . import webarena_eval
+from .webarena_probes import probes_for
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +261,7 @@ class WebArena(Benchmark):
             "sandbox": {"kind": "browser", "options": {"start_url": starts[0] if starts else urls[
                 f"__{SITE_VARS[config['sites'][0]]}__"], "allowed_hosts": hosts}},
             "limits": {"max_steps": 30},
-            "evaluator": {"name": "webarena", "options": {"eval": block, "probes": webarena_eval.probes_for(block)}},
+            "evaluator": {"name": "webarena", "options": {"eval": block, "probes": probes_for(block)}},
             "metadata": {"benchmark": self.name, "category": record.category, "record_id": record.id,
                          "task_id": config["task_id"], "sites": config["sites"],
                          "eval_types": webarena_eval.eval_types(config["eval"]),
