@@ -34,7 +34,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from .edit_base import COLORS, POSITIONS, EditError, EditState, EditTool, Subtask, register_edit_tool
-from .features import delta_e, distance_to, lab, require_color, require_image
+from .features import delta_e_lab, distance_to, lab, require_color, require_image
 from .fonts import font, font_path
 from .quality import INK_DE, box_text_match, case_variants, check_find_text, check_write, dilate
 
@@ -380,7 +380,7 @@ def text_lines(image: np.ndarray) -> list[tuple[int, int, int, int]]:
         X0, Y0, X1, Y1 = max(0, x - 2), max(0, y - 2), min(w, x + bw + 2), min(h, y + bh + 2)
         frame = np.median(np.concatenate([L[Y0, X0:X1], L[Y1 - 1, X0:X1], L[Y0:Y1, X0], L[Y0:Y1, X1 - 1]]), 0)
         inner = L[pts[:, 1], pts[:, 0]].mean(0)
-        if float(delta_e(inner, frame)) >= CHAR_CONTRAST:
+        if float(delta_e_lab(inner, frame)) >= CHAR_CONTRAST:
             by_polarity[bool(inner[0] < frame[0])].append((int(x), int(y), int(x + bw), int(y + bh)))
     lines = []
     for cands in by_polarity.values():

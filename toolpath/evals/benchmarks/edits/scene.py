@@ -107,7 +107,7 @@ def _lab(rgb: np.ndarray) -> np.ndarray:
 
 
 def delta_e_rgb(a, b) -> np.ndarray:
-    """ΔE76 between (…, 3) RGB arrays (0–255), through CIELAB (tools/image/features.delta_e_rgb takes CIELAB)."""
+    """ΔE76 between (…, 3) RGB arrays (0–255), through CIELAB (tools/image/features.delta_e_lab takes CIELAB)."""
     return np.linalg.norm(_lab(np.asarray(a, np.float32)) - _lab(np.asarray(b, np.float32)), axis=-1)
 
 
