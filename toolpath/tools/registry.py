@@ -12,6 +12,10 @@ The schema comes from the type hints (through pydantic) and the docstring (summa
 `cost` (expected seconds) and `quality` (expected quality in [0, 1]) are priors a planner reads to search over
 tools without calling them. A tool that needs the episode (its inputs, its sandbox, the artifact store) takes
 a parameter annotated `ToolContext`; that parameter is not part of the schema.
+
+Tools live in toolpath/registry.py (kind `tool`): `@tool` adds each one there, and `load_tools()` asks it for
+all of them, which imports the tool modules it names (built-in ones, entry points of group `toolpath.tool`,
+TOOLPATH_PLUGINS) once; a module that fails to import is a ToolError naming it.
 """
 
 from __future__ import annotations
