@@ -7,6 +7,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Real data sets, where a checkout keeps them in a folder beside the repository. The package never looks
+# outside itself for data; the tests point the benchmarks' variables at this folder when it is there (a user's
+# own setting wins), and the tests that need the data skip without it.
+SHARED_DATA = ROOT.parent / "shared" / "data"
+for _var, _folder in {"TOOLPATH_MINDCUBE_DIR": "mindcube", "TOOLPATH_OMNI3D_DIR": "omni3d_bench",
+                      "TOOLPATH_WEBARENA_DATA": "webarena", "TOOLPATH_OSWORLD_G": "osworld_g",
+                      "TOOLPATH_SCREENSPOT": "screenspot", "TOOLPATH_VABENCH": "vabench"}.items():
+    if (SHARED_DATA / _folder).is_dir():
+        os.environ.setdefault(_var, str(SHARED_DATA / _folder))
+
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):

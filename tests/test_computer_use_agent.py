@@ -27,7 +27,7 @@ from conftest import ROOT, toolpath_cli
 from toolpath.agents import episode
 from toolpath.agents.computer_use import MAX_OPERATION_CHARS
 from toolpath.agents.episode import EpisodeError, run_episode
-from toolpath.evals.runner import final_state
+from toolpath.evals.scoring import recorded_final_state as final_state
 from toolpath.runs import Store, pid_alive
 from toolpath.sandboxes.base import SandboxError
 from toolpath.spec import parse_spec

@@ -13,6 +13,9 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 
 from toolpath.evals.benchmarks import edits as E
+from toolpath.evals.benchmarks.edits import checks, generation, scene
+from toolpath.tools.image import fonts
+from toolpath.tools.image.features import shape_outline
 from toolpath.planners.subtasks import parse_instruction
 from toolpath.tools.image.edit_base import COLORS, KINDS, SHAPES
 
@@ -67,7 +70,7 @@ def _hsv_recolor(img, mask, color):
 
 
 def _draw_shape(img, shape, box, color, k):
-    how, pts = E.shape_outline(shape, box)
+    how, pts = shape_outline(shape, box)
     pts = np.array(pts) * k
     out = img.copy()
     if how == "ellipse":
@@ -81,7 +84,7 @@ def _draw_shape(img, shape, box, color, k):
 
 def _other_font(size, serif):
     """A font other than the benchmark's (DejaVu Sans Bold), so a redrawn text is not pixel-identical."""
-    path = E.font_path()
+    path = fonts.font_path()
     if path:
         other = path.replace("DejaVuSans-Bold.ttf", "DejaVuSerif-Bold.ttf" if serif else "DejaVuSans.ttf")
         try:
@@ -157,8 +160,8 @@ def variant(task, i, drop=False, **changes):
 def _far_color(c, task):
     """The colour farthest from c that still stands out on the task's final background."""
     final_bg = [E.states(task)[-1].background["colors"]]
-    return max((n for n in COLORS if n != c and E._contrasts(n, final_bg)),
-               key=lambda n: float(E.delta_e(np.float32(COLORS[n]), np.float32(COLORS[c]))))
+    return max((n for n in COLORS if n != c and generation._contrasts(n, final_bg)),
+               key=lambda n: float(E.delta_e_rgb(np.float32(COLORS[n]), np.float32(COLORS[c]))))
 
 
 OPPOSITE = {"top left": "bottom right", "top": "bottom", "top right": "bottom left", "left": "right",
@@ -223,7 +226,7 @@ def test_targets_are_unique_when_each_subtask_runs(suite):
                 assert [x.id for x in matches] == [touch[1]], (t.id, s)
                 assert t.scene.text(touch[1]) is not None  # a text the task added is not undone
             if s.kind == "text_replace":
-                assert E.font(14).getlength(s.params["text"]) <= 0.6 * E.font(14).getlength(s.params["old"]) + 2
+                assert fonts.font(14).getlength(s.params["text"]) <= 0.6 * fonts.font(14).getlength(s.params["old"]) + 2
 
 
 def test_objects_and_texts_do_not_overlap(suite):
@@ -291,7 +294,7 @@ def test_a_subtask_redone_later_is_judged_through_the_later_edit(suite):
 def test_damage_outside_the_edited_regions_fails(sample):
     t = next(t for t in sample if "upscale" not in [s.kind for s in t.subtasks] and t.steps == 1)
     img = E.expected_image(t).copy()
-    keep = ~np.any(E._Checker(t, img).regions, axis=0)
+    keep = ~np.any(checks._Checker(t, img).regions, axis=0)
     ys, xs = np.nonzero(keep)
     img[ys[: len(ys) // 10], xs[: len(xs) // 10]] = (255, 0, 255)  # paint over a tenth of the untouched part
     results = E.check(t, img)
@@ -315,7 +318,7 @@ def test_wrong_size_fails_every_subtask_and_a_non_image_is_an_error(suite):
 @pytest.mark.parametrize("shape", SHAPES)
 def test_shapes_are_classified_whoever_draws_them(shape):
     box = (20, 30, 132, 100) if shape in ("ellipse", "rectangle") else (30, 20, 110, 100)
-    ours = E._alpha_crop(shape, box, 160, 130)
+    ours = scene._alpha_crop(shape, box, 160, 130)
     mask = np.zeros((130, 160), bool)
     (x0, y0, x1, y1), a = ours
     mask[y0:y1, x0:x1] = a > 0.5

@@ -475,12 +475,12 @@ class SmallSuite(G.GUIGrounding):
 
 
 @pytest.mark.slow
-def test_the_runner_scores_the_suite_and_osworld_data_per_category(tmp_path, monkeypatch, store):
-    from toolpath.evals import benchmarks as B
+def test_the_runner_scores_the_suite_and_osworld_data_per_category(tmp_path, monkeypatch, store, request):
+    from toolpath import registry
     from toolpath.evals.runner import run_eval
 
-    monkeypatch.setitem(B.BENCHMARKS, "gui_grounding", f"{__name__}:SmallSuite")
-    monkeypatch.setitem(B.BENCHMARKS, "osworld_g", "toolpath.evals.benchmarks.osworld_g:OSWorldG")
+    registry.add("benchmark", "gui_grounding", SmallSuite)
+    request.addfinalizer(registry.reset)  # the built-in table again after the test
     res = run_eval("gui_grounding", store, model=GROUNDER, limit=2)
     summary = res.summary()
     assert summary["n"] == 2 and all(s.status == "finished" for s in res.samples), res.samples

@@ -287,7 +287,7 @@ def test_fill_removes_the_object_and_restores_the_background(kind, tool):
     after = TOOLS[tool].fn(located, s)
     region = Q.dilate(truth, 3)
     blur = (0, 0), 8.0 if kind == "stripes" else 2.0  # compare at the texture's scale
-    de = F.delta_e(F.lab(cv2.GaussianBlur(after.image, *blur)), F.lab(cv2.GaussianBlur(clean, *blur)))[region]
+    de = F.delta_e_lab(F.lab(cv2.GaussianBlur(after.image, *blur)), F.lab(cv2.GaussianBlur(clean, *blur)))[region]
     assert np.median(de) <= 8 and np.percentile(de, 90) <= 20
     assert F.named_share(after.image[truth], "red") <= 0.02
     assert (after.image[~Q.dilate(truth, 6)] == img[~Q.dilate(truth, 6)]).all()
@@ -299,7 +299,7 @@ def test_offset_copy_keeps_stripes_that_smooth_fills_blur():
     located, s = locate("color_segment", img, "red circle", kind="remove")
     copied, smooth = TOOLS["fill_offset_copy"].fn(located, s), TOOLS["fill_surround"].fn(located, s)
     inner = Q.erode(truth, 4)
-    err = {n: float(np.median(F.delta_e(F.lab(st.image), F.lab(clean))[inner])) for n, st in
+    err = {n: float(np.median(F.delta_e_lab(F.lab(st.image), F.lab(clean))[inner])) for n, st in
            (("copy", copied), ("smooth", smooth))}
     assert err["copy"] <= 3 < err["smooth"]
     assert check("fill_offset_copy", located, copied, s) > check("fill_surround", located, smooth, s)

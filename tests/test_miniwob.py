@@ -301,7 +301,7 @@ def test_an_eval_episode_through_the_agent_is_scored_by_the_page(store, monkeypa
     if reason:
         pytest.skip(reason)
     from toolpath.agents import episode
-    from toolpath.evals.runner import final_state, score_run
+    from toolpath.evals.scoring import recorded_final_state as final_state, score_run
 
     # the lead registers the browser kind in episode.SANDBOXES; until then this test does it for itself
     if "browser" not in episode.SANDBOXES:

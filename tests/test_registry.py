@@ -117,3 +117,20 @@ def test_read_file_only_reads_task_inputs(tmp_path, store):
 def test_final_answer_accepts_numbers():
     r = get_tool("final_answer").call({"answer": 5})
     assert r.final and r.content == "5"
+
+
+def test_a_tool_plugin_that_fails_to_import_is_an_error_naming_it(monkeypatch):
+    from toolpath import registry
+    from toolpath.tools.registry import load_tools
+
+    monkeypatch.setenv("TOOLPATH_PLUGINS", "no_such_toolpath_plugin")
+    registry.reset()
+    try:
+        with pytest.raises(ToolError, match="no_such_toolpath_plugin.*TOOLPATH_PLUGINS"):
+            load_tools()
+        with pytest.raises(ToolError, match="no_such_toolpath_plugin"):  # not marked loaded by the failure
+            load_tools()
+    finally:
+        monkeypatch.delenv("TOOLPATH_PLUGINS")
+        registry.reset()
+    assert "calculator" in load_tools()

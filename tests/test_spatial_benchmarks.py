@@ -7,9 +7,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import toolpath_cli, write
+from conftest import SHARED_DATA, toolpath_cli, write
 
-from toolpath.evals.benchmarks import REPO_ROOT, SHARED_DATA, BenchmarkDataError, Record, get_benchmark, pick
+from toolpath.evals.benchmarks import BenchmarkDataError, Record, get_benchmark, pick
 from toolpath.evals.benchmarks.mindcube import SAMPLE_FILE, MindCube, extract_answer, setting_of
 from toolpath.evals.benchmarks.omni3d_bench import Omni3DBench
 from toolpath.evals.runner import EvalResult, SampleResult
@@ -96,13 +96,17 @@ def test_mindcube_missing_file_or_folder_names_path_and_variable(tmp_path, monke
         list(MindCube(question_file=tmp_path / "empty.jsonl", data_dir=tmp_path).records())
 
 
-def test_data_locations_default_next_to_the_repo_and_follow_the_variables(tmp_path, monkeypatch):
+def test_data_locations_follow_the_variables_and_default_to_nothing_outside_the_package(tmp_path, monkeypatch):
     for var in ("TOOLPATH_MINDCUBE_FILE", "TOOLPATH_MINDCUBE_DIR", "TOOLPATH_OMNI3D_FILE", "TOOLPATH_OMNI3D_DIR"):
         monkeypatch.delenv(var, raising=False)
     mc, om = MindCube(), Omni3DBench()
-    assert mc.data_dir == REPO_ROOT.parent / "shared" / "data" / "mindcube" and mc.question_file == SAMPLE_FILE
-    assert om.data_dir == REPO_ROOT.parent / "shared" / "data" / "omni3d_bench"
-    assert om.annotations == om.data_dir / "annotations_sample.json"
+    assert mc.data_dir is None and mc.question_file == SAMPLE_FILE  # the question sample ships in the package
+    assert om.data_dir is None and om.annotations is None
+    with pytest.raises(BenchmarkDataError, match=r"MindCube data folder: none given \(set TOOLPATH_MINDCUBE_DIR.*--data"):
+        list(mc.records())
+    with pytest.raises(BenchmarkDataError, match=r"Omni3D-Bench data folder: none given \(set TOOLPATH_OMNI3D_DIR"):
+        list(om.records())
+    assert MindCube(data=tmp_path / "c").data_dir == tmp_path / "c"  # toolpath eval mindcube --data PATH
     monkeypatch.setenv("TOOLPATH_MINDCUBE_DIR", str(tmp_path / "a"))
     monkeypatch.setenv("TOOLPATH_MINDCUBE_FILE", str(tmp_path / "q.jsonl"))
     monkeypatch.setenv("TOOLPATH_OMNI3D_DIR", str(tmp_path / "b"))

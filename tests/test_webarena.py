@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SHARED_DATA
+
 from toolpath.evals.benchmarks import BenchmarkDataError, Record
 from toolpath.evals.benchmarks import webarena_eval as we
-from toolpath.evals.benchmarks.webarena import (DEFAULT_DATA, PLACEHOLDER_VARS, WebArena, WebArenaLite,
+from toolpath.evals.benchmarks import webarena_probes as wp
+from toolpath.evals.benchmarks.webarena import (PLACEHOLDER_VARS, WebArena, WebArenaLite,
                                                 WebArenaLiteV2, WebArenaVerified, WebArenaVerifiedHard)
 from toolpath.spec import TaskSpec
 
@@ -22,6 +25,7 @@ CLASSES = {"webarena": (WebArena, 812), "webarena_lite": (WebArenaLite, 165),
            "webarena_verified_hard": (WebArenaVerifiedHard, 258)}
 LOCAL = {var: f"http://127.0.0.1:{8001 + i}" + ("/admin" if var == "SHOPPING_ADMIN" else "")
          for i, var in enumerate(PLACEHOLDER_VARS.values())}
+DEFAULT_DATA = SHARED_DATA / "webarena"  # where conftest points TOOLPATH_WEBARENA_DATA when it is there
 needs_data = pytest.mark.skipif(not DEFAULT_DATA.is_dir(), reason=f"WebArena task configs not at {DEFAULT_DATA}")
 
 
@@ -183,7 +187,7 @@ def ph(*entries) -> dict:
 
 
 def state_for(ev: dict, values: list, url: str = "http://s/x") -> dict:
-    probes = we.probes_for(ev)
+    probes = wp.probes_for(ev)
     assert len(probes) == len(values)
     return {"url": url, "probes": [{**p, **({"error": v.args[0]} if isinstance(v, Exception) else {"value": v})}
                                    for p, v in zip(probes, values)]}
@@ -210,7 +214,7 @@ def test_program_html_missing_probes_and_site_helpers_are_unscorable():
     assert we.evaluate(ev, None, None)["score"] is None
     api = ph({"url": "func:shopping_get_latest_order_url()", "locator": "document.body.outerText",
               "required_contents": {"must_include": ["B07DFJ5XKH"]}})
-    assert we.probes_for(api) == []
+    assert wp.probes_for(api) == []
     res = we.evaluate(api, None, {"url": "http://s/", "probes": []})
     assert res["score"] is None and "shopping_get_latest_order_url" in res["unscorable"]
     rating = ph({"url": "last", "locator": "func:shopping_get_sku_latest_review_rating('B00J8RZL7I')",
@@ -219,23 +223,23 @@ def test_program_html_missing_probes_and_site_helpers_are_unscorable():
 
 
 def test_program_html_helpers_computed_offline():
-    assert we.reddit_get_post_url("http://r:9/f/books/59421/-/comment/1235250") == "http://r:9/f/books/59421/"
-    assert we.reddit_get_post_url("http://r:9/f/books") == "http://r:9/f/books"
+    assert wp.reddit_get_post_url("http://r:9/f/books/59421/-/comment/1235250") == "http://r:9/f/books/59421/"
+    assert wp.reddit_get_post_url("http://r:9/f/books") == "http://r:9/f/books"
     post = ph({"url": "func:reddit_get_post_url('__last_url__')", "locator": "document.querySelector('.submission__inner').outerText",
                "required_contents": {"must_include": ["virtual meetup"]}})
-    probes = we.probes_for(post)
+    probes = wp.probes_for(post)
     assert probes == [{"url": "last", "js": "document.querySelector('.submission__inner').outerText"}]
     assert we.evaluate(post, None, state_for(post, ["Join our Virtual Meetup"], url="http://r/f/books/1/slug"))["score"] == 1.0
     role = ph({"url": "http://g/p/-/project_members", "locator": "func:gitlab_get_project_memeber_role(__page__, 'yjlou')",
                "required_contents": {"must_include": ["Reporter"]}})
-    [probe] = we.probes_for(role)
+    [probe] = wp.probes_for(role)
     assert probe["url"] == "http://g/p/-/project_members" and '"@yjlou"' in probe["js"]
     prep = ph({"url": "last", "locator": "document.querySelector('#a').value", "prep_actions": ["document.querySelector('#t').click()"],
                "required_contents": {"exact_match": "x"}})
-    [probe] = we.probes_for(prep)
+    [probe] = wp.probes_for(prep)
     assert "document.querySelector('#t').click()" in probe["js"] and probe["js"].startswith("(() =>")
     full = ph({"url": "last", "locator": "", "required_contents": {"must_include": ["404"]}})
-    assert we.probes_for(full)[0]["js"] == "document.documentElement.outerHTML"  # WebArena: page.content()
+    assert wp.probes_for(full)[0]["js"] == "document.documentElement.outerHTML"  # WebArena: page.content()
     assert we.evaluate(full, None, state_for(full, ["<html><h1>404 Not Found</h1></html>"]))["score"] == 1.0
 
 

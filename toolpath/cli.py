@@ -159,18 +159,15 @@ def _score_run(store, result, spec) -> float | None:
 def _known_evaluators() -> dict[str, str]:
     """Evaluator names a spec may use, and who scores each: a scorer of toolpath.evals.scorers, or a benchmark
     that scores the world's final state (`score_final`: WebArena, MiniWoB++, tabletop), named after it."""
-    import importlib
-
-    from .evals.benchmarks import BENCHMARKS
+    from . import registry
     from .evals.scorers import SCORERS
 
     known = dict.fromkeys(SCORERS, "scorer")
-    for name, target in BENCHMARKS.items():
-        module, _, attr = target.partition(":")
+    for name in registry.names("benchmark"):
         try:
-            if hasattr(getattr(importlib.import_module(module), attr), "score_final"):
+            if registry.load("benchmark", name).scores_final_state:
                 known.setdefault(name, "benchmark")
-        except ImportError:  # a benchmark whose optional packages are missing scores nothing here
+        except registry.RegistryError:  # a benchmark whose optional packages are missing scores nothing here
             continue
     return known
 
@@ -500,14 +497,15 @@ class EvalProgress:
 
 
 def cmd_eval(args) -> int:
-    from .evals.benchmarks import BENCHMARKS, BenchmarkDataError, UnknownBenchmark
+    from . import registry
+    from .evals.benchmarks import BenchmarkDataError, UnknownBenchmark
     from .evals.runner import ResumeError, run_eval
     from .spec import ModelSpec
 
     if args.benchmark == "list":
         return cmd_eval_list(args)
-    if args.benchmark not in BENCHMARKS:
-        raise BadInput(str(UnknownBenchmark(f"unknown benchmark {args.benchmark!r}; available: {', '.join(sorted(BENCHMARKS))}")))
+    if args.benchmark not in registry.names("benchmark"):
+        raise BadInput(str(UnknownBenchmark(f"unknown benchmark {args.benchmark!r}; available: {', '.join(registry.names('benchmark'))}")))
     if args.model is not None:
         from pydantic import ValidationError
 

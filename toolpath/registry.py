@@ -93,7 +93,8 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
     # Provider modules: importing one registers its tools (`@tool`) or edit tools (`register_edit_tool`).
     "tool": {name: (f"toolpath.tools.{name}", {}) for name in
              ("builtin", "code", "image.ops", "search", "gui", "robot")},
-    "edit_tool": {name: (f"toolpath.tools.image.{name}", {}) for name in ("text", "locate", "fill", "learned")},
+    "edit_tool": {name: (f"toolpath.tools.image.{name}", {}) for name in
+                  ("fill", "locate", "learned", "paint", "text")},
     "kv_cache": {}, "decoder": {}, "compressor": {}, "embedder": {},
 }
 
@@ -125,8 +126,9 @@ def _entry_point_entries() -> list[Entry]:
     from importlib.metadata import entry_points
 
     out = []
+    installed = entry_points()  # read every distribution's entry points once, not once per kind (startup time)
     for kind in KINDS:
-        for ep in entry_points(group=f"toolpath.{kind}"):
+        for ep in installed.select(group=f"toolpath.{kind}"):
             dist = getattr(ep.dist, "name", None) or "an installed package"
             out.append(Entry(kind, ep.name, ep.value, f"entry point {ep.name!r} of {dist}"))
     return out

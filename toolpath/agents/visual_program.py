@@ -127,11 +127,11 @@ def _reconstruct_into(images, backend: str, question: str, target) -> tuple[str,
     """(what happened, in words; whether a reconstruction was written to `target`)."""
     if len(images) < 2 and backend == "classic":
         return "the classic backend needs at least two images of the scene; this task has one", False
-    from ..tools.spatial3d import Scene, reconstruct
+    from ..tools.spatial3d import QuestionImages, reconstruct
 
     t0 = time.perf_counter()
     try:
-        recon = reconstruct(Scene(images, question), backend=backend)
+        recon = reconstruct(QuestionImages(images, question), backend=backend)
     except Exception as err:  # a backend that cannot run here (no OpenCV, no weights) or failed on these images
         return f"{backend} reconstruction failed: {type(err).__name__}: {err}", False
     recon.save(target)

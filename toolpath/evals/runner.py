@@ -79,24 +79,6 @@ class EvalResult:
         return out
 
 
-def final_state(store: Store, run_id: str) -> dict | None:
-    """What an environment-scored episode recorded of its world as it ended (computer_use's finish step)."""
-    for step in reversed(store.steps(run_id)):
-        if "final_state" in step["payload"]:
-            return step["payload"]["final_state"]
-    return None
-
-
-def score_run(bench, rec: Record, store: Store, run_id: str, answer: str | None) -> float:
-    """The benchmark's score: from the final state of the environment when it scores that (WebArena,
-    MiniWoB++: `score_final`), else from the answer."""
-    if hasattr(bench, "score_final"):
-        state = final_state(store, run_id)
-        if state is not None:
-            return bench.score_final(rec, answer, state)
-    return bench.score(rec, answer)
-
-
 class ResumeError(ValueError):
     """--resume names no eval, or one of another benchmark."""
 
@@ -172,12 +154,12 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
         done = {r["sample_id"]: SampleResult.from_row(r) for r in store.eval_samples(eval_id)}
     bench = get_benchmark(benchmark, data=data)
     records: list[Record] = list(bench.records(limit=limit, seed=seed))
-    model_name = model or getattr(bench, "model", None) or "local"  # a benchmark's own default (dom, detector)
+    model_name = model or bench.model or "local"  # a benchmark's own default (dom, detector)
     if not resume:
         eval_id = store.create_eval(bench.name, model_name, {"limit": limit, "seed": seed, "model_given": bool(model),
                                                               **({"data": str(data)} if data else {})}, len(records))
     result = EvalResult(eval_id=eval_id, benchmark=bench.name, model=model_name,
-                        overall_excludes=tuple(getattr(bench, "overall_excludes", ())))
+                        overall_excludes=tuple(bench.overall_excludes))
     started = time.perf_counter()
     todo = [r for r in records if r.id not in done]
     adopted = adopt_runs(store, eval_id, {r.id for r in todo}) if resume else {}

@@ -116,7 +116,7 @@ def run_sample(job: dict, store=None, on_event=None) -> SampleResult:
     from ..policies.retry import RetryingPolicy
     from ..runs import Store
     from .prices import cost_usd, load_prices
-    from .runner import score_run, final_state
+    from .scoring import score_run
 
     if store is None:
         with Store(Path(job["home"])) as own:
@@ -137,11 +137,9 @@ def run_sample(job: dict, store=None, on_event=None) -> SampleResult:
     except (EpisodeError, PolicyError, ValueError) as err:
         return SampleResult(rec.id, rec.category, None, "failed", 0.0, 0, round(time.perf_counter() - started, 3),
                             error=str(err), retries=getattr(policy, "retries", 0), cost_usd=0.0)  # never started
-    value = score_run(bench, rec, store, run.run_id, run.answer)
+    scored = score_run(bench, rec, store, run.run_id, run.answer)
+    value, metrics = scored.value, scored.metrics
     store.update_run(run.run_id, score=value)
-    metrics = bench.metrics(rec, run.answer) if hasattr(bench, "metrics") else {}
-    if hasattr(bench, "final_metrics"):  # measured on the world's final state (tabletop: trace errors)
-        metrics = {**metrics, **bench.final_metrics(rec, run.answer, final_state(store, run.run_id) or {})}
     model = spec.model.name
     return SampleResult(rec.id, rec.category, run.run_id, run.status, value, run.tokens, run.seconds, run.answer,
                         run.error, metrics, tokens_in=run.tokens_in, tokens_out=run.tokens_out,

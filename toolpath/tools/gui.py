@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..sandboxes.base import ENDING_ACTIONS
-from .registry import _REGISTRY, Tool, ToolContext, ToolError, ToolResult
+from .registry import Tool, ToolContext, ToolError, ToolResult, add_tool
 
 # What one action may ask for: typing 100,000 characters would take minutes, so a longer write is cut (and the
 # model told); no real chord or key sequence needs more keys than this.
@@ -282,9 +282,8 @@ def _register() -> None:
 
     for name, model in ACTIONS.items():
         args_model = type(f"{name}_args", (model, _Args), {"__doc__": model.__doc__})
-        _REGISTRY[name] = Tool(name=name, description=" ".join((model.__doc__ or "").split()), fn=_execute(name),
-                               args_model=args_model, timeout=90.0, cost=0.2, quality=1.0, ctx_param="ctx",
-                               tags=("gui",))
+        add_tool(Tool(name=name, description=" ".join((model.__doc__ or "").split()), fn=_execute(name),
+                      args_model=args_model, timeout=90.0, cost=0.2, quality=1.0, ctx_param="ctx", tags=("gui",)))
 
 
 _register()

@@ -12,14 +12,16 @@ The schema comes from the type hints (through pydantic) and the docstring (summa
 `cost` (expected seconds) and `quality` (expected quality in [0, 1]) are priors a planner reads to search over
 tools without calling them. A tool that needs the episode (its inputs, its sandbox, the artifact store) takes
 a parameter annotated `ToolContext`; that parameter is not part of the schema.
+
+Tools live in toolpath/registry.py (kind `tool`): `@tool` adds each one there, and `load_tools()` asks it for
+all of them, which imports the tool modules it names (built-in ones, entry points of group `toolpath.tool`,
+TOOLPATH_PLUGINS) once; a module that fails to import is a ToolError naming it.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import importlib
 import inspect
-import os
 import re
 import threading
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ from typing import Any, Callable, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from .. import registry
 from ..state import ArtifactRef
 
 
@@ -185,9 +188,6 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     return summary, args
 
 
-_REGISTRY: dict[str, Tool] = {}
-
-
 def tool(fn: Callable | None = None, *, name: str | None = None, timeout: float | None = 60.0, cost: float = 0.01,
          quality: float = 1.0, tags: tuple[str, ...] = ()) -> Any:
     """Register a function as a tool. Usable bare (`@tool`) or with options (`@tool(cost=2.0)`)."""
@@ -214,31 +214,25 @@ def tool(fn: Callable | None = None, *, name: str | None = None, timeout: float 
         model = create_model(f"{tool_name}_args", __base__=_Args, **fields)
         t = Tool(name=tool_name, description=summary, fn=f, args_model=model, timeout=timeout, cost=cost,
                  quality=quality, ctx_param=ctx_param, tags=tags)
-        _REGISTRY[tool_name] = t
+        add_tool(t)
         f.tool = t  # type: ignore[attr-defined]
         return f
 
     return register(fn) if fn is not None else register
 
 
-# Modules whose import registers tools. Capability modules append themselves here; users add their own
-# through TOOLPATH_PLUGINS=pkg.module,other.module.
-BUILTIN_MODULES = ["toolpath.tools.builtin", "toolpath.tools.code", "toolpath.tools.image.ops", "toolpath.tools.search",
-                   "toolpath.tools.gui", "toolpath.tools.robot"]
-_loaded = False
+def add_tool(t: Tool) -> Tool:
+    """Register a built Tool under its name (what `@tool` does with the Tool it makes)."""
+    return registry.add("tool", t.name, t)
 
 
 def load_tools() -> dict[str, Tool]:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        plugins = [m.strip() for m in os.environ.get("TOOLPATH_PLUGINS", "").split(",") if m.strip()]
-        for mod in BUILTIN_MODULES + plugins:
-            try:
-                importlib.import_module(mod)
-            except ImportError as err:
-                raise ToolError(f"cannot load tool module {mod!r}: {err}") from err
-    return _REGISTRY
+    """Every tool by name: the registry imports its tool modules (built-in ones, entry points of group
+    `toolpath.tool`, TOOLPATH_PLUGINS) once; a module that fails to import is an error naming it."""
+    try:
+        return registry.objects("tool")
+    except registry.RegistryError as err:
+        raise ToolError(str(err)) from err
 
 
 def get_tool(name: str) -> Tool:

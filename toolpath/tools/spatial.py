@@ -333,20 +333,13 @@ def _image(src):
     return Image.fromarray(arr[..., :3])
 
 
-def _font(size: int):
-    from PIL import ImageFont
-
-    try:
-        return ImageFont.load_default(size)
-    except TypeError:  # PIL < 10.1: a fixed-size bitmap font
-        return ImageFont.load_default()
-
-
 def draw(image, boxes=None, points=None, trace=None, labels=None) -> bytes:
     """PNG bytes of `image` (PNG bytes, a path, an array or a PIL image) with, in pixels: `boxes` outlined
     and labelled with `labels` (one per box), `points` as dots, `trace` as a polyline with each waypoint
     numbered from 1 (the start a square, the end a diamond, as FSD draws them)."""
     from PIL import ImageDraw
+
+    from .image.fonts import builtin_font
 
     im = _image(image)
     dr = ImageDraw.Draw(im)
@@ -355,7 +348,7 @@ def draw(image, boxes=None, points=None, trace=None, labels=None) -> bytes:
     if labels and len(labels) != len(boxes):
         raise ValueError(f"draw: {len(labels)} label(s) for {len(boxes)} box(es)")
     scale = max(1, round(min(im.size) / 240))
-    f = _font(6 * scale + 4)
+    f = builtin_font(6 * scale + 4)
     for i, b in enumerate(boxes):
         c = _PALETTE[i % len(_PALETTE)]
         dr.rectangle([b.x1, b.y1, b.x2, b.y2], outline=c, width=scale)

@@ -1,63 +1,26 @@
 """Benchmark adapters: records → TaskSpecs, plus the benchmark's own scorer.
 
-An adapter module defines a class with `name`, `records(limit, seed)`, `to_task(record)` and
-`score(record, answer)`, and is listed in BENCHMARKS. Optional: `overall_excludes`, the categories left out
-of the overall score (MindCube leaves out translation); they still get their own row.
+An adapter module defines a subclass of `Benchmark` (base.py says what it must and may define) and is named in
+the registry's `benchmark` kind (toolpath/registry.py), or added by a plugin there.
 
-Benchmarks read from files (MindCube, Omni3D-Bench) find their data through an environment variable, with a
-default under the shared data folder next to the repository (see `data_path`).
+Benchmarks that read a data set (MindCube's images, Omni3D-Bench, OSWorld-G, ScreenSpot, VABench, WebArena) find
+it through `toolpath eval NAME --data PATH` or an environment variable, never in a folder outside the package:
+without either, `records()` is a BenchmarkDataError naming the variable and where to get the data.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import random
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any
 
-from ...spec import TaskSpec
+from ... import registry
+from .base import Benchmark, Record, Score, as_score
 
-BENCHMARKS = {"arith": "toolpath.evals.benchmarks.arith:Arith",
-              "mindcube": "toolpath.evals.benchmarks.mindcube:MindCube",
-              "omni3d_bench": "toolpath.evals.benchmarks.omni3d_bench:Omni3DBench",
-              "edits": "toolpath.evals.benchmarks.edits:Edits",
-              "osworld_g": "toolpath.evals.benchmarks.osworld_g:OSWorldG",
-              "screenspot": "toolpath.evals.benchmarks.screenspot:ScreenSpot",
-              "gui_grounding": "toolpath.evals.benchmarks.gui_grounding:GUIGrounding",
-              "miniwob": "toolpath.evals.benchmarks.miniwob:MiniWoB",
-              "webarena": "toolpath.evals.benchmarks.webarena:WebArena",
-              "webarena_lite": "toolpath.evals.benchmarks.webarena:WebArenaLite",
-              "webarena_lite_v2": "toolpath.evals.benchmarks.webarena:WebArenaLiteV2",
-              "webarena_verified": "toolpath.evals.benchmarks.webarena:WebArenaVerified",
-              "webarena_verified_hard": "toolpath.evals.benchmarks.webarena:WebArenaVerifiedHard",
-              "tabletop": "toolpath.evals.benchmarks.tabletop:Tabletop",
-              "vabench": "toolpath.evals.benchmarks.vabench:VABench"}
-
-# The repository's root: toolpath/evals/benchmarks/__init__.py is three folders below it.
-REPO_ROOT = Path(__file__).resolve().parents[3]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
-
-
-@dataclass
-class Record:
-    id: str
-    category: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-class Benchmark(Protocol):
-    name: str
-    description: str
-
-    def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]: ...
-
-    def to_task(self, record: Record, model: str | None = None) -> TaskSpec: ...
-
-    def score(self, record: Record, answer: str | None) -> float: ...
-
+__all__ = ["Benchmark", "BenchmarkDataError", "Record", "Score", "UnknownBenchmark", "as_score", "data_path",
+           "get_benchmark", "pick", "read_json", "require", "task_id"]
 
 class UnknownBenchmark(ValueError):
     pass
@@ -68,14 +31,21 @@ class BenchmarkDataError(ValueError):
     that points at it. The CLI prints it and exits 2."""
 
 
-def data_path(env: str, default: Path) -> Path:
-    """`$env` when set (a user's own copy of the data), else `default`."""
+def data_path(env: str, given: str | Path | None = None, default: Path | None = None) -> Path | None:
+    """The user's copy of a data set: `given` (`--data`, a constructor argument), else `$env`, else `default`
+    (only ever a file shipped in the package), else None."""
+    if given:
+        return Path(given).expanduser()
     value = os.environ.get(env, "").strip()
     return Path(value).expanduser() if value else default
 
 
-def require(path: Path, env: str, what: str) -> Path:
-    """`path` if it exists, else a BenchmarkDataError that says what was expected and how to point at it."""
+def require(path: Path | None, env: str, what: str, source: str = "") -> Path:
+    """`path` if it exists, else a BenchmarkDataError that says what was expected, how to point at it and, when
+    none was given, where to get it."""
+    if path is None:
+        where = f"; get it from {source}" if source else ""
+        raise BenchmarkDataError(f"{what}: none given (set {env} to point at it, or pass --data PATH{where})")
     if not path.exists():
         raise BenchmarkDataError(f"{what} not found: {path} (set {env} to point at it)")
     return path
@@ -122,10 +92,9 @@ def pick(records: list[Record], limit: int | None, seed: int) -> list[Record]:
 def get_benchmark(name: str, data: str | Path | None = None) -> Benchmark:
     """The benchmark's adapter; `data` (`toolpath eval BENCH --data PATH`) is the user's copy of its data, for
     the benchmarks that read one (they take `data=` in their constructor)."""
-    if name not in BENCHMARKS:
-        raise UnknownBenchmark(f"unknown benchmark {name!r}; available: {', '.join(sorted(BENCHMARKS))}")
-    mod, _, attr = BENCHMARKS[name].partition(":")
-    cls = getattr(importlib.import_module(mod), attr)
+    if name not in registry.declared("benchmark"):
+        raise UnknownBenchmark(f"unknown benchmark {name!r}; available: {', '.join(registry.names('benchmark'))}")
+    cls = registry.load("benchmark", name)
     if data is None:
         return cls()
     import inspect

@@ -11,7 +11,7 @@ from typing import Iterable
 
 from ...spec import TaskSpec
 from ..scorers import numeric
-from . import Record
+from . import Benchmark, Record, Score
 
 N_RECORDS = 50  # without --limit; a larger --limit generates more (sweeps of hundreds of episodes)
 
@@ -29,7 +29,7 @@ def _question(rng: random.Random, category: str) -> tuple[str, str, float]:
     return f"What is ({a} + {b}) * {c}?", f"({a} + {b}) * {c}", (a + b) * c
 
 
-class Arith:
+class Arith(Benchmark):
     name = "arith"
     description = "arithmetic questions the calculator tool solves (built in, generated from a seed)"
     categories = ("add", "sub", "mul", "div", "mixed")
@@ -55,5 +55,5 @@ class Arith:
             spec["model"] = model
         return TaskSpec.model_validate(spec)
 
-    def score(self, record: Record, answer: str | None) -> float:
-        return numeric(answer, record.data["answer"], {})
+    def score(self, record: Record, answer: str | None) -> Score:
+        return Score(numeric(answer, record.data["answer"], {}))

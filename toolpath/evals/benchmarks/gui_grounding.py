@@ -28,20 +28,20 @@ seed<seed>-n<n>/ once (reused while the generator's VERSION is the same) and run
 
 from __future__ import annotations
 
-import functools
 import json
-import math
 import os
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image
 
 from ...spec import TaskSpec
+from ...tools.image.fonts import font
 from . import Record, pick
+from .gui_screen import GLYPHS, Screen, button, glyph, round_polygon, text_field
 from .osworld_g import OSWorldG, grounding_task, read_records
 
 VERSION = 1
@@ -124,68 +124,10 @@ _check_vocabularies()
 
 # ---- fonts ----------------------------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=64)
 def ui_font(kind: str, size: int):
-    """A regular or bold sans of the system at `size` (PIL finds a font file by name in the system's font
-    folders), else tools/image/text.py's font (its bold sans, else PIL's built-in scalable one)."""
-    for name in FONT_FILES[kind]:
-        try:
-            return ImageFont.truetype(name, size)
-        except OSError:
-            continue
-    from ...tools.image.text import font
-
-    return font(size)
-
-
-# ---- a screen being drawn ---------------------------------------------------------------------------------
-
-@dataclass
-class Element:
-    kind: str  # one of KINDS
-    label: str  # what the instruction names it by
-    box: tuple[int, int, int, int]  # x0, y0, x1, y1 (x1, y1 exclusive) of what was drawn for it
-    polygon: list[int] | None = None  # flat [x1, y1, …] when its drawn shape is round
-
-
-@dataclass
-class Screen:
-    platform: str
-    image: Image.Image
-    theme: dict
-    elements: list[Element] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)  # every string drawn
-
-    def __post_init__(self):
-        self.draw = ImageDraw.Draw(self.image)
-
-    @property
-    def size(self) -> tuple[int, int]:
-        return self.image.size
-
-    def text(self, x: int, cy: int, s: str, font, fill, anchor: str = "lm") -> tuple[int, int, int, int]:
-        """Draw s with its left (or centre, anchor "mm") at x and its middle at cy; its ink box."""
-        self.draw.text((x, cy), s, font=font, fill=fill, anchor=anchor)
-        self.texts.append(s)
-        x0, y0, x1, y1 = self.draw.textbbox((x, cy), s, font=font, anchor=anchor)
-        return int(x0), int(y0), int(x1), int(y1)
-
-    def width(self, s: str, font) -> int:
-        x0, _, x1, _ = self.draw.textbbox((0, 0), s, font=font, anchor="lm")
-        return int(x1 - x0)
-
-    def rect(self, box, fill=None, outline=None, radius: int = 0, width: int = 1) -> None:
-        x0, y0, x1, y1 = box  # x1, y1 exclusive, as element boxes are
-        if radius:
-            self.draw.rounded_rectangle((x0, y0, x1 - 1, y1 - 1), radius=radius, fill=fill, outline=outline,
-                                        width=width)
-        else:
-            self.draw.rectangle((x0, y0, x1 - 1, y1 - 1), fill=fill, outline=outline, width=width)
-
-    def add(self, kind: str, label: str, box, polygon=None) -> Element:
-        e = Element(kind, label, tuple(int(v) for v in box), polygon)
-        self.elements.append(e)
-        return e
+    """A regular or bold sans of the system at `size` (FONT_FILES[kind], first found), else the tools' font
+    (their bold sans, else PIL's built-in scalable one)."""
+    return font(size, FONT_FILES[kind])
 
 
 def _take(rng: random.Random, pool: tuple[str, ...], k: int, used: set[str]) -> list[str]:
@@ -201,45 +143,7 @@ def _sentence(rng: random.Random, n: int) -> str:
     return " ".join(words).capitalize() + "."
 
 
-# ---- glyph icons ------------------------------------------------------------------------------------------
-
-def glyph(s: Screen, kind: str, cx: int, cy: int, r: int, color) -> None:
-    """A simple icon of radius r centred at (cx, cy)."""
-    d = s.draw
-    if kind == "circle":
-        d.ellipse((cx - r, cy - r, cx + r, cy + r), outline=color, width=2)
-    elif kind == "square":
-        d.rectangle((cx - r + 1, cy - r + 1, cx + r - 1, cy + r - 1), outline=color, width=2)
-    elif kind == "triangle":
-        d.polygon([(cx, cy - r), (cx + r, cy + r - 1), (cx - r, cy + r - 1)], outline=color, width=2)
-    elif kind == "plus":
-        d.line((cx - r, cy, cx + r, cy), fill=color, width=2)
-        d.line((cx, cy - r, cx, cy + r), fill=color, width=2)
-    elif kind == "lines":
-        for dy in (-r + 2, 0, r - 2):
-            d.line((cx - r, cy + dy, cx + r, cy + dy), fill=color, width=2)
-    elif kind == "magnifier":
-        d.ellipse((cx - r, cy - r, cx + r // 3, cy + r // 3), outline=color, width=2)
-        d.line((cx + r // 6, cy + r // 6, cx + r, cy + r), fill=color, width=2)
-    elif kind == "star":
-        pts = [(cx + (r if i % 2 == 0 else r / 2.4) * math.sin(i * math.pi / 5),
-                cy - (r if i % 2 == 0 else r / 2.4) * math.cos(i * math.pi / 5)) for i in range(10)]
-        d.polygon(pts, fill=color)
-    else:  # "dot"
-        d.ellipse((cx - r // 2, cy - r // 2, cx + r // 2, cy + r // 2), fill=color)
-
-
-GLYPHS = ("circle", "square", "triangle", "plus", "lines", "magnifier", "star", "dot")
-
-
-def round_polygon(cx: float, cy: float, r: float, n: int = 16) -> list[int]:
-    """A polygon just inside a circle (so every point of it is inside the drawn disc)."""
-    out: list[int] = []
-    for i in range(n):
-        a = 2 * math.pi * i / n
-        out += [int(round(cx + (r - 1) * math.cos(a))), int(round(cy + (r - 1) * math.sin(a)))]
-    return out
-
+# ---- icons ----------------------------------------------------------------------------------------------
 
 def icon_row(s: Screen, rng: random.Random, x: int, cy: int, count: int, used: set[str], size: int,
              tooltip_font, color) -> tuple[int, tuple[int, int, int, int] | None]:
@@ -270,30 +174,6 @@ def icon_row(s: Screen, rng: random.Random, x: int, cy: int, count: int, used: s
         else:
             glyph(s, rng.choice(GLYPHS), cx, cy, size // 2 - 6, color)
     return x + count * step, tip_box
-
-
-def button(s: Screen, x: int, cy: int, label: str, font, h: int, primary: bool = False) -> int:
-    w = s.width(label, font) + 24
-    box = (x, cy - h // 2, x + w, cy - h // 2 + h)
-    if primary:
-        s.rect(box, fill=(38, 110, 220), radius=5)
-        s.text(x + 12, cy, label, font, (255, 255, 255))
-    else:
-        s.rect(box, fill=s.theme["button"], outline=s.theme["border"], radius=5)
-        s.text(x + 12, cy, label, font, s.theme["text"])
-    s.add("button", label, box)
-    return box[2]
-
-
-def text_field(s: Screen, box, label: str, font, value: str | None = None, placeholder: str | None = None,
-               kind: str = "field") -> None:
-    s.rect(box, fill=s.theme["field"], outline=s.theme["border"], radius=3)
-    cy = (box[1] + box[3]) // 2
-    if value:
-        s.text(box[0] + 8, cy, value, font, s.theme["text"])
-    elif placeholder:
-        s.text(box[0] + 8, cy, placeholder, font, s.theme["muted"])
-    s.add(kind, label, box)
 
 
 # ---- desktop --------------------------------------------------------------------------------------------

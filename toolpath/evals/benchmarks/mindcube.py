@@ -16,8 +16,8 @@ tabled under. The overall score leaves translation out, as MindCube reports it.
 Where the data is:
   TOOLPATH_MINDCUBE_FILE  the question file; default: the small hand-made sample shipped here
                           (data/mindcube_sample.jsonl, `among` scenes only; see its own note below)
-  TOOLPATH_MINDCUBE_DIR   the root the image paths are relative to; default ../shared/data/mindcube
-                          next to the repository
+  TOOLPATH_MINDCUBE_DIR   the root the image paths are relative to (or `--data PATH`); no default: get
+                          MindCube's images from SOURCE below
   TOOLPATH_MINDCUBE_AGENT the agent that answers (default visual_program)
 
 The shipped sample's questions are about the `among` scenes, where the data itself names each view (front,
@@ -36,10 +36,11 @@ from typing import Any, Iterable
 
 from ...spec import TaskSpec
 from ..scorers import SCORERS, mindcube_letter
-from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, require, task_id
+from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, require, task_id
 
 FILE_ENV, DIR_ENV, AGENT_ENV = "TOOLPATH_MINDCUBE_FILE", "TOOLPATH_MINDCUBE_DIR", "TOOLPATH_MINDCUBE_AGENT"
 SAMPLE_FILE = Path(__file__).parent / "data" / "mindcube_sample.jsonl"
+SOURCE = "the MindCube release (Yin et al. 2025, Hugging Face dataset MLL-Lab/MindCube)"
 SETTINGS = ("around", "among", "rotation", "translation")
 REQUIRED = ("id", "question", "gt_answer", "images")
 LETTERS = "ABCDE"
@@ -120,20 +121,20 @@ def to_record(item: dict, root: Path) -> Record:
         "category": item.get("category", []), "type": item.get("type", ""), "meta_info": item.get("meta_info", [])})
 
 
-class MindCube:
+class MindCube(Benchmark):
     name = "mindcube"
     description = "MindCube: multiple-choice spatial questions over a few views (sample: among scenes)"
     overall_excludes = ("translation",)  # MindCube's overall accuracy leaves translation out
 
     def __init__(self, agent: str | None = None, question_file: str | Path | None = None,
-                 data_dir: str | Path | None = None):
+                 data_dir: str | Path | None = None, data: str | Path | None = None):
         self.agent = agent or os.environ.get(AGENT_ENV, "").strip() or "visual_program"
-        self.question_file = Path(question_file) if question_file else data_path(FILE_ENV, SAMPLE_FILE)
-        self.data_dir = Path(data_dir) if data_dir else data_path(DIR_ENV, SHARED_DATA / "mindcube")
+        self.question_file = data_path(FILE_ENV, question_file, SAMPLE_FILE)
+        self.data_dir = data_path(DIR_ENV, data_dir or data)  # `data`: `toolpath eval mindcube --data PATH`
 
     def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
         path = require(self.question_file, FILE_ENV, "MindCube question file")
-        root = require(self.data_dir, DIR_ENV, "MindCube data folder")
+        root = require(self.data_dir, DIR_ENV, "MindCube data folder", SOURCE)
         return pick([to_record(item, root) for _, item in read_questions(path, root)], limit, seed)
 
     def _evaluator(self, record: Record) -> dict:
@@ -158,6 +159,6 @@ class MindCube:
             spec["model"] = model
         return TaskSpec.model_validate(spec)
 
-    def score(self, record: Record, answer: str | None) -> float:
+    def score(self, record: Record, answer: str | None) -> Score:
         ev = self._evaluator(record)  # the same evaluator the task carries, so run and eval scores agree
-        return SCORERS[ev["name"]](answer, ev["expected"], ev.get("options", {}))
+        return Score(SCORERS[ev["name"]](answer, ev["expected"], ev.get("options", {})))

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ...spec import TaskSpec
-from . import BenchmarkDataError, Record, pick, task_id
+from . import Benchmark, BenchmarkDataError, Record, Score, pick, task_id
 
 TASKS_ENV, EPISODES_ENV = "TOOLPATH_MINIWOB_TASKS", "TOOLPATH_MINIWOB_EPISODES"
 EPISODES = 5
@@ -142,9 +142,10 @@ def probe_value(final_state: dict | None) -> dict:
     return {}
 
 
-class MiniWoB:
+class MiniWoB(Benchmark):
     name = "miniwob"
     description = "MiniWoB++: small web tasks served from 127.0.0.1, rewarded by the page (raw reward > 0)"
+    scores_final_state = True
 
     def __init__(self, tasks: list[str] | None = None, episodes: int | None = None, model: str = "dom",
                  max_steps: int = 10):
@@ -187,12 +188,12 @@ class MiniWoB:
         }
         return TaskSpec.model_validate(spec)
 
-    def score(self, record: Record, answer: str | None) -> float:
-        return 0.0  # the reward lives in the page: without a final state there is nothing to score
+    def score(self, record: Record, answer: str | None) -> Score:
+        return Score(0.0, explanation="the reward lives in the page: without a final state there is nothing to score")
 
-    def score_final(self, record: Record, answer: str | None, final_state: dict) -> float:
+    def score_final(self, record: Record, answer: str | None, final_state: dict) -> Score:
         v = probe_value(final_state)
         raw = v.get("raw_reward")
         if v.get("done") is not True or not isinstance(raw, (int, float)) or isinstance(raw, bool):
-            return 0.0
-        return 1.0 if raw > 0 else 0.0
+            return Score(0.0, explanation="the episode did not finish with a reward")
+        return Score(1.0 if raw > 0 else 0.0, explanation=f"raw reward {raw:g}")

@@ -11,7 +11,7 @@ read tolerantly from the reply (its last number, or a number word); a reply with
 Categories, and so the table's rows, are the answer types.
 
 Where the data is:
-  TOOLPATH_OMNI3D_DIR    the root holding images/; default ../shared/data/omni3d_bench next to the repository
+  TOOLPATH_OMNI3D_DIR    the root holding images/ (or `--data PATH`); no default: get it from SOURCE below
   TOOLPATH_OMNI3D_FILE   the annotation file; default <root>/annotations_sample.json (156 questions)
   TOOLPATH_OMNI3D_AGENT  the agent that answers (default visual_program)
 """
@@ -24,9 +24,10 @@ from typing import Any, Iterable
 
 from ...spec import TaskSpec
 from ..scorers import SCORERS
-from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, read_json, require
+from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, read_json, require
 
 FILE_ENV, DIR_ENV, AGENT_ENV = "TOOLPATH_OMNI3D_FILE", "TOOLPATH_OMNI3D_DIR", "TOOLPATH_OMNI3D_AGENT"
+SOURCE = "the VADAR release of Omni3D-Bench (Marsili et al. 2025)"
 ANSWER_TYPES = ("int", "float", "str")
 # What the instruction asks for, by answer type: only the form, never a hint of the answer itself.
 ANSWER_FORMS = {"int": "Answer with a whole number only.",
@@ -79,18 +80,19 @@ def to_record(i: int, q: dict, root: Path) -> Record:
         "question_index": q.get("question_index")})
 
 
-class Omni3DBench:
+class Omni3DBench(Benchmark):
     name = "omni3d_bench"
     description = "Omni3D-Bench (VADAR): 3D questions on one image; int exact, float MRA, str exact"
 
     def __init__(self, agent: str | None = None, annotations: str | Path | None = None,
-                 data_dir: str | Path | None = None):
+                 data_dir: str | Path | None = None, data: str | Path | None = None):
         self.agent = agent or os.environ.get(AGENT_ENV, "").strip() or "visual_program"
-        self.data_dir = Path(data_dir) if data_dir else data_path(DIR_ENV, SHARED_DATA / "omni3d_bench")
-        self.annotations = Path(annotations) if annotations else data_path(FILE_ENV, self.data_dir / "annotations_sample.json")
+        self.data_dir = data_path(DIR_ENV, data_dir or data)  # `data`: `toolpath eval omni3d_bench --data PATH`
+        self.annotations = data_path(FILE_ENV, annotations,
+                                     self.data_dir / "annotations_sample.json" if self.data_dir else None)
 
     def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
-        root = require(self.data_dir, DIR_ENV, "Omni3D-Bench data folder")
+        root = require(self.data_dir, DIR_ENV, "Omni3D-Bench data folder", SOURCE)
         path = require(self.annotations, FILE_ENV, "Omni3D-Bench annotation file")
         return pick([to_record(i, q, root) for i, q in enumerate(read_questions(path, root))], limit, seed)
 
@@ -113,6 +115,6 @@ class Omni3DBench:
             spec["model"] = model
         return TaskSpec.model_validate(spec)
 
-    def score(self, record: Record, answer: str | None) -> float:
+    def score(self, record: Record, answer: str | None) -> Score:
         ev = self._evaluator(record)  # the same evaluator the task carries, so run and eval scores agree
-        return SCORERS[ev["name"]](answer, ev["expected"], ev["options"])
+        return Score(SCORERS[ev["name"]](answer, ev["expected"], ev["options"]))

@@ -19,8 +19,8 @@ counts it). When the data folder holds OSWorld-G's `classification_result.json` 
 [{"id": …}, …]}}: text_matching, element_recognition, layout_understanding, fine_grained_manipulation,
 refusal), those groups are used instead of GUI_types, in the same way: the paper's categories.
 
-Where the data is: `toolpath eval osworld_g --data PATH` or $TOOLPATH_OSWORLD_G (default
-../shared/data/osworld_g next to the repository): a JSON file, or a folder holding it (OSWorld-G_refined.json,
+Where the data is: `toolpath eval osworld_g --data PATH` or $TOOLPATH_OSWORLD_G (no default; SOURCE says
+where to get it): a JSON file, or a folder holding it (OSWorld-G_refined.json,
 else OSWorld-G.json, else its only other .json) with the images next to it or in images/. A malformed record
 stops the load with a BenchmarkDataError naming the file, the record's index and the field.
 
@@ -38,9 +38,10 @@ from typing import Any, Iterable
 
 from ...spec import TaskSpec
 from ..scorers import SCORERS
-from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, read_json, require, task_id
+from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, read_json, require, task_id
 
 ENV = "TOOLPATH_OSWORLD_G"
+SOURCE = "the OSWorld-G release (xlang-ai, with the Jedi grounding data)"
 DEFAULT_MODEL = "ocr-grounder"
 BOX_TYPES = ("bbox", "polygon", "refusal")
 FILE_NAMES = ("OSWorld-G_refined.json", "OSWorld-G.json")
@@ -211,22 +212,20 @@ def read_records(path: Path) -> list[Record]:
     return out
 
 
-class OSWorldG:
+class OSWorldG(Benchmark):
     name = "osworld_g"
     description = "OSWorld-G: desktop GUI grounding (a point in the element's box or polygon; refusal items)"
     platform = "desktop"
 
     def __init__(self, data: Path | None = None):
-        self.data = Path(data) if data else data_path(ENV, SHARED_DATA / "osworld_g")
+        self.data = data_path(ENV, data)
 
     def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
-        return pick(read_records(require(self.data, ENV, "OSWorld-G data")), limit, seed)
+        return pick(read_records(require(self.data, ENV, "OSWorld-G data", SOURCE)), limit, seed)
 
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
         return grounding_task(self.name, record, model, self.platform)
 
-    def score(self, record: Record, answer: str | None) -> float:
-        return grounding_score(record, answer)
-
-    def metrics(self, record: Record, answer: str | None) -> dict[str, float]:
-        return type_metrics(record, self.score(record, answer))
+    def score(self, record: Record, answer: str | None) -> Score:
+        value = grounding_score(record, answer)
+        return Score(value, type_metrics(record, value))

@@ -13,8 +13,8 @@ Categories as the papers table them: v1/v2 platform (mobile, desktop, web: from 
 data_source) × text/icon, e.g. "mobile/icon"; Pro group × text/icon, e.g. "CAD/text". Metrics
 "type:<T>" give the marginals (each platform or group, text and icon overall; Pro also each application).
 
-Where the data is: `toolpath eval screenspot --data PATH` or $TOOLPATH_SCREENSPOT (default
-../shared/data/screenspot): one JSON file, or a folder holding them (in annotations/ for Pro). A malformed
+Where the data is: `toolpath eval screenspot --data PATH` or $TOOLPATH_SCREENSPOT (no default;
+SOURCE says where to get it): one JSON file, or a folder holding them (in annotations/ for Pro). A malformed
 record is a BenchmarkDataError naming the file, the record's index and the field. Each item runs the
 computer_use agent in grounding mode, platform phone/web/desktop, like OSWorld-G (see osworld_g.py).
 """
@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ...spec import TaskSpec
-from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, require
+from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, require
 from .osworld_g import find_image, grounding_score, grounding_task, numbers, read_json_list, type_metrics
 
 ENV = "TOOLPATH_SCREENSPOT"
+SOURCE = "the ScreenSpot, ScreenSpot-v2 or ScreenSpot-Pro release (their annotation JSON and images)"
 PLATFORMS = ("mobile", "desktop", "web")
 AGENT_PLATFORM = {"mobile": "phone", "desktop": "desktop", "web": "web"}
 SOURCE_PLATFORM = {"ios": "mobile", "android": "mobile", "macos": "desktop", "windows": "desktop",
@@ -127,15 +128,15 @@ def read_records(path: Path) -> list[Record]:
     return out
 
 
-class ScreenSpot:
+class ScreenSpot(Benchmark):
     name = "screenspot"
     description = "ScreenSpot v1/v2 and ScreenSpot-Pro: GUI grounding (a point in the target's box)"
 
     def __init__(self, data: Path | None = None):
-        self.data = Path(data) if data else data_path(ENV, SHARED_DATA / "screenspot")
+        self.data = data_path(ENV, data)
 
     def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
-        return pick(read_records(require(self.data, ENV, "ScreenSpot data")), limit, seed)
+        return pick(read_records(require(self.data, ENV, "ScreenSpot data", SOURCE)), limit, seed)
 
     def _options(self, record: Record) -> dict:
         return {"bbox_format": record.data["bbox_format"]}
@@ -143,8 +144,6 @@ class ScreenSpot:
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
         return grounding_task(self.name, record, model, record.data["platform"], self._options(record))
 
-    def score(self, record: Record, answer: str | None) -> float:
-        return grounding_score(record, answer, self._options(record))
-
-    def metrics(self, record: Record, answer: str | None) -> dict[str, float]:
-        return type_metrics(record, self.score(record, answer))
+    def score(self, record: Record, answer: str | None) -> Score:
+        value = grounding_score(record, answer, self._options(record))
+        return Score(value, type_metrics(record, value))

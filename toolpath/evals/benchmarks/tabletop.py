@@ -22,7 +22,7 @@ import random
 from typing import Iterable
 
 from ...spec import TaskSpec
-from . import BenchmarkDataError, Record, pick, task_id
+from . import Benchmark, BenchmarkDataError, Record, Score, pick, task_id
 
 COLORS = ("red", "green", "blue", "yellow", "purple", "orange")
 PHRASES = ("put the {pick} cube on the {target} plate", "place the {pick} block onto the {target} plate",
@@ -58,9 +58,10 @@ def make_record(episode_seed: int, layout: str) -> Record:
                         "pick": f"{pick_color} cube", "target": f"{target_color} plate"})
 
 
-class Tabletop:
+class Tabletop(Benchmark):
     name = "tabletop"
     description = "Tabletop pick-and-place in a pybullet simulation, scored by the simulator's final state"
+    scores_final_state = True
 
     def __init__(self, episodes: int | None = None, model: str = "detector", max_steps: int = 20):
         self.episodes = episodes
@@ -87,11 +88,13 @@ class Tabletop:
             "metadata": {"benchmark": self.name, "category": record.category, "record_id": record.id},
         })
 
-    def score(self, record: Record, answer: str | None) -> float:
-        return 0.0  # success lives in the simulator: without a final state there is nothing to score
+    def score(self, record: Record, answer: str | None) -> Score:
+        return Score(0.0, explanation="success lives in the simulator: without a final state there is nothing to "
+                                      "score")
 
-    def score_final(self, record: Record, answer: str | None, final_state: dict) -> float:
-        return 1.0 if final_state.get("success") is True and final_state.get("judged_by") == "simulator" else 0.0
+    def score_final(self, record: Record, answer: str | None, final_state: dict) -> Score:
+        ok = final_state.get("success") is True and final_state.get("judged_by") == "simulator"
+        return Score(1.0 if ok else 0.0, explanation=f"judged by {final_state.get('judged_by') or 'nobody'}")
 
     def final_metrics(self, record: Record, answer: str | None, final_state: dict) -> dict[str, float]:
         from .vabench import trace_errors

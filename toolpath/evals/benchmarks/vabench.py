@@ -40,8 +40,8 @@ Where pandas is installed, converting the parquet is a few lines: for each row o
 write row.images[0] (JPEG bytes) to images/<id>.jpg, and the other columns as a JSON line with
 "image": "images/<id>.jpg".
 
-Where the data is: `toolpath eval vabench --data PATH` or $TOOLPATH_VABENCH (default ../shared/data/vabench
-next to the repository): a .json/.jsonl file, or a folder whose .json/.jsonl files are all read; image paths
+Where the data is: `toolpath eval vabench --data PATH` or $TOOLPATH_VABENCH (no default; SOURCE says
+where to get it): a .json/.jsonl file, or a folder whose .json/.jsonl files are all read; image paths
 are relative to the file's folder (or its images/). A malformed record stops the load with a
 BenchmarkDataError naming the file, the line or index, and the field.
 
@@ -68,10 +68,11 @@ import numpy as np
 
 from ...spec import TaskSpec
 from ..scorers import point_in_box, point_in_polygon
-from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, require, task_id
+from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, require, task_id
 from .osworld_g import find_image, image_size, numbers, read_json_list
 
 ENV = "TOOLPATH_VABENCH"
+SOURCE = "the VABench release of FSD (From Seeing to Doing), as JSON/JSONL with its images"
 TYPES = {"fsd_free_point": "point", "fsd_visual_trace": "trace"}
 QUESTION_OF = {"point": "free_space", "trace": "trace"}
 _TYPE_TAG = re.compile(r"^\s*<type>\s*([\w-]+)\s*</type>\s*", re.I)
@@ -342,15 +343,15 @@ def evaluate(record: Record, answer: str | None) -> tuple[float, dict[str, float
                                                 "valid": 1.0}
 
 
-class VABench:
+class VABench(Benchmark):
     name = "vabench"
     description = "VABench (FSD): free-space points in the target region, visual-trace MAE/RMSE/DTW"
 
     def __init__(self, data: Path | None = None):
-        self.data = Path(data) if data else data_path(ENV, SHARED_DATA / "vabench")
+        self.data = data_path(ENV, data)
 
     def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
-        return pick(read_records(require(self.data, ENV, "VABench data")), limit, seed)
+        return pick(read_records(require(self.data, ENV, "VABench data", SOURCE)), limit, seed)
 
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
         from ...policies.fsd import QUESTIONS
@@ -365,8 +366,5 @@ class VABench:
             spec["model"] = model
         return TaskSpec.model_validate(spec)
 
-    def score(self, record: Record, answer: str | None) -> float:
-        return evaluate(record, answer)[0]
-
-    def metrics(self, record: Record, answer: str | None) -> dict[str, float]:
-        return evaluate(record, answer)[1]
+    def score(self, record: Record, answer: str | None) -> Score:
+        return Score(*evaluate(record, answer))

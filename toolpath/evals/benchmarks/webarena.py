@@ -12,7 +12,7 @@ Variants (benchmark names), each a file or folder in the data folder:
   webarena_verified_hard  webarena-verified-hard.json   258 tasks, their own (harder-checked) revision
 
 Where the data is: `data=` (`toolpath eval webarena --data PATH`: the folder, or the variant's own file or
-folder), else $TOOLPATH_WEBARENA_DATA (the folder), else ../shared/data/webarena next to the repository.
+folder), else $TOOLPATH_WEBARENA_DATA (the folder); no default (SOURCE says where to get the configs).
 
 The websites are the user's own WebArena deployment (the Docker images): their base URLs come from the
 environment variables WebArena itself uses, SHOPPING, SHOPPING_ADMIN, REDDIT, GITLAB, MAP, WIKIPEDIA, HOMEPAGE
@@ -44,13 +44,14 @@ from typing import Any, Iterable
 from urllib.parse import urlparse
 
 from ...spec import TaskSpec
-from . import SHARED_DATA, BenchmarkDataError, Record, data_path, pick, read_json, require, task_id
+from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, read_json, require, task_id
 from . import webarena_eval
+from .webarena_probes import probes_for
 
 log = logging.getLogger(__name__)
 
 DATA_ENV, SITES_ENV, JUDGE_ENV = "TOOLPATH_WEBARENA_DATA", "TOOLPATH_WEBARENA_SITES", "TOOLPATH_WEBARENA_JUDGE"
-DEFAULT_DATA = SHARED_DATA / "webarena"
+SOURCE = "the WebArena repository's config_files (and WebArena-Lite / WebArena-Verified releases)"
 
 # placeholder → the environment variable (WebArena's own names) that holds its base URL
 PLACEHOLDER_VARS = {"__SHOPPING__": "SHOPPING", "__SHOPPING_ADMIN__": "SHOPPING_ADMIN", "__REDDIT__": "REDDIT",
@@ -164,12 +165,13 @@ def read_configs(path: Path, schema: str) -> list[tuple[str, dict]]:
     return items
 
 
-class WebArena:
-    """One class for every variant; the subclasses below fix `variant` (the names in BENCHMARKS)."""
+class WebArena(Benchmark):
+    """One class for every variant; the subclasses below fix `variant` (their registry names)."""
 
     variant = "webarena"
     name = "webarena"
     description = VARIANTS["webarena"][2]
+    scores_final_state = True
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -182,10 +184,10 @@ class WebArena:
             raise ValueError(f"unknown WebArena variant {self.variant!r}; expected one of {', '.join(VARIANTS)}")
         entry, self.schema, self.description = VARIANTS[self.variant]
         self.name = self.variant
-        root = Path(data).expanduser() if data else data_path(DATA_ENV, DEFAULT_DATA)
+        root = data_path(DATA_ENV, data)
         # --data may name the folder or the variant's own file/folder
-        self.root = root if (root / entry).exists() or not root.exists() else root.parent
-        self.path = root / entry if (root / entry).exists() or not root.exists() else root
+        self.root = root if root is None or (root / entry).exists() or not root.exists() else root.parent
+        self.path = root if root is None else root / entry if (root / entry).exists() or not root.exists() else root
         self._judge, self.env = judge, env
         chosen = sites if sites is not None else [s for s in os.environ.get(SITES_ENV, "").replace(" ", "").split(",") if s]
         self.sites = set(chosen)
@@ -202,7 +204,7 @@ class WebArena:
         return {c["task_id"] for _, c in read_configs(hard, "verified")}
 
     def all_records(self) -> list[Record]:
-        path = require(self.path, DATA_ENV, f"{self.variant} task configs")
+        path = require(self.path, DATA_ENV, f"{self.variant} task configs", SOURCE)
         hard = self._hard_ids()
         out = []
         for where, config in read_configs(path, self.schema):
@@ -259,7 +261,7 @@ class WebArena:
             "sandbox": {"kind": "browser", "options": {"start_url": starts[0] if starts else urls[
                 f"__{SITE_VARS[config['sites'][0]]}__"], "allowed_hosts": hosts}},
             "limits": {"max_steps": 30},
-            "evaluator": {"name": "webarena", "options": {"eval": block, "probes": webarena_eval.probes_for(block)}},
+            "evaluator": {"name": "webarena", "options": {"eval": block, "probes": probes_for(block)}},
             "metadata": {"benchmark": self.name, "category": record.category, "record_id": record.id,
                          "task_id": config["task_id"], "sites": config["sites"],
                          "eval_types": webarena_eval.eval_types(config["eval"]),
@@ -286,14 +288,14 @@ class WebArena:
         return webarena_eval.evaluate(self.eval_block(record), answer, final_state,
                                       intent=record.data["config"]["intent"], judge=self.judge())
 
-    def score_final(self, record: Record, answer: str | None, final_state: dict | None) -> float:
+    def score_final(self, record: Record, answer: str | None, final_state: dict | None) -> Score:
         result = self.evaluate(record, answer, final_state)
         if result["score"] is None:
             log.warning("%s: unscorable, counted as 0: %s", record.id, result["unscorable"])
-            return 0.0
-        return float(result["score"])
+            return Score(0.0, explanation=f"unscorable: {result['unscorable']}")
+        return Score(float(result["score"]))
 
-    def score(self, record: Record, answer: str | None) -> float:
+    def score(self, record: Record, answer: str | None) -> Score:
         """Without the browser's final state: answer-only tasks are scored, the others get 0."""
         return self.score_final(record, answer, None)
 

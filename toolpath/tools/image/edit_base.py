@@ -23,6 +23,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ... import registry
+
 # Subtask kinds, their labels (FaSTA*'s names) and the stages each is done in, in order.
 KINDS = {
     "recolor": "Object Recoloration",
@@ -146,22 +148,17 @@ class StepOutcome:
     error: str | None = None
 
 
-_CATALOG: dict[str, EditTool] = {}
-
-
 def register_edit_tool(t: EditTool) -> EditTool:
     for kind in t.kinds:
         if kind not in STAGES or t.stage not in STAGES[kind]:
             raise ValueError(f"edit tool {t.name}: stage {t.stage!r} is not a stage of subtask kind {kind!r}")
-    _CATALOG[t.name] = t
-    return t
+    return registry.add("edit_tool", t.name, t)
 
 
 def edit_tools() -> dict[str, EditTool]:
-    """Every registered edit tool (importing the tool modules registers them), usable or not."""
-    from . import edit_catalog  # noqa: F401  (imports the modules that register tools)
-
-    return dict(_CATALOG)
+    """Every registered edit tool, usable or not: the registry imports the modules that register them (its
+    `edit_tool` kind: the built-in ones and plugins) the first time."""
+    return registry.objects("edit_tool")
 
 
 def tools_for(kind: str, stage: str) -> list[EditTool]:

@@ -109,7 +109,7 @@ def _name_table() -> tuple[np.ndarray, np.ndarray]:
     q = np.arange(n, dtype=np.float32) * step + (step - 1) / 2.0
     rgb = np.stack(np.meshgrid(q, q, q, indexing="ij"), -1).reshape(n * n, n, 3)
     L = lab(rgb).reshape(-1, 3)
-    d = np.stack([delta_e(L, p) for p in palette_lab()])
+    d = np.stack([delta_e_lab(L, p) for p in palette_lab()])
     return d.argmin(0).astype(np.int8), d.min(0).astype(np.float32)
 
 
@@ -136,7 +136,7 @@ def named_share(pixels_rgb: np.ndarray, color: str) -> float:
     return float((color_names(pixels_rgb) == NAMES.index(color)).mean())
 
 
-def delta_e(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def delta_e_lab(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """ΔE76 between (…, 3) CIELAB arrays (broadcast). Channel by channel: numpy's reductions over a last axis
     of length 3 are several times slower."""
     a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
@@ -145,7 +145,7 @@ def delta_e(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def distance_to(image_lab: np.ndarray, color_lab_value: np.ndarray) -> np.ndarray:
     """ΔE76 of every pixel to one CIELAB colour."""
-    return delta_e(image_lab, color_lab_value)
+    return delta_e_lab(image_lab, color_lab_value)
 
 
 # ---- hue: a colour's direction in CIELAB, whatever its lightness ------------------------------------------
@@ -218,17 +218,17 @@ def border_band(a: np.ndarray, px: int = BORDER_PX) -> np.ndarray:
 def kmeans(points: np.ndarray, k: int, iters: int = 6) -> tuple[np.ndarray, np.ndarray]:
     """Deterministic k-means (farthest-point start from the median): (centres, label per point)."""
     centres = [np.median(points, axis=0)]
-    d = delta_e(points, centres[0])
+    d = delta_e_lab(points, centres[0])
     for _ in range(1, k):
         if d.max() < 1e-3:
             break
         centres.append(points[int(d.argmax())])
-        d = np.minimum(d, delta_e(points, centres[-1]))
+        d = np.minimum(d, delta_e_lab(points, centres[-1]))
     c = np.array(centres, np.float32)
     for _ in range(iters):
-        labels = delta_e(points[:, None], c[None]).argmin(1)
+        labels = delta_e_lab(points[:, None], c[None]).argmin(1)
         c = np.array([points[labels == j].mean(0) if (labels == j).any() else c[j] for j in range(len(c))], np.float32)
-    return c, delta_e(points[:, None], c[None]).argmin(1)
+    return c, delta_e_lab(points[:, None], c[None]).argmin(1)
 
 
 def background_model(image_lab: np.ndarray, k: int = 4) -> Background:
@@ -240,7 +240,7 @@ def background_model(image_lab: np.ndarray, k: int = 4) -> Background:
     keep = share >= MINOR_CLUSTER
     if keep.any():
         centres = centres[keep]
-    near = delta_e(band[:, None], centres[None]).min(1)
+    near = delta_e_lab(band[:, None], centres[None]).min(1)
     noise = float(np.percentile(near[near <= np.percentile(near, 90)], 95)) if len(near) else 0.0
     return Background(centres, float(band.std(0).mean()), max(MIN_BACKGROUND_DE, 2.0 * noise + 4.0))
 

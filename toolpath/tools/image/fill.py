@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 
 from .edit_base import EditError, EditState, EditTool, Subtask, register_edit_tool
-from .features import delta_e, kmeans, lab, require_image
+from .features import delta_e_lab, kmeans, lab, require_image
 from .learned import fill_mask
 from .quality import check_fill, dilate, ring, window
 
@@ -94,11 +94,11 @@ def _offset_costs(L: np.ndarray, ring_yx, region_yx, offsets: np.ndarray, centre
     ry, rx = ring_yx
     ty, tx = ry[None] + dy, rx[None] + dx
     inside = (ty >= 0) & (ty < h) & (tx >= 0) & (tx < w)
-    diff = delta_e(L[np.clip(ty, 0, h - 1), np.clip(tx, 0, w - 1)], L[ry, rx][None])
+    diff = delta_e_lab(L[np.clip(ty, 0, h - 1), np.clip(tx, 0, w - 1)], L[ry, rx][None])
     ring_cost = (diff * inside).sum(1) / np.maximum(inside.sum(1), 1)
     sy, sx = region_yx
     src = L[sy[None] + dy, sx[None] + dx]
-    alien = (np.min([delta_e(src, c) for c in centres], axis=0) > ALIEN_DE).mean(1)
+    alien = (np.min([delta_e_lab(src, c) for c in centres], axis=0) > ALIEN_DE).mean(1)
     cost = ring_cost + 60.0 * alien
     cost[inside.mean(1) < 0.5] = np.inf  # too little of the ring to compare
     return cost
@@ -144,7 +144,7 @@ def best_offset(L: np.ndarray, region: np.ndarray) -> tuple[int, int]:
         best = near[int(_offset_costs(L, ring_yx, region_yx, near, centres).argmin())]
         step = fine_step
     src = L[ys + best[0], xs + best[1]]
-    alien = float((np.min([delta_e(src, c) for c in centres], axis=0) > ALIEN_DE).mean())
+    alien = float((np.min([delta_e_lab(src, c) for c in centres], axis=0) > ALIEN_DE).mean())
     if alien > MAX_ALIEN:  # every place the hole could be copied from holds something else
         raise EditError(f"fill_offset_copy: no clean area to copy the {bw}×{bh} px region from: the best one "
                         f"holds {alien:.0%} of colours unlike the region's surroundings")

@@ -31,9 +31,9 @@ import cv2
 import numpy as np
 
 from .edit_base import COLORS, SHAPES, EditError, EditState, EditTool, Subtask, Target, register_edit_tool
-from .features import (background_distance, delta_e, background_model, blobs, candidate_blobs, fill_holes, foreground_mask,
-                       hue_chroma, hue_match, lab, min_blob_area, named_share, pick_blob, require_image,
-                       target_hue, MIN_CHROMA)
+from .features import (background_distance, delta_e_lab, background_model, blobs, candidate_blobs, fill_holes,
+                       foreground_mask, hue_chroma, hue_match, lab, min_blob_area, named_share, pick_blob,
+                       require_image, target_hue, MIN_CHROMA)
 from .quality import check_foreground, check_locate, dilate, erode
 
 LOCATE_KINDS = ("recolor", "remove", "replace")
@@ -63,7 +63,7 @@ def refine(L: np.ndarray, mask: np.ndarray) -> np.ndarray:
         obj, out = np.median(L[core], 0), np.median(L[outside], 0)
         px = L[rim]
         mask = mask.copy()
-        mask[rim] = delta_e(px, obj) < delta_e(px, out)
+        mask[rim] = delta_e_lab(px, obj) < delta_e_lab(px, out)
     return mask
 
 
@@ -127,8 +127,8 @@ def lab_gradient(L: np.ndarray) -> np.ndarray:
     after a σ = 1 px blur (JPEG noise)."""
     s = cv2.GaussianBlur(L, (0, 0), 1.0)
     g = np.zeros(L.shape[:2], np.float32)
-    g[:, 1:-1] = delta_e(s[:, 2:], s[:, :-2])
-    g[1:-1] = np.maximum(g[1:-1], delta_e(s[2:], s[:-2]))
+    g[:, 1:-1] = delta_e_lab(s[:, 2:], s[:, :-2])
+    g[1:-1] = np.maximum(g[1:-1], delta_e_lab(s[2:], s[:-2]))
     return g
 
 

@@ -18,9 +18,9 @@ import cv2
 import numpy as np
 
 from .edit_base import COLORS, POSITIONS, SHAPES, EditState, Subtask
-from .features import (Background, delta_e, background_distance, background_model, blobs, border_band, color_lab, distance_to,
-                       color_names, hue_match, kmeans, HUE_TOL, lab, mask_box, named_share, color_mask, shape_box,
-                       shape_coverage, shape_score, NAMES)
+from .features import (Background, delta_e_lab, background_distance, background_model, blobs, border_band, color_lab,
+                       distance_to, color_names, hue_match, kmeans, HUE_TOL, lab, mask_box, named_share, color_mask,
+                       shape_box, shape_coverage, shape_score, NAMES)
 
 INK_DE = 30.0  # a pixel this far (ΔE) from the background around it is ink
 UNCHANGED = 12  # a pixel whose channels all moved less than this is unchanged (JPEG-free, so tight)
@@ -36,10 +36,11 @@ def dilate(mask: np.ndarray, r: int) -> np.ndarray:
     return cv2.dilate(mask.astype(np.uint8), _disk(r)).astype(bool) if r > 0 else mask.astype(bool)
 
 
-def erode(mask: np.ndarray, r: int, keep_some: bool = True) -> np.ndarray:
-    """The mask eroded by r px; with keep_some, the mask itself when erosion would leave nothing."""
+def erode(mask: np.ndarray, r: int, keep_some: bool = True, min_pixels: int = 1) -> np.ndarray:
+    """The mask eroded by r px; with keep_some, the mask itself when erosion would leave fewer than
+    `min_pixels` pixels (by default: nothing)."""
     out = cv2.erode(mask.astype(np.uint8), _disk(r)).astype(bool) if r > 0 else mask.astype(bool)
-    return mask.astype(bool) if keep_some and not out.any() else out
+    return mask.astype(bool) if keep_some and int(out.sum()) < min_pixels else out
 
 
 def ring(mask: np.ndarray, r: int | None = None) -> np.ndarray:
@@ -107,7 +108,7 @@ def continuation(image_lab: np.ndarray, mask: np.ndarray, color: str) -> float:
     weight = cv2.boxFilter(ins, -1, k, normalize=False)
     beside = np.stack([cv2.boxFilter(L[..., i] * ins, -1, k, normalize=False) for i in range(3)], -1)
     beside = beside[o] / np.maximum(weight[o], 1e-6)[:, None]
-    near = (weight[o] > 0) & (delta_e(L[o], beside) < CONTINUE_DE)
+    near = (weight[o] > 0) & (delta_e_lab(L[o], beside) < CONTINUE_DE)
     return float((near & hue_match(L[o], color)).mean())
 
 
@@ -122,7 +123,7 @@ def boundary_contrast(image_lab: np.ndarray, mask: np.ndarray) -> float:
     outside = dilate(mask, 3) & ~dilate(mask, 1)
     if not inside.any() or not outside.any():
         return 0.0
-    d = float(delta_e(np.median(image_lab[inside], 0), np.median(image_lab[outside], 0)))
+    d = float(delta_e_lab(np.median(image_lab[inside], 0), np.median(image_lab[outside], 0)))
     return min(1.0, d / 25.0)
 
 
@@ -189,7 +190,7 @@ def ring_likeness(after: np.ndarray, region: np.ndarray) -> float:
     if not rg.any() or not region.any():
         return 0.0
     inner, outer = L[region], L[rg]
-    mean_score = max(0.0, 1.0 - float(delta_e(inner.mean(0), outer.mean(0))) / 30.0)
+    mean_score = max(0.0, 1.0 - float(delta_e_lab(inner.mean(0), outer.mean(0))) / 30.0)
     s_in, s_out = float(inner.std(0).mean()), float(outer.std(0).mean())
     spread = min(s_in + 1.0, s_out + 1.0) / max(s_in + 1.0, s_out + 1.0)
     return mean_score * (0.8 + 0.2 * spread)
@@ -227,7 +228,7 @@ def drawn_shape_match(after: np.ndarray, box, shape: str, color: str) -> float:
 
 def ink_mask(after: np.ndarray, before: np.ndarray) -> np.ndarray:
     """Pixels that a write step turned into ink: ΔE > INK_DE from what was there before."""
-    return delta_e(lab(after), lab(before)) > INK_DE
+    return delta_e_lab(lab(after), lab(before)) > INK_DE
 
 
 @functools.lru_cache(maxsize=256)
@@ -236,7 +237,7 @@ def _text_ink_size(text: str) -> tuple[int, int]:
     40 % covered, as INK_DE sees anti-aliased edges): the font's own box includes side bearings."""
     from PIL import Image, ImageDraw
 
-    from .text import font
+    from .fonts import font
 
     f = font(64)
     l, t, r, b = f.getbbox(text)
@@ -284,7 +285,7 @@ def ink_contrast(image: np.ndarray, ink: np.ndarray) -> float:
     around = dilate(ink, 3) & ~dilate(ink, 1)
     if not around.any():
         return 0.0
-    return min(1.0, float(delta_e(np.median(L[ink], 0), np.median(L[around], 0))) / 50.0)
+    return min(1.0, float(delta_e_lab(np.median(L[ink], 0), np.median(L[around], 0))) / 50.0)
 
 
 # ---- stage checks (EditTool.check) ------------------------------------------------------------------------------

@@ -28,43 +28,20 @@ import importlib.util
 import io
 import shutil
 import subprocess
-from pathlib import Path
 
 import cv2
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
 from .edit_base import COLORS, POSITIONS, EditError, EditState, EditTool, Subtask, register_edit_tool
-from .features import delta_e, distance_to, lab, require_color, require_image
+from .features import delta_e_lab, distance_to, lab, require_color, require_image
+from .fonts import font, font_path
 from .quality import INK_DE, box_text_match, case_variants, check_find_text, check_write, dilate
 
 FIND_KINDS = ("text_remove", "text_replace")
 WRITE_KINDS = ("text_replace", "text_add")
 MATCH_MIN = 0.7  # normalised-text similarity for a read to count as the named text
 INK_GROW = 2
-FONT_FILES = ("DejaVuSans-Bold.ttf", "DejaVuSans.ttf", "LiberationSans-Bold.ttf", "FreeSansBold.ttf")
-FONT_ROOTS = (Path("/usr/share/fonts"), Path("/usr/local/share/fonts"), Path.home() / ".fonts",
-              Path("/Library/Fonts"), Path("C:/Windows/Fonts"))
-
-
-# ---- fonts ----------------------------------------------------------------------------------------------
-
-@functools.lru_cache(maxsize=1)
-def font_path() -> str | None:
-    """The first of FONT_FILES found under the system's font folders, or None (PIL's built-in font then)."""
-    for name in FONT_FILES:
-        for root in FONT_ROOTS:
-            if root.is_dir():
-                hit = next(iter(sorted(root.rglob(name))), None)
-                if hit:
-                    return str(hit)
-    return None
-
-
-@functools.lru_cache(maxsize=128)
-def font(size: int):
-    path = font_path()
-    return ImageFont.truetype(path, size) if path else ImageFont.load_default(size)
 
 
 # ---- what the subtask names ------------------------------------------------------------------------------
@@ -403,7 +380,7 @@ def text_lines(image: np.ndarray) -> list[tuple[int, int, int, int]]:
         X0, Y0, X1, Y1 = max(0, x - 2), max(0, y - 2), min(w, x + bw + 2), min(h, y + bh + 2)
         frame = np.median(np.concatenate([L[Y0, X0:X1], L[Y1 - 1, X0:X1], L[Y0:Y1, X0], L[Y0:Y1, X1 - 1]]), 0)
         inner = L[pts[:, 1], pts[:, 0]].mean(0)
-        if float(delta_e(inner, frame)) >= CHAR_CONTRAST:
+        if float(delta_e_lab(inner, frame)) >= CHAR_CONTRAST:
             by_polarity[bool(inner[0] < frame[0])].append((int(x), int(y), int(x + bw), int(y + bh)))
     lines = []
     for cands in by_polarity.values():

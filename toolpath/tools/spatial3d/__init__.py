@@ -16,9 +16,9 @@ import numpy as np
 from .poses import (camera_center, describe_camera_motion, move_backward, move_forward, relative_pose,
                     rotate_left, rotate_right, turn_around, yaw_between)
 from .reconstruct import reconstruct
-from .scene import Reconstruction, Scene
+from .scene import QuestionImages, Reconstruction
 
-__all__ = ["Scene", "Reconstruction", "reconstruct", "describe_camera_motion", "synthesize_novel_view",
+__all__ = ["QuestionImages", "Reconstruction", "reconstruct", "describe_camera_motion", "synthesize_novel_view",
            "camera_center", "rotate_left", "rotate_right", "move_forward", "move_backward", "turn_around",
            "relative_pose", "yaw_between"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .scene import Reconstruction, Scene
+from .scene import Reconstruction, QuestionImages
 
 BACKENDS = {"classic": "toolpath.tools.spatial3d.classic:reconstruct_classic",
             "learned": "toolpath.tools.spatial3d.learned:reconstruct_learned"}
@@ -29,14 +29,14 @@ def _home() -> Path:
     return Path(os.environ.get("TOOLPATH_HOME") or Path.home() / ".toolpath")
 
 
-def cache_key(scene: Scene, backend: str, options: dict) -> str:
+def cache_key(scene: QuestionImages, backend: str, options: dict) -> str:
     h = hashlib.sha256(json.dumps([CACHE_VERSION, backend, options], sort_keys=True, default=str).encode())
     for p in scene.images:
         h.update(hashlib.sha256(Path(p).read_bytes()).digest())
     return h.hexdigest()[:32]
 
 
-def load_images(scene: Scene) -> list[np.ndarray]:
+def load_images(scene: QuestionImages) -> list[np.ndarray]:
     from PIL import Image
 
     out = []
@@ -49,7 +49,7 @@ def load_images(scene: Scene) -> list[np.ndarray]:
     return out
 
 
-def reconstruct(scene: Scene, backend: str = "classic", cache: bool = True, **options) -> Reconstruction:
+def reconstruct(scene: QuestionImages, backend: str = "classic", cache: bool = True, **options) -> Reconstruction:
     """The reconstruction of `scene` by `backend` (see BACKENDS), from the cache when it has been made before."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown reconstruction backend {backend!r}; expected one of {', '.join(BACKENDS)}")

@@ -1,4 +1,4 @@
-"""Scene and Reconstruction: the data pySpatial programs work on.
+"""QuestionImages and Reconstruction: the data pySpatial programs work on.
 
 Conventions (OpenCV): camera x right, y down, z forward. `extrinsics[i]` maps world to camera i
 (x_cam = R x_world + t, as a 4x4 [R t; 0 1]); `intrinsics[i]` is the 3x3 K of image i in its own pixels.
@@ -15,7 +15,7 @@ import numpy as np
 
 
 @dataclass
-class Scene:
+class QuestionImages:
     """The images of one question (paths, in the order the question names them) and the question itself."""
 
     images: list[Path]
@@ -24,10 +24,10 @@ class Scene:
     def __post_init__(self) -> None:
         self.images = [Path(p) for p in self.images]
         if not self.images:
-            raise ValueError("Scene: at least one image is needed")
+            raise ValueError("QuestionImages: at least one image is needed")
         missing = [str(p) for p in self.images if not p.is_file()]
         if missing:
-            raise ValueError(f"Scene: image file(s) not found: {', '.join(missing)}")
+            raise ValueError(f"QuestionImages: image file(s) not found: {', '.join(missing)}")
 
 
 @dataclass

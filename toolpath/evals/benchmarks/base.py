@@ -1,0 +1,83 @@
+"""What a benchmark is: the base class every adapter derives from, and the `Score` its scoring returns.
+
+A benchmark turns its data into records, a record into a TaskSpec, and an episode's answer (or the world's
+final state) into a Score. Everything but `records`, `to_task` and `score` has a default here, so the eval
+runner calls each hook directly instead of asking whether it exists:
+
+    name, description        what `toolpath eval` lists
+    model                    the model an eval runs when it names none (None: the task spec's own default)
+    overall_excludes         categories with a row of their own but left out of the overall score
+    scores_final_state       True when `score_final` reads the world's final state (WebArena, MiniWoB++,
+                             tabletop); the runner then passes it the state the episode recorded
+    score(record, answer)    -> Score: the value, the per-sample metrics and why, worked out together
+    score_final(record, answer, final_state) -> Score (default: `score`)
+    metrics(record, answer)  -> dict (default: `score(...).metrics`)
+    final_metrics(record, answer, final_state) -> dict: numbers measured on the final state (default: none)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ...spec import TaskSpec
+
+
+@dataclass
+class Record:
+    id: str
+    category: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class Score(float):
+    """A sample's score. It is a float (its value), so it adds, averages and compares as the number it is, and
+    it carries the benchmark's own per-sample `metrics` and an `explanation`, computed in the same pass over
+    the answer as the value."""
+
+    metrics: dict[str, float]
+    explanation: str
+
+    def __new__(cls, value: float, metrics: dict[str, float] | None = None, explanation: str = "") -> "Score":
+        self = super().__new__(cls, value)
+        self.metrics = dict(metrics or {})
+        self.explanation = explanation
+        return self
+
+    @property
+    def value(self) -> float:
+        return float(self)
+
+    def __repr__(self) -> str:
+        return f"Score({float(self)!r}, metrics={self.metrics!r}, explanation={self.explanation!r})"
+
+
+def as_score(value: Any) -> Score:
+    """A Score for what a scoring hook returned (a plugin's benchmark may still return a bare number)."""
+    return value if isinstance(value, Score) else Score(float(value))
+
+
+class Benchmark:
+    name: str = ""
+    description: str = ""
+    model: str | None = None
+    overall_excludes: tuple[str, ...] = ()
+    scores_final_state: bool = False
+
+    def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
+        raise NotImplementedError
+
+    def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
+        raise NotImplementedError
+
+    def score(self, record: Record, answer: Any) -> Score:
+        raise NotImplementedError
+
+    def score_final(self, record: Record, answer: Any, final_state: dict) -> Score:
+        return as_score(self.score(record, answer))
+
+    def metrics(self, record: Record, answer: Any) -> dict[str, float]:
+        return as_score(self.score(record, answer)).metrics
+
+    def final_metrics(self, record: Record, answer: Any, final_state: dict) -> dict[str, float]:
+        return {}
