@@ -1,14 +1,13 @@
 """The run store on PostgreSQL, for several machines writing one store: `TOOLPATH_DB=postgresql://user@host/db`.
 
-`Store(...)` gives a PostgresStore when TOOLPATH_DB is set (see Store.__new__), so the CLI, episodes and eval
-worker processes (which inherit the environment) all use it with no change. It is the SQLite Store with three
-things replaced:
+`open_store()` gives a PostgresStore when TOOLPATH_DB is set, so the CLI, episodes and eval worker processes
+(which inherit the environment) all use it with no change. It is the SQLite Store with three things replaced:
 
 - the connection: psycopg 3, autocommit (one statement, one commit, as the SQLite store's isolation_level=None);
 - the SQL dialect: the base class's statements are translated once each (`_pg`): `?` → `%s`, and
   `INSERT OR REPLACE/IGNORE` → `INSERT … ON CONFLICT (primary key) DO UPDATE/NOTHING`, LIKE → ILIKE;
 - the checkpointer: LangGraph's PostgresSaver, made to commit the run's deferred step rows together with each
-  checkpoint, exactly as runs.StoreSaver does for SqliteSaver (see there for why).
+  checkpoint, exactly as sqlite.StoreSaver does for SqliteSaver (see there for why).
 
 The tables are the SQLite ones with PostgreSQL types (REAL → DOUBLE PRECISION, INTEGER → BIGINT), plus two
 columns: eval_samples.rowid (BIGSERIAL, renewed on every replace) so `ORDER BY rowid` keeps SQLite's order (the
@@ -30,8 +29,10 @@ from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
-from . import runs
-from .runs import Store, StoreError, default_home
+from .common import StoreError, default_home
+from .durable import DurableCommits
+from .schema import ADDED_COLUMNS, SCHEMA
+from .sqlite import Store
 
 SCHEMES = ("postgresql://", "postgres://")
 HOST = socket.gethostname()
@@ -42,10 +43,8 @@ _RENEWED = {"eval_samples": "rowid = DEFAULT"}  # SQLite's REPLACE gives the row
 _INSERT = re.compile(r"INSERT OR (REPLACE|IGNORE) INTO (\w+) \(([^)]*)\)(.*)", re.S)
 
 
-
-
 def _schema() -> str:
-    sql = re.sub(r"\bREAL\b", "DOUBLE PRECISION", runs._SCHEMA)
+    sql = re.sub(r"\bREAL\b", "DOUBLE PRECISION", SCHEMA)
     sql = re.sub(r"\bINTEGER\b", "BIGINT", sql)
     return sql.replace("CREATE TABLE IF NOT EXISTS eval_samples (\n",
                        "CREATE TABLE IF NOT EXISTS eval_samples (\n    rowid BIGSERIAL,\n")
@@ -53,7 +52,7 @@ def _schema() -> str:
 
 @lru_cache(maxsize=None)
 def _pg(sql: str) -> str:
-    """A statement of runs.Store in PostgreSQL's dialect."""
+    """A statement of the SQLite Store in PostgreSQL's dialect."""
     m = _INSERT.match(sql)
     if m:
         verb, table, cols, rest = m.groups()
@@ -116,7 +115,7 @@ def _setup_lock(conn, what: str, timeout: float = 120.0):
 
 
 class PostgresStore(Store):
-    """runs.Store on PostgreSQL. Safe to share between threads of one process; any number of processes and
+    """The SQLite Store's tables and methods on PostgreSQL. Safe to share between threads of one process; any number of processes and
     machines may write one database at once (each statement or deferred batch is its own transaction)."""
 
     def __init__(self, home: str | Path | None = None, url: str | None = None, readonly: bool = False):
@@ -147,7 +146,7 @@ class PostgresStore(Store):
     def _create_tables(self) -> None:
         with self._lock, _setup_lock(self._conn, "creating the store's tables"), self._conn.transaction():
             self._conn.execute(_schema())
-            for table, column, decl in [*runs._ADDED_COLUMNS, ("runs", "host", "TEXT")]:
+            for table, column, decl in [*ADDED_COLUMNS, ("runs", "host", "TEXT")]:
                 have = self._conn.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = "
                                           "current_schema() AND table_name = %s AND column_name = %s",
                                           (table, column)).fetchone()
@@ -219,13 +218,13 @@ class PostgresStore(Store):
 
 
 def _postgres_saver(store: PostgresStore):
-    """runs.StoreSaver's design on LangGraph's PostgresSaver: `put` commits, in one transaction, the run's
+    """sqlite.StoreSaver's design on LangGraph's PostgresSaver: `put` commits, in one transaction, the run's
     deferred step rows and run update and the checkpoint; ordinary channel writes are not stored, writes of
     LangGraph's own channels (`__…__`: errors, interrupts) are, with the steps deferred so far."""
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
 
-    class PgStoreSaver(runs.DurableCommits, PostgresSaver):
+    class PgStoreSaver(DurableCommits, PostgresSaver):
         # -- one transaction per checkpoint -------------------------------------------------------------
         def setup(self) -> None:
             # LangGraph's migrations are not safe to run from two processes at once
