@@ -50,7 +50,7 @@ SANDBOXES = {"process": ("toolpath.sandboxes.process", "ProcessSandbox"),
              "docker": ("toolpath.sandboxes.docker", "DockerSandbox"),
              "browser": ("toolpath.sandboxes.browser", "BrowserSandbox"),
              "desktop": ("toolpath.sandboxes.desktop", "DesktopSandbox"),
-             "robot": ("toolpath.sandboxes.robot", "TabletopSandbox")}
+             "robot": ("toolpath.sandboxes.robot_sim", "TabletopSandbox")}
 SANDBOX_KINDS = ("none", *SANDBOXES)
 CODE_SANDBOXES = ("process", "docker")  # kinds that hold a Python kernel: the python tool is a default there
 
