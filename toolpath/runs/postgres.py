@@ -201,14 +201,10 @@ class PostgresStore(Store):
             r.pop("rowid", None)
         return rows
 
-    def checkpointer(self):
+    def _new_saver(self):
         """LangGraph's PostgresSaver on the same database (its own connection), committing step rows with
         each checkpoint."""
-        self._check_writable("checkpoint a run")
-        if self._saver is None:
-            self._saver = _postgres_saver(self)
-            self._saver.setup()
-        return self._saver
+        return _postgres_saver(self)
 
     def prune_checkpoints(self, run_id: str) -> None:
         """Keep only a finished run's last checkpoint (with the blobs it refers to)."""

@@ -388,9 +388,12 @@ class Store:
         """LangGraph's SqliteSaver on this same database file (its own connection, same WAL settings)."""
         self._check_writable("checkpoint a run")
         if self._saver is None:
-            self._saver = _store_saver(self)
+            self._saver = self._new_saver()
             self._saver.setup()
         return self._saver
+
+    def _new_saver(self):
+        return _store_saver(self)
 
     def prune_checkpoints(self, run_id: str) -> None:
         """Keep only a finished run's last checkpoint: its steps table already holds the whole history."""
