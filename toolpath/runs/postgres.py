@@ -115,8 +115,9 @@ def _setup_lock(conn, what: str, timeout: float = 120.0):
 
 
 class PostgresStore(Store):
-    """The SQLite Store's tables and methods on PostgreSQL. Safe to share between threads of one process; any number of processes and
-    machines may write one database at once (each statement or deferred batch is its own transaction)."""
+    """The SQLite Store's tables and methods on PostgreSQL. Safe to share between threads of one process; any
+    number of processes and machines may write one database at once (each statement or deferred batch is its own
+    transaction)."""
 
     def __init__(self, home: str | Path | None = None, url: str | None = None, readonly: bool = False):
         self.home = Path(home) if home else default_home()
