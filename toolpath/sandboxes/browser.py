@@ -46,9 +46,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..deadline import BUDGET_SPENT, clamp, passed
-from .base import KEY_EXAMPLES, SandboxError, SandboxLimits
+from .base import SandboxError, SandboxLimits
 from .leftovers import kill_tree
-from .screen import TYPE_SLICE, ScreenSandbox
+from .screen import KEY_EXAMPLES, TYPE_SLICE, ScreenSandbox
 from .web_access import AllowList, allowed_hosts_option
 
 __all__ = ["BrowserSandbox", "chromium_path", "CHROMIUM_ENV", "KEYS", "OBSERVE_JS"]
@@ -138,7 +138,7 @@ def _first_line(err: BaseException) -> str:
 
 
 class BrowserSandbox(ScreenSandbox):
-    """A Chromium page an agent sees and acts on (the GUISandbox protocol, sandboxes/base.py); the actions
+    """A Chromium page an agent sees and acts on (the GUISandbox protocol, sandboxes/screen.py); the actions
     themselves are ScreenSandbox's, done with the primitives below."""
 
     platform = "web"

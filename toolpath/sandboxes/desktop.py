@@ -56,9 +56,9 @@ import uuid
 from pathlib import Path
 
 from ..deadline import clamp, passed
-from .base import KEY_EXAMPLES, SandboxError, SandboxLimits
+from .base import SandboxError, SandboxLimits
 from .leftovers import kill_orphans, marked_pids, owner_marker, private_folder
-from .screen import TYPE_SLICE, ScreenSandbox
+from .screen import KEY_EXAMPLES, TYPE_SLICE, ScreenSandbox
 from .xdisplay import (START_TIMEOUT, click_focus, focus_window, focused_window, kill_group, parse_screen,
                        pointer_window, pyautogui_on, start_xvfb, unbind, window_geometry, window_ids,
                        xdotool)

@@ -1,7 +1,7 @@
-"""ScreenSandbox: what every screen sandbox (browser.py, desktop.py) does the same way, on top of a few
-primitives each of them supplies.
+"""Screens an agent acts on: the GUISandbox protocol, the action space it executes, and ScreenSandbox, what
+every screen sandbox (browser.py, desktop.py) does the same way on top of a few primitives each supplies.
 
-The base owns the action space of the GUISandbox protocol (sandboxes/base.py): which actions it executes,
+The base owns the action space of the GUISandbox protocol (below): which actions it executes,
 their dispatch, the checks of a point (numbers, on the screen, the pointer's when missing), the geometry of a
 swipe, key combinations ('ctrl+c'), how a step's deadline cuts a wait, a long press or typing, and the text of
 the account each action returns. A subclass supplies:
@@ -29,8 +29,52 @@ _backend_errors() and _failure(err).
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from ..deadline import clamp, cut_seconds, cut_typing
-from .base import KEY_EXAMPLES, SandboxError, check_screen_action
+from .base import Sandbox, SandboxError
+
+# The part of tools/gui.py's action space a screen sandbox (browser, desktop) executes. The ending actions
+# (response, terminate, call_user) are the agent's; open_app and navigate_home need a phone.
+ENDING_ACTIONS = ("response", "terminate", "call_user")
+PHONE_ONLY_ACTIONS = ("open_app", "navigate_home")
+SCREEN_ACTIONS = ("click", "doubleClick", "rightClick", "moveTo", "dragTo", "scroll", "press", "hotkey", "keyDown",
+                  "keyUp", "write", "wait", "swipe", "long_press", "navigate_back")
+KEY_EXAMPLES = "'enter', 'tab', 'esc', 'backspace', 'delete', 'ctrl', 'shift', 'alt', 'up', 'pagedown', 'f5', 'a'"
+
+
+def check_screen_action(action: str, kind: str, this_is: str, instead: str) -> None:
+    """SandboxError unless a screen sandbox of `kind` executes `action` (said the same way by each of them)."""
+    if action in ENDING_ACTIONS:
+        raise SandboxError(f"{action}: ends the episode; the agent handles it, a sandbox does not execute it")
+    if action in PHONE_ONLY_ACTIONS:
+        raise SandboxError(f"{action}: needs a phone; this is {this_is} ({instead})")
+    if action not in SCREEN_ACTIONS:
+        raise SandboxError(f"unknown action {action!r}; a {kind} does {', '.join(SCREEN_ACTIONS)}")
+
+
+class GUISandbox(Sandbox, Protocol):
+    """A screen an agent acts on (sandboxes/browser.py, sandboxes/desktop.py): what tools/gui.py executes through.
+
+    Coordinates here are always screen pixels of `screen_size()` (the screenshot's own pixels); the agent has
+    converted the model's convention already. `act` gets arguments the action's model in tools/gui.py has
+    validated (None values dropped); what it cannot do (an action this platform lacks, a key it does not know,
+    a point off screen, a page that did not load) is a SandboxError naming the action and why.
+    """
+
+    platform: str  # "web", "desktop" or "phone": which of tools.gui.PLATFORMS the agent offers
+
+    def screen_size(self) -> tuple[int, int]: ...  # (width, height) in pixels
+
+    def screenshot(self) -> bytes: ...  # PNG, exactly screen_size() pixels
+
+    # A short account of what happened, for the agent. `deadline` (time.monotonic()) is when the step's time
+    # runs out: a wait is cut short, typing stops, no page is waited for beyond it, and the account says what
+    # was cut (toolpath/deadline.py).
+    def act(self, action: str, args: dict, deadline: float | None = None) -> str: ...
+
+    def observe(self) -> dict: ...  # text facts of the current screen: {"url", "title", "dom", "windows", ...}
+
 
 TYPE_SLICE = 50  # characters typed between two looks at the deadline
 # A swipe given by a direction moves the finger that way, by `amount` of the screen.
