@@ -186,15 +186,12 @@ class PostgresStore(Store):
     def read_connection(self):
         raise StoreError("read_connection: a PostgreSQL store is read through its own connection (Store._exec)")
 
-    def commit_deferred(self, run_id: str) -> None:
-        with self._lock:
-            pending = self._deferred.pop(run_id, [])
-            if not pending:
-                return
-            self._check_writable("write to it")
-            with self._conn.transaction():
-                for sql, args in pending:
-                    self._conn.execute(_pg(sql), args)
+    def _one_transaction(self):
+        return self._conn.transaction()
+
+    @staticmethod
+    def _dialect(sql: str) -> str:
+        return _pg(sql)
 
     def eval_samples(self, eval_id: str) -> list[dict]:
         rows = super().eval_samples(eval_id)  # ordered by rowid, which only orders: the rows are SQLite's

@@ -23,6 +23,7 @@ import threading
 import time
 import urllib.parse
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -224,14 +225,25 @@ class Store:
             if not pending:
                 return
             self._check_writable("write to it")
-            self._conn.execute("BEGIN")
-            try:
+            with self._one_transaction():
                 for sql, args in pending:
-                    self._conn.execute(sql, args)
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+                    self._conn.execute(self._dialect(sql), args)
+
+    @contextmanager
+    def _one_transaction(self):
+        """One transaction on the store's own connection (lock held by the caller)."""
+        self._conn.execute("BEGIN")
+        try:
+            yield
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _dialect(sql: str) -> str:
+        """A statement as this backend's server reads it (the statements here are written for SQLite)."""
+        return sql
 
     # ---- runs -------------------------------------------------------------------------------------
     def create_run(self, spec_json: str, task_id: str, model: str, agent: str, run_id: str | None = None,
@@ -420,8 +432,6 @@ def _store_saver(store: Store):
     applied, so storing them would only double every step's cost. Writes of LangGraph's own channels
     (errors, interrupts: `__…__`) are committed at once, as stock, with the steps deferred so far.
     """
-    from contextlib import contextmanager
-
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     class StoreSaver(DurableCommits, SqliteSaver):
