@@ -23,13 +23,12 @@ from __future__ import annotations
 import os
 import re
 import socket
-import threading
 import time
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
-from .common import StoreError, default_home
+from .common import StoreError
 from .durable import DurableCommits
 from .schema import ADDED_COLUMNS, SCHEMA
 from .sqlite import Store
@@ -120,40 +119,36 @@ class PostgresStore(Store):
     transaction)."""
 
     def __init__(self, home: str | Path | None = None, url: str | None = None, readonly: bool = False):
-        self.home = Path(home) if home else default_home()
-        self.artifact_dir = self.home / "artifacts"
         self.url = url or os.environ.get("TOOLPATH_DB", "")
-        self.db_path = _masked(self.url)  # what messages name ("no run … in {store.db_path}")
-        self.readonly = readonly
-        self._lock = threading.RLock()
-        self._saver = None
-        self._deferred: dict[str, list[tuple[str, tuple]]] = {}
-        self._conn = connect(self.url)
-        if readonly:
-            self._open_readonly_session()
-        else:
-            self.home.mkdir(parents=True, exist_ok=True)
-            self._create_tables()
+        super().__init__(home, readonly)
 
-    def _open_readonly_session(self) -> None:
+    def _location(self) -> str:
+        return _masked(self.url)
+
+    def _open_readonly(self):
         """Every statement of this session read-only (the server refuses a write), and no table created: a store
         that does not exist yet is an error naming the database, not an empty one made for reading."""
-        self._conn.execute("SET default_transaction_read_only = on")
-        if self._conn.execute("SELECT to_regclass('runs') AS t").fetchone()["t"] is None:
-            self._conn.close()
+        conn = connect(self.url)
+        conn.execute("SET default_transaction_read_only = on")
+        if conn.execute("SELECT to_regclass('runs') AS t").fetchone()["t"] is None:
+            conn.close()
             raise StoreError(f"TOOLPATH_DB={self.db_path!r}: no toolpath store in this database yet (the first run "
                              "or eval creates its tables)")
+        return conn
 
-    def _create_tables(self) -> None:
-        with self._lock, _setup_lock(self._conn, "creating the store's tables"), self._conn.transaction():
-            self._conn.execute(_schema())
+    def _open_writable(self):
+        conn = connect(self.url)
+        self.home.mkdir(parents=True, exist_ok=True)
+        with self._lock, _setup_lock(conn, "creating the store's tables"), conn.transaction():
+            conn.execute(_schema())
             for table, column, decl in [*ADDED_COLUMNS, ("runs", "host", "TEXT")]:
-                have = self._conn.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = "
-                                          "current_schema() AND table_name = %s AND column_name = %s",
-                                          (table, column)).fetchone()
+                have = conn.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = "
+                                    "current_schema() AND table_name = %s AND column_name = %s",
+                                    (table, column)).fetchone()
                 if not have:  # ALTER TABLE locks the table even when the column is there: only when it is not
                     decl = re.sub(r"\bINTEGER\b", "BIGINT", re.sub(r"\bREAL\b", "DOUBLE PRECISION", decl))
-                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+        return conn
 
     # ---- runs: a run's pid means something only on its own machine -----------------------------------
     def create_run(self, *args, **kwargs) -> str:

@@ -135,7 +135,7 @@ class Store:
         empty until one appears."""
         self.home = Path(home) if home else default_home()
         self.artifact_dir = self.home / "artifacts"
-        self.db_path = self.home / "runs.db"
+        self.db_path = self._location()
         self.readonly = readonly
         self._empty = False  # a read-only store of a home with no store yet (reads as empty until there is one)
         self._lock = threading.RLock()
@@ -143,6 +143,10 @@ class Store:
         # Statements that must become durable together with the run's next checkpoint (see StoreSaver).
         self._deferred: dict[str, list[tuple[str, tuple]]] = {}
         self._conn = self._open_readonly() if readonly else self._open_writable()
+
+    def _location(self):
+        """Where the store is, as messages name it ("no run … in {store.db_path}")."""
+        return self.home / "runs.db"
 
     def _open_writable(self) -> sqlite3.Connection:
         try:
