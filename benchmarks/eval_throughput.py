@@ -43,10 +43,10 @@ def main() -> None:
     os.environ["TOOLPATH_TEST_LATENCY"] = str(args.latency)
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")])
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    from toolpath.runs import Store
+    from toolpath.runs import open_store
 
     rows = {}
-    with tempfile.TemporaryDirectory() as home, Store(Path(home)) as store:
+    with tempfile.TemporaryDirectory() as home, open_store(Path(home)) as store:
         for n in (1, 2, 4):
             rows[f"local, {n} worker{'s' if n > 1 else ''}"] = (n, *throughput(store, args.episodes, n))
         if not args.no_ray:

@@ -82,7 +82,7 @@ class NoopCaller:
 def time_toolpath(steps: int, home: Path, checkpointed: bool) -> tuple[float, str]:
     from toolpath.agents import react
     from toolpath.agents.episode import _first_messages, _runtime
-    from toolpath.runs import Store
+    from toolpath.runs import open_store
     from toolpath.spec import parse_spec
     from toolpath.state import initial_state
     from toolpath.tools.registry import tool
@@ -92,7 +92,7 @@ def time_toolpath(steps: int, home: Path, checkpointed: bool) -> tuple[float, st
         """Do nothing."""
         return "ok"
 
-    store = Store(home)
+    store = open_store(home)
     spec = parse_spec({"id": "bench", "instruction": "go", "model": "scripted:none", "tools": ["noop"],
                        "limits": {"max_steps": steps + 1, "max_seconds": 1e9}})
     _, rt = _runtime(spec, "", store, NoopCaller(steps), None)
@@ -154,7 +154,7 @@ def main() -> None:
 
     import sqlite3
 
-    from toolpath.runs import Store
+    from toolpath.runs import open_store
 
     db = d_home / "runs.db"
 
@@ -168,7 +168,7 @@ def main() -> None:
         return pages - free, ck
 
     before, ck_before = db_bytes()
-    s = Store(d_home)
+    s = open_store(d_home)
     s.prune_checkpoints(d_run)
     s.close()
     after, ck_after = db_bytes()

@@ -1,4 +1,4 @@
-"""Scripted pick-and-place from ground truth in the tabletop robot sandbox (toolpath/sandboxes/robot.py).
+"""Scripted pick-and-place from ground truth in the tabletop robot sandbox (toolpath/sandboxes/robot_sim.py).
 
     python benchmarks/robot_pick_place.py [--seeds 50] [--first 0]
 
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def episode(box, seed: int, **kw) -> tuple[bool, float, str]:
-    from toolpath.sandboxes.robot import scripted_pick_place
+    from toolpath.sandboxes.robot_sim import scripted_pick_place
 
     t = time.perf_counter()
     box.reset(seed)
@@ -46,7 +46,7 @@ def main() -> None:
     ap.add_argument("--first", type=int, default=0)
     ap.add_argument("--verbose", action="store_true", help="print every episode's outcome")
     args = ap.parse_args()
-    from toolpath.sandboxes.robot import TabletopSandbox
+    from toolpath.sandboxes.robot_sim import TabletopSandbox
 
     variants = {"scripted": {}, "no clearance": {"clearance": 0.03}, "no check": {"check_grasp": False}}
     results = {}

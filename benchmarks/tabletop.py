@@ -66,11 +66,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     import toolpath.agents.embodied  # noqa: F401 — its plan node imports plan_grasp when the graph is built
-    from toolpath.runs import Store
+    from toolpath.runs import open_store
     from toolpath.tools import grasp as G
 
     rows = {}
-    with tempfile.TemporaryDirectory() as home, Store(Path(home)) as store:
+    with tempfile.TemporaryDirectory() as home, open_store(Path(home)) as store:
         rows["oracle"] = run("oracle", args.episodes, args.seed, store)
         rows["detector"] = run("detector", args.episodes, args.seed, store)
         for name, attr, stand_in in (("oracle, naive grasp", "plan_grasp", naive_grasp),

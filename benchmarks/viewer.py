@@ -41,9 +41,9 @@ def _screens(store, n=4):
 
 
 def make_run(home: Path, steps: int) -> str:
-    from toolpath.runs import Store
+    from toolpath.runs import open_store
 
-    store = Store(home)
+    store = open_store(home)
     screens = _screens(store)
     run_id = store.create_run('{"id": "bench", "instruction": "click through a long form"}', "bench", "bench",
                               "computer_use")

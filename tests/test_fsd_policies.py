@@ -380,7 +380,7 @@ def _save(tmp_path, rgb, name="img.png"):
 
 def _tabletop():
     try:
-        from toolpath.sandboxes.robot import TabletopSandbox
+        from toolpath.sandboxes.robot_sim import TabletopSandbox
     except Exception as err:  # noqa: BLE001 - not written yet, or pybullet missing
         pytest.skip(f"toolpath.sandboxes.robot is not importable: {err}")
     return TabletopSandbox

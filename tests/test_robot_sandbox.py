@@ -13,7 +13,7 @@ pytest.importorskip("pybullet")
 
 from toolpath.sandboxes import robot_scene as S  # noqa: E402
 from toolpath.sandboxes.base import SandboxError, SandboxLimits  # noqa: E402
-from toolpath.sandboxes.robot import HOME_Q, TabletopSandbox, grasp_yaw, scripted_pick_place  # noqa: E402
+from toolpath.sandboxes.robot_sim import HOME_Q, TabletopSandbox, grasp_yaw, scripted_pick_place  # noqa: E402
 
 
 @pytest.fixture(scope="module")

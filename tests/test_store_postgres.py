@@ -25,8 +25,8 @@ from conftest import ROOT, toolpath_cli, write
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'psycopg[binary]')")
 pytest.importorskip("langgraph.checkpoint.postgres", reason="langgraph-checkpoint-postgres is not installed")
 
-from toolpath.runs import Store  # noqa: E402
-from toolpath.runs_pg import PostgresStore, StoreError  # noqa: E402
+from toolpath.runs import Store, open_store  # noqa: E402
+from toolpath.runs.postgres import PostgresStore, StoreError  # noqa: E402
 
 PG_BINS = [*sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True),  # Debian: newest version first
            *(Path(p) for p in ("/usr/local/bin", "/usr/bin"))]
@@ -90,7 +90,7 @@ def pg_url(pg_server, monkeypatch):
 
 @pytest.fixture
 def pg_store(pg_url, home):
-    s = Store(home)
+    s = open_store(home)
     yield s
     s.close()
 
@@ -105,7 +105,7 @@ def test_store_picks_postgres_from_toolpath_db(pg_store, pg_url, monkeypatch, tm
     tables = {r[0] for r in _rows(pg_url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
     assert {"runs", "steps", "artifacts", "evals", "eval_samples"} <= tables
     monkeypatch.delenv("TOOLPATH_DB")
-    with Store(tmp_path / "other") as plain:  # unset: the SQLite store, as before
+    with open_store(tmp_path / "other") as plain:  # unset: the SQLite store, as before
         assert type(plain) is Store and plain.db_path.exists()
 
 
@@ -183,7 +183,7 @@ def test_what_postgres_cannot_hold_is_cleaned_and_secrets_redacted(pg_store, pg_
 def test_a_read_only_postgres_store_reads_and_refuses_to_write(pg_store, pg_url, home):
     rid = pg_store.create_run("{}", "t", "m", "react", run_id="r-1", eval_id="e-1")
     pg_store.create_eval("arith", "m", {}, 1, eval_id="e-1")
-    with Store(home, readonly=True) as ro:
+    with open_store(home, readonly=True) as ro:
         assert isinstance(ro, PostgresStore) and ro.readonly
         assert [r["id"] for r in ro.list_runs()] == [rid] and [r["id"] for r in ro.unclaimed_runs("e-1")] == [rid]
         with pytest.raises(StoreError, match="opened read-only"):
@@ -195,7 +195,7 @@ def test_a_read_only_postgres_store_reads_and_refuses_to_write(pg_store, pg_url,
 
 def test_a_read_only_postgres_store_of_an_empty_database_says_so(pg_url, home):
     with pytest.raises(StoreError, match="no toolpath store in this database yet"):
-        Store(home, readonly=True)
+        open_store(home, readonly=True)
     assert not home.exists()  # and it made no folder either
 
 
@@ -243,7 +243,7 @@ def test_episode_killed_with_9_resumes_through_the_postgres_checkpointer(pg_url,
     done_before = ticks.read_text().split()
     assert 3 <= len(done_before) < n
 
-    with Store(home) as store:
+    with open_store(home) as store:
         (run,) = store.list_runs()
         assert run["status"] == "interrupted"
         assert _rows(pg_url, "SELECT COUNT(*) FROM checkpoints WHERE thread_id = %s", (run["id"],))[0][0] > 0
@@ -274,7 +274,7 @@ def test_two_worker_processes_write_one_store(pg_url, home, monkeypatch):
 
     monkeypatch.setenv("PYTHONPATH", f"{ROOT / 'tests'}{os.pathsep}{ROOT}")  # spawned workers import helpers
     monkeypatch.syspath_prepend(str(ROOT / "tests"))
-    with Store(home) as store:
+    with open_store(home) as store:
         res = run_eval("arith", store, model="python:helpers:SlowArithPolicy", limit=8, workers=2)
         rows = store.eval_samples(res.eval_id)
         runs = store.list_runs(limit=100, eval_id=res.eval_id)
@@ -299,7 +299,7 @@ def test_two_cli_runs_started_at_once_on_an_empty_database(pg_url, home, tmp_pat
     outs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
     ids = {json.loads(out)["run_id"] for out, _ in outs}
-    with Store(home) as store:
+    with open_store(home) as store:
         assert {r["id"] for r in store.list_runs()} == ids and len(ids) == 2
         assert all(store.get_run(i)["status"] == "finished" and store.steps(i) for i in ids)
 
@@ -307,15 +307,15 @@ def test_two_cli_runs_started_at_once_on_an_empty_database(pg_url, home, tmp_pat
 def test_a_bad_url_or_an_unreachable_server_names_toolpath_db_and_the_host(monkeypatch, home):
     monkeypatch.setenv("TOOLPATH_DB", "mysql://root@db.example/x")
     with pytest.raises(StoreError, match=r"TOOLPATH_DB='mysql://root@db.example/x': expected a PostgreSQL URL"):
-        Store(home)
+        open_store(home)
     monkeypatch.setenv("TOOLPATH_DB", "postgresql://u:secret@127.0.0.1:1/toolpath?connect_timeout=3")
     with pytest.raises(StoreError, match=r"TOOLPATH_DB=.*cannot connect to PostgreSQL on host 127\.0\.0\.1 port 1, "
                                          r"database toolpath") as err:
-        Store(home)
+        open_store(home)
     assert "secret" not in str(err.value)
     monkeypatch.setenv("TOOLPATH_DB", "postgresql://u@127.0.0.1:notaport/x")
     with pytest.raises(StoreError, match="TOOLPATH_DB"):
-        Store(home)
+        open_store(home)
     r = toolpath_cli("runs", "list", home=home)  # the CLI fails, and says why
     assert r.returncode != 0 and "TOOLPATH_DB" in r.stderr and "127.0.0.1" in r.stderr
 

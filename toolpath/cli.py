@@ -65,9 +65,9 @@ def _err(msg: str) -> None:
 
 def _store(args, readonly: bool = False):
     """The run store; reading commands open it read-only, so they work on a home they cannot write."""
-    from .runs import Store
+    from .runs import open_store
 
-    return Store(args.home, readonly=readonly)
+    return open_store(args.home, readonly=readonly)
 
 
 def _fmt_tokens(n: int) -> str:

@@ -77,7 +77,7 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
         "docker": ("toolpath.sandboxes.docker:DockerSandbox", {"code": True}),
         "browser": ("toolpath.sandboxes.browser:BrowserSandbox", {}),
         "desktop": ("toolpath.sandboxes.desktop:DesktopSandbox", {}),
-        "robot": ("toolpath.sandboxes.robot:TabletopSandbox", {}),
+        "robot": ("toolpath.sandboxes.robot_sim:TabletopSandbox", {}),
     },
     "benchmark": {name: (f"toolpath.evals.benchmarks.{target}", {}) for name, target in {
         "arith": "arith:Arith", "mindcube": "mindcube:MindCube", "omni3d_bench": "omni3d_bench:Omni3DBench",

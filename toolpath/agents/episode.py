@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .. import registry
 from ..policies.base import Policy, PolicyError, load, slow_to_load
 from ..runs import Store
 from ..spec import TaskSpec
@@ -44,15 +45,13 @@ class EpisodeError(RuntimeError):
     """The episode could not start: bad spec content, unknown agent or tool, a model that cannot load."""
 
 
-# Sandbox kinds an episode can run in, and the module and class of each. Tools that need one (code, GUI,
-# robot) bring their kinds with them.
-SANDBOXES = {"process": ("toolpath.sandboxes.process", "ProcessSandbox"),
-             "docker": ("toolpath.sandboxes.docker", "DockerSandbox"),
-             "browser": ("toolpath.sandboxes.browser", "BrowserSandbox"),
-             "desktop": ("toolpath.sandboxes.desktop", "DesktopSandbox"),
-             "robot": ("toolpath.sandboxes.robot", "TabletopSandbox")}
+# Sandbox kinds an episode can run in, and the module and class of each: the registry's `sandbox` kind (built-in
+# and plugins). Tools that need one (code, GUI, robot) bring their kinds with them.
+_SANDBOX_ENTRIES = registry.declared("sandbox")
+SANDBOXES = {name: tuple(e.target.split(":", 1)) for name, e in _SANDBOX_ENTRIES.items() if e.target}
 SANDBOX_KINDS = ("none", *SANDBOXES)
-CODE_SANDBOXES = ("process", "docker")  # kinds that hold a Python kernel: the python tool is a default there
+# Kinds that hold a Python kernel (registry meta `code`): the python tool is a default there.
+CODE_SANDBOXES = tuple(name for name, e in _SANDBOX_ENTRIES.items() if e.meta.get("code"))
 
 
 def _open_sandbox(kind: str, options: dict):

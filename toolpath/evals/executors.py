@@ -38,7 +38,7 @@ def _worker(tasks, results, index: int, eval_pid: int | None = None) -> None:
     import langgraph.graph  # noqa: F401 — paid once per worker, before any job's time limit starts
 
     from ..agents import episode  # noqa: F401
-    from ..runs import Store
+    from ..runs import Store, open_store
 
     stores: dict[str, Store] = {}
     while True:
@@ -48,7 +48,7 @@ def _worker(tasks, results, index: int, eval_pid: int | None = None) -> None:
         try:
             _adopt_environment(job)
             key = (job["home"], os.environ.get("TOOLPATH_DB", ""))
-            store = stores.get(key) or stores.setdefault(key, Store(job["home"]))
+            store = stores.get(key) or stores.setdefault(key, open_store(job["home"]))
             results.put((index, "started", None))  # the time limit counts from here, not from the worker's imports
             res = run_sample(job, store)
         except BaseException as err:  # noqa: BLE001 — a sample's crash is its failure, not the worker's

@@ -114,12 +114,12 @@ def run_sample(job: dict, store=None, on_event=None) -> SampleResult:
     from ..agents.episode import EpisodeError
     from ..policies.base import PolicyError, load, slow_to_load
     from ..policies.retry import RetryingPolicy
-    from ..runs import Store
+    from ..runs import open_store
     from .prices import cost_usd, load_prices
     from .scoring import score_run
 
     if store is None:
-        with Store(Path(job["home"])) as own:
+        with open_store(Path(job["home"])) as own:
             return run_sample(job, own, on_event)
     bench = benchmark(job["benchmark"], job.get("data"))
     r = job["record"]

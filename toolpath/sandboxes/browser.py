@@ -39,27 +39,26 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
-from ..deadline import BUDGET_SPENT, clamp, cut_seconds, cut_typing, passed
-from ..spec import host_allowed
-from .base import KEY_EXAMPLES, SandboxError, SandboxLimits, check_screen_action
+from ..deadline import BUDGET_SPENT, clamp, passed
+from .base import SandboxError, SandboxLimits
+from .leftovers import kill_tree
+from .screen import KEY_EXAMPLES, TYPE_SLICE, ScreenSandbox
+from .web_access import AllowList, allowed_hosts_option
 
 __all__ = ["BrowserSandbox", "chromium_path", "CHROMIUM_ENV", "KEYS", "OBSERVE_JS"]
 
 CHROMIUM_ENV = "TOOLPATH_CHROMIUM"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]
-ALWAYS_ALLOWED = ("data", "about", "blob")
 NOTCH_PX = 100  # one wheel notch, as Chromium scrolls for a real mouse wheel
 DRAG_STEPS = 12  # intermediate mouse moves of a drag, so pages see the motion between press and release
 MARGIN_S = 30.0  # how much longer than its own timeouts a call may take before the sandbox gives up on it
-TYPE_SLICE = 50  # characters typed between two looks at the deadline
 
 # pyautogui's key names (what ScaleCUA's models write) and common aliases → Playwright's key names.
 KEYS = {
@@ -80,78 +79,16 @@ KEYS = {
     **{f"f{i}": f"F{i}" for i in range(1, 25)},
 }
 
-# What is under a point, for the account of an action: the nearest interactive ancestor, else the element.
-DESCRIBE_JS = """([x, y]) => {
-  let el = document.elementFromPoint(x, y);
-  if (!el) return "";
-  const hit = el.closest('a,button,input,textarea,select,label,summary,[role],[onclick]') || el;
-  if (hit === document.documentElement || hit === document.body) return "";  // nothing in particular
-  const text = (hit.getAttribute('aria-label') || hit.innerText || hit.value || hit.getAttribute('placeholder')
-                || hit.getAttribute('title') || hit.getAttribute('alt') || '').replace(/\\s+/g, ' ').trim();
-  const tag = hit.tagName.toLowerCase() + (hit.type && hit.tagName === 'INPUT' ? '[' + hit.type + ']' : '');
-  return '<' + tag + '>' + (text ? " '" + (text.length > 40 ? text.slice(0, 37) + "...'" : text + "'") : '');
-}"""
+def _script(name: str) -> str:
+    """A JavaScript function kept beside this module (package data), as Playwright's evaluate takes it."""
+    return (Path(__file__).with_name(name)).read_text(encoding="utf-8").strip()
 
-# observe()'s element list (the contract in /work/shared: the DOM policy reads it). One pass over the DOM;
-# cheap tests first, layout (rects, visibility) only for candidates.
-OBSERVE_JS = r"""() => {
-  const W = window.innerWidth, H = window.innerHeight;
-  const TAGS = new Set(['A', 'BUTTON', 'INPUT', 'TEXTAREA', 'SELECT', 'LABEL']);
-  const ROLES = new Set(['button', 'link', 'tab', 'checkbox', 'radio', 'menuitem', 'option', 'treeitem']);
-  const LEAVES = new Set(['SPAN', 'DIV', 'TD', 'TH', 'LI', 'P', 'H1', 'H2', 'H3', 'H4', 'H5', 'H6', 'B', 'STRONG',
-                          'EM', 'I', 'SMALL', 'DT', 'DD', 'CAPTION', 'LEGEND', 'PRE', 'CODE', 'FONT', 'CENTER']);
-  const CONTROL = 'a,button,input,textarea,select,label,[role=button],[role=link],[role=tab],[role=checkbox],' +
-                  '[role=radio],[role=menuitem],[role=option],[role=treeitem],[onclick]';
-  const squash = (s) => (s || '').replace(/\s+/g, ' ').trim().slice(0, 200);
-  const active = document.activeElement;
-  const out = [];
-  for (const el of document.body ? document.body.querySelectorAll('*') : []) {
-    const tag = el.tagName;
-    const role = (el.getAttribute('role') || '').toLowerCase();
-    let kind = null, own = '';
-    if (TAGS.has(tag) || ROLES.has(role) || el.hasAttribute('onclick') || typeof el.onclick === 'function') {
-      if (tag === 'INPUT' && el.type === 'hidden') continue;
-      kind = 'control';
-    } else if (LEAVES.has(tag)) {
-      for (const n of el.childNodes) if (n.nodeType === 3) own += n.nodeValue;
-      own = squash(own);
-      // a text leaf inside a control is part of that control's text already
-      if (own && !(el.parentElement && el.parentElement.closest(CONTROL))) kind = 'text';
-    }
-    if (!kind) continue;
-    const r = el.getBoundingClientRect();
-    const x1 = Math.max(0, Math.floor(r.left)), y1 = Math.max(0, Math.floor(r.top));
-    const x2 = Math.min(W, Math.ceil(r.right)), y2 = Math.min(H, Math.ceil(r.bottom));
-    if (x2 <= x1 || y2 <= y1) continue;  // empty, or outside the viewport
-    if (el.checkVisibility ? !el.checkVisibility({checkOpacity: true, checkVisibilityCSS: true})
-                           : getComputedStyle(el).visibility === 'hidden') continue;
-    const e = {id: out.length, tag: tag.toLowerCase(), role: role, text: '', box: [x1, y1, x2, y2]};
-    if (kind === 'text') e.text = own;
-    else if (tag === 'SELECT') {
-      e.options = Array.from(el.options, (o) => squash(o.text));
-      const s = el.options[el.selectedIndex];
-      e.selected = s ? squash(s.text) : '';
-      e.text = e.selected;
-    } else if (tag === 'INPUT' && ['submit', 'button', 'reset'].includes(el.type)) e.text = squash(el.value);
-    else if (tag !== 'INPUT' && tag !== 'TEXTAREA') e.text = squash(el.innerText || el.getAttribute('aria-label'));
-    if (tag === 'INPUT') e.type = el.type;
-    if (el.hasAttribute('name')) e.name = el.getAttribute('name');
-    if (tag === 'INPUT' || tag === 'TEXTAREA') {
-      if (!['checkbox', 'radio', 'submit', 'button', 'reset', 'file'].includes(el.type))
-        e.value = el.type === 'password' ? '*'.repeat(el.value.length) : el.value;
-      else if ((el.type === 'checkbox' || el.type === 'radio') && el.hasAttribute('value')) e.value = el.value;
-      if (el.placeholder) e.placeholder = el.placeholder;
-    }
-    if (tag === 'INPUT' && (el.type === 'checkbox' || el.type === 'radio')) e.checked = el.checked;
-    else if (role === 'checkbox' || role === 'radio') e.checked = el.getAttribute('aria-checked') === 'true';
-    if (tag === 'A' && el.hasAttribute('href')) e.href = el.href;
-    if (el.labels && el.labels.length) e.label = squash(el.labels[0].innerText);
-    if (el.disabled || el.getAttribute('aria-disabled') === 'true') e.disabled = true;
-    if (el === active) e.focused = true;
-    out.push(e);
-  }
-  return out;
-}"""
+
+# What is under a point, for the account of an action: the nearest interactive ancestor, else the element.
+DESCRIBE_JS = _script("browser_describe.js")
+# observe()'s element list, which the DOM baseline reads. One pass over the DOM; cheap
+# tests first, layout (rects, visibility) only for candidates.
+OBSERVE_JS = _script("browser_observe.js")
 
 # The next animation frame (or 100 ms, whichever is first): a wheel's scroll is applied by then.
 FRAME_JS = """() => new Promise((done) => { setTimeout(done, 100); requestAnimationFrame(done); })"""
@@ -195,56 +132,17 @@ def _seconds(name: str, value, default: float) -> float:
     return v
 
 
-def _endpoint(url: str) -> tuple[str, str, int | None]:
-    """(scheme, host, port) of a URL, the port made explicit for http(s)."""
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if port is None:
-        port = {"http": 80, "https": 443, "ws": 80, "wss": 443}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").lower(), port
-
-
-def _file_path(url: str) -> Path:
-    """The file a file:// URL names, symlinks and '..' resolved (so a link out of the folder is seen as out)."""
-    return Path(unquote(urlsplit(url).path)).resolve()
-
-
 def _first_line(err: BaseException) -> str:
     text = str(getattr(err, "message", None) or err).strip()
     return text.splitlines()[0] if text else type(err).__name__
 
 
-def _kill_tree(pid: int) -> None:
-    """SIGKILL `pid` and all its descendants (Playwright's driver and the Chromium it launched)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    todo, seen = [pid], []
-    while todo:
-        p = todo.pop()
-        seen.append(p)
-        todo.extend(children.get(p, []))
-    for p in seen:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except OSError:
-            pass
-
-
-class BrowserSandbox:
-    """A Chromium page an agent sees and acts on (the GUISandbox protocol, sandboxes/base.py)."""
+class BrowserSandbox(ScreenSandbox):
+    """A Chromium page an agent sees and acts on (the GUISandbox protocol, sandboxes/screen.py); the actions
+    themselves are ScreenSandbox's, done with the primitives below."""
 
     platform = "web"
+    KIND, THIS_IS, INSTEAD = "browser", "a web browser", "use click, navigate_back or goto a page instead"
     OPTIONS = ("start_url", "allowed_hosts", "viewport", "headless", "navigation_timeout", "action_timeout",
                "setup_js", "settle")
 
@@ -256,12 +154,7 @@ class BrowserSandbox:
                                       urlsplit(start_url).scheme not in ("http", "https", "file", "data", "about")):
             raise SandboxError(f"start_url: expected an http(s), file, data or about URL, got {start_url!r}")
         self.start_url = start_url
-        if isinstance(allowed_hosts, str):
-            allowed_hosts = [h for h in allowed_hosts.replace(",", " ").split() if h]
-        if allowed_hosts is not None and not (isinstance(allowed_hosts, (list, tuple))
-                                              and all(isinstance(h, str) and h.strip() for h in allowed_hosts)):
-            raise SandboxError(f"allowed_hosts: expected a list of host names, got {allowed_hosts!r}")
-        self.allowed_hosts = [h.strip().lower() for h in allowed_hosts or []]
+        self.allowed_hosts = allowed_hosts_option(allowed_hosts)
         self.width, self.height = _viewport(viewport)
         self.headless = bool(headless)
         self.navigation_timeout = _seconds("navigation_timeout", navigation_timeout, 30.0)
@@ -270,17 +163,7 @@ class BrowserSandbox:
         if setup_js is not None and not isinstance(setup_js, str):
             raise SandboxError(f"setup_js: expected a JavaScript snippet (a string), got {type(setup_js).__name__}")
         self.setup_js = setup_js
-        # Hosts from start_url: exactly its host and port (another server on 127.0.0.1 is another site).
-        self._origins: list[tuple[str, int | None]] = []
-        # A local start page may load the files beside it (its CSS, scripts, the next page), nothing above them:
-        # a model's goto('file:///etc/passwd') is a request like any other.
-        self._file_root: Path | None = None
-        if start_url:
-            scheme, host, port = _endpoint(start_url)
-            if scheme == "file":
-                self._file_root = _file_path(start_url).parent
-            elif host:
-                self._origins.append((host, port))
+        self._access = AllowList(start_url, self.allowed_hosts)
         self._pool: ThreadPoolExecutor | None = None
         self._worker: int | None = None  # ident of the worker thread
         self._pw = self._browser = self._context = self._page = None
@@ -290,6 +173,7 @@ class BrowserSandbox:
         self._pointer = (0, 0)  # Playwright's mouse starts at the top left corner
         self._nav_seen = self._nav_done = False
         self._deadline: float | None = None  # of the action the worker is doing (act's argument)
+        self._before_url = ""  # the page an action started on
 
     # ----------------------------------------------------------------- the worker thread
 
@@ -389,7 +273,7 @@ class BrowserSandbox:
             pool.submit(self._close).result(timeout=15)
         except BaseException:  # stuck or broken: kill the driver and every browser process under it
             if self._driver_pid:
-                _kill_tree(self._driver_pid)
+                kill_tree(self._driver_pid)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
             self._worker = None
@@ -403,7 +287,7 @@ class BrowserSandbox:
             except Exception:
                 pass
         if self._driver_pid:  # whatever outlived a graceful close
-            _kill_tree(self._driver_pid)
+            kill_tree(self._driver_pid)
 
     def __enter__(self) -> "BrowserSandbox":
         return self.start()
@@ -414,7 +298,7 @@ class BrowserSandbox:
     def __del__(self):  # a sandbox dropped without close() still takes its browser with it
         try:
             if self._pool is not None and self._driver_pid:
-                _kill_tree(self._driver_pid)
+                kill_tree(self._driver_pid)
         except Exception:
             pass
 
@@ -422,16 +306,7 @@ class BrowserSandbox:
 
     def allowed(self, url: str) -> bool:
         """May the browser load `url`? The allow-list's answer (no thread needed)."""
-        scheme, host, port = _endpoint(url)
-        if scheme in ALWAYS_ALLOWED or "*" in self.allowed_hosts:
-            return True
-        if scheme == "file":
-            if "file://" in self.allowed_hosts:
-                return True
-            return self._file_root is not None and _file_path(url).is_relative_to(self._file_root)
-        if (host, port) in self._origins:
-            return True
-        return host_allowed(host, port, self.allowed_hosts)
+        return self._access.allows(url)
 
     def _route(self, route, request) -> None:
         url = request.url
@@ -546,17 +421,13 @@ class BrowserSandbox:
         if not isinstance(url, str) or not url:
             raise SandboxError(f"goto: expected a URL, got {url!r}")
         if not self.allowed(url):
-            raise SandboxError(f"goto: {url} is not in the allow-list ({self._allow_text()})")
+            raise SandboxError(f"goto: {url} is not in the allow-list ({self._access.text()})")
 
         def run():
             self._load(url, "goto:", "domcontentloaded")
             return self._active().url
 
         return self._call(self._guard, "goto", run)
-
-    def _allow_text(self) -> str:
-        hosts = [f"{h}:{p}" if p else h for h, p in self._origins] + self.allowed_hosts
-        return "allowed: " + (", ".join(hosts) if hosts else "nothing but data:/about:/blob:")
 
     def _guard(self, what: str, fn):
         """fn() with Playwright's errors (a closed browser, a timeout, a JS exception) as SandboxErrors."""
@@ -567,219 +438,126 @@ class BrowserSandbox:
         except self._playwright_errors() as err:
             raise SandboxError(f"{what}: {_first_line(err)}") from None
 
-    def act(self, action: str, args: dict, deadline: float | None = None) -> str:
-        check_screen_action(action, "browser", "a web browser", "use click, navigate_back or goto a page instead")
-        args = dict(args or {})
+    def _run(self, action: str, args: dict, deadline: float | None) -> str:
         try:  # the time a wait or a long press takes on top of the usual bound
             extra = sum(float(args.get(k) or 0) for k in ("seconds", "duration"))
         except (TypeError, ValueError):
             raise SandboxError(f"{action}: seconds/duration must be numbers, got {args!r}") from None
-        return self._call(self._act, action, args, deadline, timeout=extra)
+        return self._call(self._perform, action, args, deadline, timeout=extra)
 
-    def _act(self, action: str, args: dict, deadline: float | None = None) -> str:
-        self._deadline = deadline
-        try:
-            return self._act_now(action, args)
-        finally:
-            self._deadline = None
+    # ----------------------------------------------------------------- ScreenSandbox's hooks (worker thread)
 
-    def _act_now(self, action: str, args: dict) -> str:
-        from playwright.sync_api import Error
-
+    def _before_action(self) -> None:
         self._events = []
         self._nav_seen = self._nav_done = False
-        page = self._active()
-        before = page.url
-        try:
-            text = getattr(self, "_do_" + action)(page, action, args)
-            self._after()
-        except SandboxError:
-            raise
-        except (TypeError, ValueError, KeyError) as err:
-            raise SandboxError(f"{action}: bad arguments {args!r}: {err}") from None
-        except Error as err:
-            raise SandboxError(f"{action}: the browser failed: {_first_line(err)}") from None
+        self._before_url = self._active().url
+
+    def _settle(self, action: str) -> None:
+        self._after()
+
+    def _account(self, text: str) -> str:
         page = self._active()
         notes = list(self._events)
-        if page.url != before and not any(n.startswith("a new page") for n in notes):
+        if page.url != self._before_url and not any(n.startswith("a new page") for n in notes):
             notes.append(f"the page is now {page.url[:200]}")
         return "; ".join([text, *notes])
 
-    # ----------------------------------------------------------------- actions (worker thread)
+    def _backend_errors(self):
+        return self._playwright_errors()
 
-    def _point(self, action: str, x, y) -> tuple[int, int]:
-        """(x, y) as integer screen pixels; a missing coordinate is the pointer's; off screen is an error."""
-        x = self._pointer[0] if x is None else x
-        y = self._pointer[1] if y is None else y
-        try:
-            ix, iy = int(round(float(x))), int(round(float(y)))
-        except (TypeError, ValueError, OverflowError):
-            raise SandboxError(f"{action}: coordinates must be numbers, got ({x!r}, {y!r})") from None
-        if not (0 <= ix < self.width and 0 <= iy < self.height):
-            raise SandboxError(f"{action}: point ({ix}, {iy}) is off the screen, which spans x 0..{self.width - 1} "
-                               f"and y 0..{self.height - 1}")
-        return ix, iy
+    def _failure(self, err: BaseException) -> str:
+        return f"the browser failed: {_first_line(err)}"
 
-    def _what(self, page, x: int, y: int) -> str:
+    # ----------------------------------------------------------------- primitives (worker thread)
+
+    def _pointer_at(self) -> tuple[int, int]:
+        return self._pointer
+
+    def _describe(self, x: int, y: int) -> str:
         try:
-            desc = page.evaluate(DESCRIBE_JS, [x, y])
+            desc = self._active().evaluate(DESCRIBE_JS, [x, y])
         except self._playwright_errors():
             return ""
         return f" on {desc}" if desc else ""
 
-    def _move(self, page, x: int, y: int, steps: int = 1) -> None:
-        page.mouse.move(x, y, steps=steps)
+    def _move(self, x: int, y: int, steps: int = 1) -> None:
+        self._active().mouse.move(x, y, steps=steps)
         self._pointer = (x, y)
 
-    def _press_at(self, page, action, args, clicks: int, button: str) -> str:
-        x, y = self._point(action, args.get("x"), args.get("y"))
-        what = self._what(page, x, y)  # before the click: it may navigate away
+    def _click(self, x: int, y: int, clicks: int, button: str) -> str:
+        what = self._describe(x, y)  # before the click: it may navigate away
         self._pointer = (x, y)  # mouse.click moves there first
+        mouse = self._active().mouse
         if clicks == 2:
-            page.mouse.dblclick(x, y, button=button)
+            mouse.dblclick(x, y, button=button)
         else:
-            page.mouse.click(x, y, button=button, click_count=clicks)
-        verb = {1: "clicked", 2: "double-clicked", 3: "triple-clicked"}.get(clicks, f"clicked {clicks}x")
-        return f"{verb if button == 'left' else button + '-' + verb} ({x}, {y}){what}"
+            mouse.click(x, y, button=button, click_count=clicks)
+        return what
 
-    def _do_click(self, page, action, args):
-        return self._press_at(page, action, args, int(args.get("clicks", 1)), args.get("button", "left"))
+    def _drag(self, start: tuple[int, int], end: tuple[int, int], button: str = "left") -> None:
+        self._move(*start)
+        self._active().mouse.down(button=button)
+        self._move(*end, steps=DRAG_STEPS)
+        self._active().mouse.up(button=button)
 
-    def _do_doubleClick(self, page, action, args):
-        return self._press_at(page, action, args, 2, args.get("button", "left"))
+    def _press_down(self, x: int, y: int) -> str:
+        what = self._describe(x, y)
+        self._move(x, y)
+        self._active().mouse.down()
+        return what
 
-    def _do_rightClick(self, page, action, args):
-        return self._press_at(page, action, args, 1, "right")
+    def _mouse_up(self) -> None:
+        self._active().mouse.up()
 
-    def _do_moveTo(self, page, action, args):
-        x, y = self._point(action, args["x"], args["y"])
-        self._move(page, x, y)
-        return f"moved the pointer to ({x}, {y}){self._what(page, x, y)}"
-
-    def _drag(self, page, start: tuple[int, int], end: tuple[int, int], button: str = "left") -> None:
-        self._move(page, *start)
-        page.mouse.down(button=button)
-        self._move(page, *end, steps=DRAG_STEPS)
-        page.mouse.up(button=button)
-
-    def _do_dragTo(self, page, action, args):
-        start = self._pointer
-        end = self._point(action, args["x"], args["y"])
-        what = self._what(page, *start)
-        self._drag(page, start, end, args.get("button", "left"))
-        return f"dragged from {start} to {end}" + (f" (started{what})" if what else "")
-
-    def _do_swipe(self, page, action, args):
-        w, h = self.width, self.height
-        frm, to = args.get("from_coord"), args.get("to_coord")
-        start = self._point(action, *frm) if frm is not None else (w // 2, h // 2)
-        if to is not None:
-            end = self._point(action, *to)
-        else:  # the finger moves `direction` by `amount` of the screen, stopping at its edge
-            amount = float(args.get("amount", 0.5))
-            dx, dy = {"up": (0, -1), "down": (0, 1), "left": (-1, 0), "right": (1, 0)}[args.get("direction", "up")]
-            end = (min(w - 1, max(0, round(start[0] + dx * amount * w))),
-                   min(h - 1, max(0, round(start[1] + dy * amount * h))))
-        self._drag(page, start, end)
-        return f"swiped from {start} to {end}"
-
-    def _do_long_press(self, page, action, args):
-        x, y = self._point(action, args["x"], args["y"])
-        asked = float(args.get("duration", 1.0))
-        duration = clamp(asked, self._deadline)
-        what = self._what(page, x, y)
-        self._move(page, x, y)
-        page.mouse.down()
-        page.wait_for_timeout(duration * 1000)
-        page.mouse.up()
-        return f"pressed ({x}, {y}) for {cut_seconds(duration, asked)}{what}"
-
-    def _do_scroll(self, page, action, args):
-        clicks = int(args["clicks"])
-        if args.get("x") is not None or args.get("y") is not None:
-            x, y = self._point(action, args.get("x"), args.get("y"))
-            self._move(page, x, y)
-        else:
-            x, y = self._pointer
+    def _wheel(self, x: int, y: int, clicks: int) -> str:
+        page = self._active()
         before = page.evaluate("[scrollX, scrollY]")
         page.mouse.wheel(0, -clicks * NOTCH_PX)  # pyautogui's sign: positive scrolls up (content comes down)
         page.evaluate(FRAME_JS)  # wheel() does not wait for the scroll to happen
         after = page.evaluate("[scrollX, scrollY]")
-        moved = "" if after != before else " (the page did not move: at its end, or nothing scrolls there)"
-        n = abs(clicks)
-        return f"scrolled {'up' if clicks > 0 else 'down'} {n} notch{'es' if n != 1 else ''} at ({x}, {y}){moved}"
+        return "" if after != before else " (the page did not move: at its end, or nothing scrolls there)"
 
-    def _key(self, action: str, key) -> list[str]:
-        """Playwright key names for `key` ('ctrl+c' gives two); an unknown key is an error listing examples."""
-        if not isinstance(key, str) or not key:
-            raise SandboxError(f"{action}: a key must be a non-empty name, got {key!r}; keys are {KEY_EXAMPLES}")
+    def _key_name(self, action: str, key: str, k: str) -> str:
         if len(key) == 1:
             # Letters and digits by their key code, so a held Shift makes 'b' a 'B' (as on a real keyboard).
             if "a" <= key <= "z":
-                return ["Key" + key.upper()]
-            return ["Digit" + key] if key.isdigit() else [key]
-        k = key.strip().lower()
-        if "+" in k and len(k) > 1:
-            return [n for part in k.split("+") for n in self._key(action, part.strip() or "+")]
+                return "Key" + key.upper()
+            return "Digit" + key if key.isdigit() else key
         if k in KEYS:
-            return [KEYS[k]]
+            return KEYS[k]
         raise SandboxError(f"{action}: unknown key {key!r}; keys are names such as {KEY_EXAMPLES} (pyautogui's "
                            "names) or single characters; type text with write")
 
-    def _do_press(self, page, action, args):
-        keys = args["keys"]
-        keys = [keys] if isinstance(keys, str) else list(keys)
-        presses = int(args.get("presses", 1))
-        combos = [self._key(action, k) for k in keys]  # all checked before any is pressed
-        for _ in range(presses):
-            for combo in combos:
-                if len(combo) == 1:
-                    page.keyboard.press(combo[0])
-                else:
-                    self._chord(page, combo)
-        return f"pressed {', '.join(keys)}" + (f" {presses} times" if presses > 1 else "")
+    def _press_key(self, name: str) -> None:
+        self._active().keyboard.press(name)
 
-    def _chord(self, page, combo: list[str]) -> None:
-        for k in combo:
-            page.keyboard.down(k)
-        for k in reversed(combo):
-            page.keyboard.up(k)
+    def _chord(self, names: list[str]) -> None:
+        keyboard = self._active().keyboard
+        for k in names:
+            keyboard.down(k)
+        for k in reversed(names):
+            keyboard.up(k)
 
-    def _do_hotkey(self, page, action, args):
-        keys = args["keys"]
-        combo = [n for k in ([keys] if isinstance(keys, str) else keys) for n in self._key(action, k)]
-        self._chord(page, combo)
-        return f"pressed {'+'.join([keys] if isinstance(keys, str) else keys)}"
+    def _key_down(self, name: str) -> None:
+        self._active().keyboard.down(name)
 
-    def _do_keyDown(self, page, action, args):
-        keys = self._key(action, args["key"])
-        for k in keys:
-            page.keyboard.down(k)
-        return f"holding {args['key']} down"
+    def _key_up(self, name: str) -> None:
+        self._active().keyboard.up(name)
 
-    def _do_keyUp(self, page, action, args):
-        keys = self._key(action, args["key"])
-        for k in reversed(keys):
-            page.keyboard.up(k)
-        return f"released {args['key']}"
-
-    def _do_write(self, page, action, args):
-        message = str(args["message"])
+    def _type(self, message: str) -> int:
         typed = 0
         while typed < len(message) and not passed(self._deadline):
-            page.keyboard.type(message[typed:typed + TYPE_SLICE])
+            self._active().keyboard.type(message[typed:typed + TYPE_SLICE])
             typed += TYPE_SLICE
-        return cut_typing(message, min(typed, len(message)))
+        return typed
 
-    def _do_wait(self, page, action, args):
-        asked = max(0.0, float(args.get("seconds", 3.0)))
-        seconds = clamp(asked, self._deadline)
-        page.wait_for_timeout(seconds * 1000)  # not time.sleep: the page's events keep coming
-        return f"waited {cut_seconds(seconds, asked)}"
+    def _pause(self, seconds: float) -> None:
+        self._active().wait_for_timeout(seconds * 1000)  # not time.sleep: the page's events keep coming
 
-    def _do_navigate_back(self, page, action, args):
+    def _do_navigate_back(self, action, args):
         from playwright.sync_api import TimeoutError as PwTimeout
 
+        page = self._active()
         before = page.url
         try:
             resp = page.go_back(wait_until="domcontentloaded")

@@ -1,4 +1,4 @@
-"""Pure helpers for the tabletop robot sandbox (sandboxes/robot.py): no pybullet here, numpy only.
+"""Pure helpers for the tabletop robot sandbox (sandboxes/robot_sim.py): no pybullet here, numpy only.
 
 - the scene's vocabulary: object kinds and sizes, colours, parsing the `objects` option, seeded placement;
 - the fixed camera: where it is, and its intrinsics K / extrinsics E in the OpenCV conventions of
@@ -6,8 +6,8 @@
 - the arm's kinematics: forward kinematics read from the URDF itself (so it cannot drift from what pybullet
   simulates) and a damped-least-squares IK for "gripper straight down, rotated by yaw" targets.
 
-Kept apart from robot.py so the geometry can be tested and reused (by a real-robot driver, by the oracle)
-without a physics engine.
+Kept apart from the simulator (robot_sim.py) so the geometry can be tested and reused (by a real-robot driver,
+by the oracle) without a physics engine.
 """
 
 from __future__ import annotations

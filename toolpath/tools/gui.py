@@ -13,7 +13,7 @@ agent with a JSON-calling policy can call them directly in pixels too.
 
 A tool validates its arguments (pydantic: a bad button, a swipe without direction, a negative wait is an
 error naming the argument), then hands `(action, arguments)` to `ctx.sandbox.act`, the GUI sandbox protocol
-(sandboxes/base.py), with the step's deadline when it has one (`ctx.deadline`, see toolpath/deadline.py): the
+(sandboxes/screen.py), with the step's deadline when it has one (`ctx.deadline`, see toolpath/deadline.py): the
 sandbox cuts a wait short, stops typing and waits for no page beyond it. One action is bounded on its own too:
 `write` types at most MAX_WRITE_CHARS characters (the rest is reported, not typed), `press` and `hotkey` take
 at most MAX_KEYS keys. `response`, `terminate` and `call_user` are not executed: they end the episode, and
@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..sandboxes.base import ENDING_ACTIONS
+from ..sandboxes.screen import ENDING_ACTIONS
 from .registry import Tool, ToolContext, ToolError, ToolResult, add_tool
 
 # What one action may ask for: typing 100,000 characters would take minutes, so a longer write is cut (and the

@@ -15,7 +15,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from ..runs import Store
+from ..runs import Store, open_store
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
 MAX_LIMIT = 10_000  # one page may hold a whole large run (the benchmark's baseline asks for that)
@@ -27,7 +27,7 @@ class Reader:
     def __init__(self, home: str | Path | None = None):
         # read-only: the viewer works on a home it cannot write, and never creates one (a missing store reads
         # as empty until a run creates it)
-        self.store = Store(home, readonly=True)
+        self.store = open_store(home, readonly=True)
         self._local = threading.local()
 
     @property

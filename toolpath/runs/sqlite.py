@@ -1,22 +1,20 @@
-"""The run store: one SQLite file (WAL mode) holding runs, their steps, artifacts, evals and LangGraph checkpoints.
-
-Layout under `$TOOLPATH_HOME` (default `~/.toolpath`):
+"""The run store on SQLite: one file (WAL mode) holding runs, their steps, artifacts, evals and LangGraph
+checkpoints, under `$TOOLPATH_HOME` (default `~/.toolpath`):
     runs.db                 tables runs, steps, artifacts, evals, eval_samples + LangGraph's checkpoint tables
     artifacts/ab/abcdef…    files named by their SHA-256, so the same screenshot is stored once
 
 Steps are keyed by (run_id, seq) and written with INSERT OR REPLACE: a node that was killed before its
 checkpoint and runs again on resume overwrites its own row instead of adding a second one.
 
-Every text and JSON document the store writes first goes through `clean_text` / `to_json` (see "What the store
-writes" below): strict JSON, valid text, no secrets, whatever a model produced. `Store(home, readonly=True)` opens
-the store for reading only (a read-only home, a reader that must never take a write lock).
+Every text and JSON document the store writes first goes through `clean_text` / `to_json` (runs/clean.py):
+strict JSON, valid text, no secrets, whatever a model produced. `Store(home, readonly=True)` opens the store for
+reading only (a read-only home, a reader that must never take a write lock).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import mimetypes
 import os
 import sqlite3
@@ -25,195 +23,15 @@ import threading
 import time
 import urllib.parse
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
-from .redact import redactor
-from .state import ArtifactRef, Message
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    task_id TEXT NOT NULL,
-    spec TEXT NOT NULL,
-    model TEXT NOT NULL,
-    agent TEXT NOT NULL,
-    status TEXT NOT NULL,
-    answer TEXT,
-    error TEXT,
-    score REAL,
-    steps INTEGER NOT NULL DEFAULT 0,
-    tokens_in INTEGER NOT NULL DEFAULT 0,
-    tokens_out INTEGER NOT NULL DEFAULT 0,
-    seconds REAL NOT NULL DEFAULT 0,
-    eval_id TEXT,
-    pid INTEGER,
-    created REAL NOT NULL,
-    updated REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS runs_created ON runs(created);
-CREATE INDEX IF NOT EXISTS runs_eval ON runs(eval_id);
-CREATE TABLE IF NOT EXISTS steps (
-    run_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    node TEXT NOT NULL,
-    started REAL NOT NULL,
-    seconds REAL NOT NULL,
-    tokens_in INTEGER NOT NULL DEFAULT 0,
-    tokens_out INTEGER NOT NULL DEFAULT 0,
-    payload TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-);
-CREATE TABLE IF NOT EXISTS artifacts (
-    sha256 TEXT PRIMARY KEY,
-    path TEXT NOT NULL,
-    mime TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    created REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS evals (
-    id TEXT PRIMARY KEY,
-    benchmark TEXT NOT NULL,
-    model TEXT NOT NULL,
-    params TEXT NOT NULL,
-    n INTEGER NOT NULL,
-    created REAL NOT NULL,
-    finished REAL,
-    summary TEXT
-);
-CREATE TABLE IF NOT EXISTS eval_samples (
-    eval_id TEXT NOT NULL,
-    sample_id TEXT NOT NULL,
-    run_id TEXT,
-    category TEXT NOT NULL,
-    status TEXT NOT NULL,
-    score REAL NOT NULL,
-    tokens INTEGER NOT NULL,
-    seconds REAL NOT NULL,
-    detail TEXT,
-    PRIMARY KEY (eval_id, sample_id)
-);
-"""
-
-# Columns added after a table was first released: a store made by an older toolpath gets them on open.
-_ADDED_COLUMNS = [("runs", "pid", "INTEGER")]
-
-RUN_FIELDS = ("status", "answer", "error", "score", "steps", "tokens_in", "tokens_out", "seconds", "eval_id", "pid")
-
-
-# ---- what the store writes ---------------------------------------------------------------------------------
-# Whatever a model produced, a write must neither fail (that would lose the step, or fail the checkpoint the
-# step commits with) nor store something its readers reject: the viewer's browser and `runs show --json` parse
-# strict JSON, PostgreSQL and every UTF-8 reader refuse invalid text. So before anything is written:
-#   - a float that is not finite (NaN, Infinity) becomes null, as JavaScript's JSON.stringify writes it: JSON
-#     has no such numbers, and a string in their place would break code that expects a number there;
-#   - a lone surrogate (half a UTF-16 pair: UTF-8 cannot encode it) or a NUL (PostgreSQL text cannot hold it)
-#     becomes U+FFFD, the replacement character; a well-formed surrogate pair becomes its character;
-#   - a value JSON has no type for (bytes, a complex number, a set, any object) becomes its repr(), a path its
-#     text, and nesting deeper than MAX_DEPTH a note saying so (deeper, json.dumps itself would recurse out);
-#   - every secret toolpath.redact knows is replaced by its mark, whatever path it reached the store by; only
-#     identifiers (ids, names of tasks, samples, nodes) are not redacted, as they must read back as written.
-
-MAX_DEPTH = 100
-_BAD_TEXT = {0: "\ufffd"}  # str.translate table for NUL; surrogates are handled by the UTF-16 round trip
-
-
-def _valid_text(text: str) -> str:
-    if not isinstance(text, str):
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # surrogates: pairs become their character, lone halves U+FFFD
-        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return text.translate(_BAD_TEXT) if "\x00" in text else text
-
-
-def clean_text(text: Any, redact_text: Callable[[str], str] | None = None) -> str | None:
-    """A text column's value as the store writes it: valid text, secrets redacted (None stays None)."""
-    if text is None:
-        return None
-    return (redact_text or redactor())(_valid_text(text if isinstance(text, str) else str(text)))
-
-
-def clean_data(value: Any, redact_text: Callable[[str], str] | None = None, depth: int = 0) -> Any:
-    """`value` made of JSON types only, with the rules above applied to every string and number in it."""
-    redact_text = redact_text or redactor()
-    if value is None or isinstance(value, (bool, int)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, str):
-        return clean_text(value, redact_text)
-    if depth >= MAX_DEPTH:
-        return f"[nested deeper than {MAX_DEPTH} levels: not stored]"
-    if isinstance(value, dict):
-        return {_clean_key(k, redact_text): clean_data(v, redact_text, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [clean_data(v, redact_text, depth + 1) for v in value]
-    if isinstance(value, os.PathLike):
-        return clean_text(os.fspath(value), redact_text)
-    return clean_text(_repr(value), redact_text)
-
-
-def _clean_key(key: Any, redact_text: Callable[[str], str]) -> str:
-    return clean_text(key if isinstance(key, str) else _repr(key), redact_text)
-
-
-def _repr(value: Any) -> str:
-    try:
-        return repr(value)
-    except Exception as err:  # noqa: BLE001 — an object whose repr fails is still stored, as what it is
-        return f"<{type(value).__name__} object: repr failed with {type(err).__name__}>"
-
-
-def to_json(value: Any, compact: bool = False) -> str:
-    """`value` as the strict JSON text the store writes (clean_data's rules; never NaN, never a failure)."""
-    return json.dumps(clean_data(value), ensure_ascii=False, allow_nan=False,
-                      separators=(",", ":") if compact else None)
-
-
-def _json_text(text: str) -> str:
-    """A JSON document given as text (a run's spec), cleaned by the same rules, or as text if it is not JSON."""
-    try:
-        return to_json(json.loads(text), compact=True)
-    except (ValueError, RecursionError):
-        return clean_text(text)
-
-
-def _number(x: Any, default: float | None) -> float | None:
-    return x if x is None or (isinstance(x, (int, float)) and math.isfinite(x)) else default
-
-
-def default_home() -> Path:
-    return Path(os.environ.get("TOOLPATH_HOME") or Path.home() / ".toolpath")
-
-
-def new_id(prefix: str = "") -> str:
-    # Time-ordered so `runs list` sorts naturally; the random tail keeps parallel runs apart.
-    return f"{prefix}{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-
-
-def pid_alive(pid: int | None) -> bool:
-    """Whether process `pid` of this machine is running (a zombie is not: it has exited)."""
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return not _zombie(pid)
-
-
-def _zombie(pid: int) -> bool:
-    """An exited process its parent has not collected yet runs nothing. An orphan's new parent may never
-    collect it (pid 1 of a container that is not an init), so it would look alive forever."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except (OSError, IndexError):  # no /proc (not Linux): as os.kill said, alive
-        return False
+from ..state import ArtifactRef, Message
+from .clean import clean_text, finite_or, json_text, to_json, valid_text
+from .common import StoreError, default_home, new_id, pid_alive
+from .durable import DurableCommits
+from .schema import ADDED_COLUMNS, RUN_FIELDS, SCHEMA
 
 
 def _shown(run: dict) -> dict:
@@ -262,13 +80,8 @@ def _connect_readonly(path: Path) -> sqlite3.Connection | None:
 def _empty_store() -> sqlite3.Connection:
     """What a reader sees where no store exists yet: the tables, empty, in memory."""
     conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-    conn.executescript(_SCHEMA)
+    conn.executescript(SCHEMA)
     return conn
-
-
-class StoreError(RuntimeError):
-    """The store cannot be opened (a TOOLPATH_DB that names no reachable PostgreSQL server, a bad URL, a home
-    that cannot be written), or a write was asked of a store opened read-only."""
 
 
 def _write_new_file(path: Path, chunks: Iterable[bytes]) -> tuple[str, int]:
@@ -301,7 +114,7 @@ def _run_fields(fields: dict[str, Any]) -> dict[str, Any]:
             out[k] = clean_text(out[k])
     for k, default in (("score", None), ("seconds", 0.0)):
         if k in out:
-            out[k] = _number(out[k], default)
+            out[k] = finite_or(out[k], default)
     return out
 
 
@@ -310,20 +123,11 @@ def _eval_row(row) -> dict:
     out["params"] = json.loads(out["params"] or "{}")
     out["summary"] = json.loads(out["summary"]) if out.get("summary") else None
     return out
-
-
 class Store:
     """All persistent state of toolpath. Safe to share between threads of one process.
 
-    With `TOOLPATH_DB=postgresql://…` set, `Store(...)` gives a runs_pg.PostgresStore: the same tables and
-    methods on a PostgreSQL server that several machines share (artifacts stay files under the home folder)."""
-
-    def __new__(cls, *args, **kwargs):
-        if cls is Store and os.environ.get("TOOLPATH_DB"):
-            from .runs_pg import PostgresStore
-
-            cls = PostgresStore
-        return super().__new__(cls)
+    This is the SQLite store under the home folder; `open_store()` gives the PostgreSQL one instead when
+    TOOLPATH_DB is set (runs/postgres.py: the same tables and methods on a server several machines share)."""
 
     def __init__(self, home: str | Path | None = None, readonly: bool = False):
         """`readonly`: never write (no folder, table or WAL file is created, a write raises StoreError); what
@@ -331,7 +135,7 @@ class Store:
         empty until one appears."""
         self.home = Path(home) if home else default_home()
         self.artifact_dir = self.home / "artifacts"
-        self.db_path = self.home / "runs.db"
+        self.db_path = self._location()
         self.readonly = readonly
         self._empty = False  # a read-only store of a home with no store yet (reads as empty until there is one)
         self._lock = threading.RLock()
@@ -340,13 +144,17 @@ class Store:
         self._deferred: dict[str, list[tuple[str, tuple]]] = {}
         self._conn = self._open_readonly() if readonly else self._open_writable()
 
+    def _location(self):
+        """Where the store is, as messages name it ("no run … in {store.db_path}")."""
+        return self.home / "runs.db"
+
     def _open_writable(self) -> sqlite3.Connection:
         try:
             self.home.mkdir(parents=True, exist_ok=True)
             conn = _connect(self.db_path)
             conn.row_factory = sqlite3.Row
-            conn.executescript(_SCHEMA)
-            for table, column, decl in _ADDED_COLUMNS:
+            conn.executescript(SCHEMA)
+            for table, column, decl in ADDED_COLUMNS:
                 have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
                 if column not in have:
                     conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
@@ -421,14 +229,25 @@ class Store:
             if not pending:
                 return
             self._check_writable("write to it")
-            self._conn.execute("BEGIN")
-            try:
+            with self._one_transaction():
                 for sql, args in pending:
-                    self._conn.execute(sql, args)
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+                    self._conn.execute(self._dialect(sql), args)
+
+    @contextmanager
+    def _one_transaction(self):
+        """One transaction on the store's own connection (lock held by the caller)."""
+        self._conn.execute("BEGIN")
+        try:
+            yield
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+
+    @staticmethod
+    def _dialect(sql: str) -> str:
+        """A statement as this backend's server reads it (the statements here are written for SQLite)."""
+        return sql
 
     # ---- runs -------------------------------------------------------------------------------------
     def create_run(self, spec_json: str, task_id: str, model: str, agent: str, run_id: str | None = None,
@@ -437,7 +256,7 @@ class Store:
         now = time.time()
         self._exec("INSERT INTO runs (id, task_id, spec, model, agent, status, eval_id, pid, created, updated) "
                    "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)",
-                   (run_id, _valid_text(task_id), _json_text(spec_json), clean_text(model), _valid_text(agent),
+                   (run_id, valid_text(task_id), json_text(spec_json), clean_text(model), valid_text(agent),
                     eval_id, os.getpid(), now, now))
         return run_id
 
@@ -492,7 +311,7 @@ class Store:
         next checkpoint, so a step is in the store exactly when LangGraph considers it done."""
         self._write(run_id, "INSERT OR REPLACE INTO steps (run_id, seq, node, started, seconds, tokens_in, tokens_out, "
                     "payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (run_id, seq, _valid_text(node), started, seconds, tokens_in, tokens_out, to_json(payload)), defer)
+                    (run_id, seq, valid_text(node), started, seconds, tokens_in, tokens_out, to_json(payload)), defer)
 
     def steps(self, run_id: str, upto: int | None = None) -> list[dict]:
         sql = "SELECT * FROM steps WHERE run_id = ?" + (" AND seq <= ?" if upto is not None else "") + " ORDER BY seq"
@@ -543,15 +362,15 @@ class Store:
     def create_eval(self, benchmark: str, model: str, params: dict, n: int, eval_id: str | None = None) -> str:
         eval_id = eval_id or new_id("e")
         self._exec("INSERT INTO evals (id, benchmark, model, params, n, created) VALUES (?, ?, ?, ?, ?, ?)",
-                   (eval_id, _valid_text(benchmark), clean_text(model), to_json(params), n, time.time()))
+                   (eval_id, valid_text(benchmark), clean_text(model), to_json(params), n, time.time()))
         return eval_id
 
     def put_eval_sample(self, eval_id: str, sample_id: str, run_id: str | None, category: str, status: str,
                         score: float, tokens: int, seconds: float, detail: dict | None = None) -> None:
         self._exec("INSERT OR REPLACE INTO eval_samples (eval_id, sample_id, run_id, category, status, score, tokens, "
                    "seconds, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   (eval_id, _valid_text(sample_id), run_id, _valid_text(category), _valid_text(status),
-                    _number(score, 0.0), tokens, _number(seconds, 0.0), to_json(detail or {})))
+                   (eval_id, valid_text(sample_id), run_id, valid_text(category), valid_text(status),
+                    finite_or(score, 0.0), tokens, finite_or(seconds, 0.0), to_json(detail or {})))
 
     def eval_samples(self, eval_id: str) -> list[dict]:
         rows = self._exec("SELECT * FROM eval_samples WHERE eval_id = ? ORDER BY rowid", (eval_id,)).fetchall()
@@ -585,9 +404,12 @@ class Store:
         """LangGraph's SqliteSaver on this same database file (its own connection, same WAL settings)."""
         self._check_writable("checkpoint a run")
         if self._saver is None:
-            self._saver = _store_saver(self)
+            self._saver = self._new_saver()
             self._saver.setup()
         return self._saver
+
+    def _new_saver(self):
+        return _store_saver(self)
 
     def prune_checkpoints(self, run_id: str) -> None:
         """Keep only a finished run's last checkpoint: its steps table already holds the whole history."""
@@ -602,74 +424,6 @@ class Store:
                 conn.execute("DELETE FROM writes WHERE thread_id = ? AND checkpoint_id != ?", (run_id, last[0]))
 
 
-class DurableCommits:
-    """What our LangGraph checkpointers (StoreSaver here, runs_pg's on PostgreSQL) add to the stock saver:
-    `put` commits the run's deferred step rows with the checkpoint in one transaction (the backend's own
-    `_transaction`), ordinary channel writes are not stored, and nodes can wait for the previous step's commit.
-    Listed before the stock saver class, so its put/put_writes wrap the stock ones."""
-
-    commits_store_steps = True
-
-    def __init__(self, conn):
-        super().__init__(conn)
-        self.lock = threading.RLock()  # re-entered: put() holds it while the stock methods take it again
-        self._batch = False
-        self._durable = threading.Condition()
-        self._durable_seq: dict[str, int] = {}
-        self._failed: dict[str, BaseException] = {}
-
-    def mark_durable(self, thread_id: str, seq: int) -> None:
-        """Record that the run's state up to node `seq` is committed (a resumed run starts so)."""
-        with self._durable:
-            if seq > self._durable_seq.get(thread_id, -1):
-                self._durable_seq[thread_id] = seq
-            self._failed.pop(thread_id, None)  # a later commit (or a resume) supersedes an earlier failure
-            self._durable.notify_all()
-
-    def forget(self, thread_id: str) -> None:
-        """Drop what is kept in memory for a finished run (an eval runs thousands in one process)."""
-        with self._durable:
-            self._durable_seq.pop(thread_id, None)
-            self._failed.pop(thread_id, None)
-
-    def wait_durable(self, thread_id: str, seq: int, timeout: float = 120.0) -> None:
-        """Block until the checkpoint holding node `seq` is committed.
-
-        Nodes call this before they do anything, so with LangGraph's durability="async" (the checkpoint is
-        written on a background thread while the loop prepares the next step) no node acts on a step that
-        is not yet on disk: a kill -9 loses exactly what it loses with durability="sync", at lower cost.
-        """
-        with self._durable:
-            ok = self._durable.wait_for(
-                lambda: self._durable_seq.get(thread_id, -1) >= seq or thread_id in self._failed, timeout)
-            if thread_id in self._failed:
-                raise RuntimeError(f"checkpoint write failed: {self._failed[thread_id]}")
-            if not ok:
-                raise TimeoutError(f"checkpoint of step {seq} was not written within {timeout:g} s")
-
-    def put_writes(self, config, writes, task_id, task_path=""):
-        thread_id = str(config["configurable"]["thread_id"])
-        special = [(channel, value) for channel, value in writes if channel.startswith("__")]
-        if special:
-            with self._transaction(thread_id):
-                super().put_writes(config, special, task_id, task_path)
-
-    def put(self, config, checkpoint, metadata, new_versions):
-        thread_id = str(config["configurable"]["thread_id"])
-        try:
-            with self._transaction(thread_id):
-                out = super().put(config, checkpoint, metadata, new_versions)
-        except BaseException as err:
-            with self._durable:
-                self._failed[thread_id] = err
-                self._durable.notify_all()
-            raise
-        seq = (checkpoint.get("channel_values") or {}).get("seq")
-        if isinstance(seq, int):
-            self.mark_durable(thread_id, seq)
-        return out
-
-
 def _store_saver(store: Store):
     """LangGraph's SqliteSaver, made to commit once per superstep, together with the run's own step rows.
 
@@ -682,8 +436,6 @@ def _store_saver(store: Store):
     applied, so storing them would only double every step's cost. Writes of LangGraph's own channels
     (errors, interrupts: `__…__`) are committed at once, as stock, with the steps deferred so far.
     """
-    from contextlib import contextmanager
-
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     class StoreSaver(DurableCommits, SqliteSaver):
@@ -717,3 +469,4 @@ def _store_saver(store: Store):
                     self._batch = False
 
     return StoreSaver(_connect(store.db_path))
+

@@ -1,14 +1,13 @@
 """The run store on PostgreSQL, for several machines writing one store: `TOOLPATH_DB=postgresql://user@host/db`.
 
-`Store(...)` gives a PostgresStore when TOOLPATH_DB is set (see Store.__new__), so the CLI, episodes and eval
-worker processes (which inherit the environment) all use it with no change. It is the SQLite Store with three
-things replaced:
+`open_store()` gives a PostgresStore when TOOLPATH_DB is set, so the CLI, episodes and eval worker processes
+(which inherit the environment) all use it with no change. It is the SQLite Store with three things replaced:
 
 - the connection: psycopg 3, autocommit (one statement, one commit, as the SQLite store's isolation_level=None);
 - the SQL dialect: the base class's statements are translated once each (`_pg`): `?` → `%s`, and
   `INSERT OR REPLACE/IGNORE` → `INSERT … ON CONFLICT (primary key) DO UPDATE/NOTHING`, LIKE → ILIKE;
 - the checkpointer: LangGraph's PostgresSaver, made to commit the run's deferred step rows together with each
-  checkpoint, exactly as runs.StoreSaver does for SqliteSaver (see there for why).
+  checkpoint, exactly as sqlite.StoreSaver does for SqliteSaver (see there for why).
 
 The tables are the SQLite ones with PostgreSQL types (REAL → DOUBLE PRECISION, INTEGER → BIGINT), plus two
 columns: eval_samples.rowid (BIGSERIAL, renewed on every replace) so `ORDER BY rowid` keeps SQLite's order (the
@@ -24,14 +23,15 @@ from __future__ import annotations
 import os
 import re
 import socket
-import threading
 import time
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
-from . import runs
-from .runs import Store, StoreError, default_home
+from .common import StoreError
+from .durable import DurableCommits
+from .schema import ADDED_COLUMNS, SCHEMA
+from .sqlite import Store
 
 SCHEMES = ("postgresql://", "postgres://")
 HOST = socket.gethostname()
@@ -42,10 +42,8 @@ _RENEWED = {"eval_samples": "rowid = DEFAULT"}  # SQLite's REPLACE gives the row
 _INSERT = re.compile(r"INSERT OR (REPLACE|IGNORE) INTO (\w+) \(([^)]*)\)(.*)", re.S)
 
 
-
-
 def _schema() -> str:
-    sql = re.sub(r"\bREAL\b", "DOUBLE PRECISION", runs._SCHEMA)
+    sql = re.sub(r"\bREAL\b", "DOUBLE PRECISION", SCHEMA)
     sql = re.sub(r"\bINTEGER\b", "BIGINT", sql)
     return sql.replace("CREATE TABLE IF NOT EXISTS eval_samples (\n",
                        "CREATE TABLE IF NOT EXISTS eval_samples (\n    rowid BIGSERIAL,\n")
@@ -53,7 +51,7 @@ def _schema() -> str:
 
 @lru_cache(maxsize=None)
 def _pg(sql: str) -> str:
-    """A statement of runs.Store in PostgreSQL's dialect."""
+    """A statement of the SQLite Store in PostgreSQL's dialect."""
     m = _INSERT.match(sql)
     if m:
         verb, table, cols, rest = m.groups()
@@ -116,44 +114,41 @@ def _setup_lock(conn, what: str, timeout: float = 120.0):
 
 
 class PostgresStore(Store):
-    """runs.Store on PostgreSQL. Safe to share between threads of one process; any number of processes and
-    machines may write one database at once (each statement or deferred batch is its own transaction)."""
+    """The SQLite Store's tables and methods on PostgreSQL. Safe to share between threads of one process; any
+    number of processes and machines may write one database at once (each statement or deferred batch is its own
+    transaction)."""
 
     def __init__(self, home: str | Path | None = None, url: str | None = None, readonly: bool = False):
-        self.home = Path(home) if home else default_home()
-        self.artifact_dir = self.home / "artifacts"
         self.url = url or os.environ.get("TOOLPATH_DB", "")
-        self.db_path = _masked(self.url)  # what messages name ("no run … in {store.db_path}")
-        self.readonly = readonly
-        self._lock = threading.RLock()
-        self._saver = None
-        self._deferred: dict[str, list[tuple[str, tuple]]] = {}
-        self._conn = connect(self.url)
-        if readonly:
-            self._open_readonly_session()
-        else:
-            self.home.mkdir(parents=True, exist_ok=True)
-            self._create_tables()
+        super().__init__(home, readonly)
 
-    def _open_readonly_session(self) -> None:
+    def _location(self) -> str:
+        return _masked(self.url)
+
+    def _open_readonly(self):
         """Every statement of this session read-only (the server refuses a write), and no table created: a store
         that does not exist yet is an error naming the database, not an empty one made for reading."""
-        self._conn.execute("SET default_transaction_read_only = on")
-        if self._conn.execute("SELECT to_regclass('runs') AS t").fetchone()["t"] is None:
-            self._conn.close()
+        conn = connect(self.url)
+        conn.execute("SET default_transaction_read_only = on")
+        if conn.execute("SELECT to_regclass('runs') AS t").fetchone()["t"] is None:
+            conn.close()
             raise StoreError(f"TOOLPATH_DB={self.db_path!r}: no toolpath store in this database yet (the first run "
                              "or eval creates its tables)")
+        return conn
 
-    def _create_tables(self) -> None:
-        with self._lock, _setup_lock(self._conn, "creating the store's tables"), self._conn.transaction():
-            self._conn.execute(_schema())
-            for table, column, decl in [*runs._ADDED_COLUMNS, ("runs", "host", "TEXT")]:
-                have = self._conn.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = "
-                                          "current_schema() AND table_name = %s AND column_name = %s",
-                                          (table, column)).fetchone()
+    def _open_writable(self):
+        conn = connect(self.url)
+        self.home.mkdir(parents=True, exist_ok=True)
+        with self._lock, _setup_lock(conn, "creating the store's tables"), conn.transaction():
+            conn.execute(_schema())
+            for table, column, decl in [*ADDED_COLUMNS, ("runs", "host", "TEXT")]:
+                have = conn.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = "
+                                    "current_schema() AND table_name = %s AND column_name = %s",
+                                    (table, column)).fetchone()
                 if not have:  # ALTER TABLE locks the table even when the column is there: only when it is not
                     decl = re.sub(r"\bINTEGER\b", "BIGINT", re.sub(r"\bREAL\b", "DOUBLE PRECISION", decl))
-                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+        return conn
 
     # ---- runs: a run's pid means something only on its own machine -----------------------------------
     def create_run(self, *args, **kwargs) -> str:
@@ -186,15 +181,12 @@ class PostgresStore(Store):
     def read_connection(self):
         raise StoreError("read_connection: a PostgreSQL store is read through its own connection (Store._exec)")
 
-    def commit_deferred(self, run_id: str) -> None:
-        with self._lock:
-            pending = self._deferred.pop(run_id, [])
-            if not pending:
-                return
-            self._check_writable("write to it")
-            with self._conn.transaction():
-                for sql, args in pending:
-                    self._conn.execute(_pg(sql), args)
+    def _one_transaction(self):
+        return self._conn.transaction()
+
+    @staticmethod
+    def _dialect(sql: str) -> str:
+        return _pg(sql)
 
     def eval_samples(self, eval_id: str) -> list[dict]:
         rows = super().eval_samples(eval_id)  # ordered by rowid, which only orders: the rows are SQLite's
@@ -202,14 +194,10 @@ class PostgresStore(Store):
             r.pop("rowid", None)
         return rows
 
-    def checkpointer(self):
+    def _new_saver(self):
         """LangGraph's PostgresSaver on the same database (its own connection), committing step rows with
         each checkpoint."""
-        self._check_writable("checkpoint a run")
-        if self._saver is None:
-            self._saver = _postgres_saver(self)
-            self._saver.setup()
-        return self._saver
+        return _postgres_saver(self)
 
     def prune_checkpoints(self, run_id: str) -> None:
         """Keep only a finished run's last checkpoint (with the blobs it refers to)."""
@@ -219,13 +207,13 @@ class PostgresStore(Store):
 
 
 def _postgres_saver(store: PostgresStore):
-    """runs.StoreSaver's design on LangGraph's PostgresSaver: `put` commits, in one transaction, the run's
+    """sqlite.StoreSaver's design on LangGraph's PostgresSaver: `put` commits, in one transaction, the run's
     deferred step rows and run update and the checkpoint; ordinary channel writes are not stored, writes of
     LangGraph's own channels (`__…__`: errors, interrupts) are, with the steps deferred so far."""
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
 
-    class PgStoreSaver(runs.DurableCommits, PostgresSaver):
+    class PgStoreSaver(DurableCommits, PostgresSaver):
         # -- one transaction per checkpoint -------------------------------------------------------------
         def setup(self) -> None:
             # LangGraph's migrations are not safe to run from two processes at once
