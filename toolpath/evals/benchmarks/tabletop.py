@@ -1,7 +1,7 @@
 """Tabletop pick-and-place: a procedurally generated suite for the embodied agent, scored by the simulator.
 
 `toolpath eval tabletop [--limit N] [--seed S] [--model oracle|detector|…]`. Episode i of seed S builds its
-scene from the seed S·1000 + i: cubes and plates of distinct colours (sandboxes/robot.py places them), one
+scene from the seed S·1000 + i: cubes and plates of distinct colours (sandboxes/robot_scene.py places them), one
 cube to pick, one plate to put it on, the instruction in one of a few phrasings ("put the red cube on the blue
 plate", "place the red block onto the blue plate", …). Categories: `sparse` (2 cubes, 2 plates) and
 `cluttered` (3 cubes, 3 plates). 50 episodes by default (TOOLPATH_TABLETOP_EPISODES).
