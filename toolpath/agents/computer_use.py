@@ -27,11 +27,13 @@ from __future__ import annotations
 import io
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..deadline import BUDGET_SPENT, passed
 from ..state import AgentState, Message, ToolCall, initial_state as _common_initial
-from .nodes import (END, Runtime, budget_exceeded, loop_update, not_run_summary, out_of_time, record_step,
+from .base import Agent
+from .nodes import (END, Runtime, compile_graph, budget_exceeded, loop_update, not_run_summary, out_of_time, record_step,
                     report_not_run, run_call, step_deadline)
 
 DEFAULT_TOOLS: list[str] = []  # the platform's GUI actions, chosen in build()
@@ -72,6 +74,11 @@ class ComputerUseState(AgentState, total=False):
     elements: list[dict]  # the page's elements at the last observation (web)
 
 
+@dataclass
+class ComputerUseContext:
+    format: Any = None  # the run's ScaleCUAFormat, made once the action space is known
+
+
 def initial_state() -> AgentState:
     return {**_common_initial(), "operations": [], "feedback": "", "screen": [], "shot": {}, "elements": []}
 
@@ -110,16 +117,16 @@ def _spec_params(spec) -> dict:
 
 
 def _format(rt: Runtime):
-    if "cua_format" not in rt.extras:
+    if rt.context.format is None:
         from ..policies.coords import MAX_PIXELS, MIN_PIXELS
         from ..policies.scalecua import ScaleCUAFormat
 
         p = _params(rt)
-        rt.extras["cua_format"] = ScaleCUAFormat(
+        rt.context.format = ScaleCUAFormat(
             mode=p["mode"], platform=p["platform"], convention=p["coordinates"],
             min_pixels=int(rt.spec.agent.params.get("min_pixels", MIN_PIXELS)),
             max_pixels=int(rt.spec.agent.params.get("max_pixels", MAX_PIXELS)), schemas=rt.schemas)
-    return rt.extras["cua_format"]
+    return rt.context.format
 
 
 # ---- observe ------------------------------------------------------------------------------------------
@@ -454,22 +461,39 @@ def make_finish_node(rt: Runtime):
     return finish_node
 
 
-def build(rt: Runtime, checkpointer=None):
-    from langgraph.graph import START, StateGraph
+class ComputerUse(Agent):
+    name = "computer_use"
+    params = PARAMS
+    default_tools = DEFAULT_TOOLS
+    sandbox = SANDBOX
+    prompt = SYSTEM_PROMPT
 
-    from ..tools.gui import PLATFORMS
-    from ..tools.registry import get_tool
+    def system_prompt(self, spec) -> str:
+        return system_prompt(spec)
 
-    p = _params(rt)
-    if rt.spec.tools is None:  # the platform's action space (a spec's allow-list narrows it)
-        rt.tools = {n: get_tool(n) for n in PLATFORMS[p["platform"]]}
-        rt.schemas = [t.schema() for t in rt.tools.values()]
-    rt.format = _format(rt)
-    g = StateGraph(ComputerUseState)
-    g.add_node("observe", make_observe_node(rt), destinations=("policy", "finish"))
-    g.add_node("policy", make_policy_node(rt), destinations=("act", "observe", "finish"))
-    g.add_node("act", make_act_node(rt), destinations=("observe", "finish"))
-    g.add_node("finish", make_finish_node(rt), destinations=(END,))
-    g.add_edge(START, "observe")
-    rt.deferred = getattr(checkpointer, "commits_store_steps", False)
-    return g.compile(checkpointer=checkpointer)
+    def check_spec(self, spec) -> None:
+        check_spec(spec)
+
+    def new_context(self, rt: Runtime) -> ComputerUseContext:
+        return ComputerUseContext()
+
+    def initial_state(self) -> AgentState:
+        return initial_state()
+
+    def build(self, rt: Runtime, checkpointer=None):
+        from ..tools.gui import PLATFORMS
+        from ..tools.registry import get_tool
+
+        p = _params(rt)
+        if rt.spec.tools is None:  # the platform's action space (a spec's allow-list narrows it)
+            rt.tools = {n: get_tool(n) for n in PLATFORMS[p["platform"]]}
+            rt.schemas = [t.schema() for t in rt.tools.values()]
+        rt.format = _format(rt)
+        return compile_graph(rt, ComputerUseState, {
+            "observe": (make_observe_node(rt), ("policy", "finish")),
+            "policy": (make_policy_node(rt), ("act", "observe", "finish")),
+            "act": (make_act_node(rt), ("observe", "finish")),
+            "finish": (make_finish_node(rt), (END,))}, checkpointer)
+
+
+AGENT = ComputerUse()

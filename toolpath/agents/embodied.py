@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..deadline import BUDGET_SPENT, passed
 from ..state import AgentState, ArtifactRef, Message, ToolCall, initial_state as _common_initial
 from .embodied_outcome import final_state, simulator_judgement, truth_checks
-from .nodes import END, Runtime, budget_exceeded, record_step, run_call, step_deadline
+from .base import Agent
+from .nodes import END, Runtime, compile_graph, budget_exceeded, record_step, run_call, step_deadline
 
 DEFAULT_TOOLS = ["move_ee", "move_joints", "gripper", "home"]
 SANDBOX = "robot"
@@ -58,6 +60,16 @@ class EmbodiedState(AgentState, total=False):
     path: list[list]  # [tool, arguments] waypoints still to execute
     done_path: int  # waypoints executed in this attempt
     outcome: dict  # the check's findings
+
+
+@dataclass
+class RobotContext:
+    """The robot's last observation and what is derived from it, kept for this process (arrays never go into
+    the graph state): the point cloud, and the segmentation a truth-reading policy sees."""
+
+    obs: Any = None
+    cloud: Any = None
+    seg: tuple | None = None
 
 
 def initial_state() -> AgentState:
@@ -108,14 +120,14 @@ def check_spec(spec) -> None:
 def _observation(rt: Runtime):
     """The robot's current observation, kept for this process (arrays never go into the graph state)."""
     obs = rt.ctx.sandbox.observe()
-    rt.extras["robot_obs"] = obs
-    rt.extras.pop("robot_cloud", None)  # the cloud and the oracle's segmentation belong to one observation
-    rt.extras.pop("robot_seg", None)
+    rt.context.obs = obs
+    rt.context.cloud = rt.context.seg = None  # the cloud and the oracle's segmentation belong to one observation
     return obs
 
 
 def _latest(rt: Runtime):
-    return rt.extras.get("robot_obs") or _observation(rt)  # a resumed run observes again before it plans
+    # a resumed run observes again before it plans
+    return rt.context.obs if rt.context.obs is not None else _observation(rt)
 
 
 def _depth_view(depth) -> bytes:
@@ -178,7 +190,7 @@ def _truth_lines(rt: Runtime, size) -> tuple[list[str], ArtifactRef | None]:
 
     from ..policies.coords import CoordinateSpace
 
-    if "robot_seg" not in rt.extras:
+    if rt.context.seg is None:
         seg = np.asarray(box.segmentation())
         buf = io.BytesIO()
         Image.fromarray((seg + 1).astype(np.uint16)).save(buf, format="PNG")
@@ -193,8 +205,8 @@ def _truth_lines(rt: Runtime, size) -> tuple[list[str], ArtifactRef | None]:
                 x2, y2 = space.from_screen(int(us.max()), int(vs.max()))
                 entry["box"] = [x1, y1, x2, y2]
             lines.append(json.dumps(entry))
-        rt.extras["robot_seg"] = (lines, ref)
-    return rt.extras["robot_seg"]
+        rt.context.seg = (lines, ref)
+    return rt.context.seg
 
 
 def _messages(rt: Runtime, state: EmbodiedState, question: str) -> list[Message]:
@@ -432,15 +444,15 @@ def make_verify_node(rt: Runtime):
 
 def _cloud(rt: Runtime, obs):
     """The scene's point cloud in the world (every second pixel), computed once per observation."""
-    if "robot_cloud" not in rt.extras:
+    if rt.context.cloud is None:
         import numpy as np
 
         from ..tools.spatial3d.learned import backproject
 
         pts = backproject(obs.depth.astype(np.float64), obs.intrinsics, obs.extrinsics, obs.rgb, 2)[:, :3]
         valid = np.isfinite(pts).all(axis=1) & (obs.depth[::2, ::2].ravel() > 0)
-        rt.extras["robot_cloud"] = pts[valid]
-    return rt.extras["robot_cloud"]
+        rt.context.cloud = pts[valid]
+    return rt.context.cloud
 
 
 def make_plan_node(rt: Runtime):
@@ -621,17 +633,31 @@ def make_finish_node(rt: Runtime):
     return finish_node
 
 
-def build(rt: Runtime, checkpointer=None):
-    from langgraph.graph import START, StateGraph
+class Embodied(Agent):
+    name = "embodied"
+    params = PARAMS
+    default_tools = DEFAULT_TOOLS
+    sandbox = SANDBOX
+    prompt = SYSTEM_PROMPT
 
-    g = StateGraph(EmbodiedState)
-    g.add_node("observe", make_observe_node(rt), destinations=("reason", "finish"))
-    g.add_node("reason", make_reason_node(rt), destinations=("verify", "plan", "reason", "finish"))
-    g.add_node("verify", make_verify_node(rt), destinations=("plan", "reason", "finish"))
-    g.add_node("plan", make_plan_node(rt), destinations=("execute", "reason", "finish"))
-    g.add_node("execute", make_execute_node(rt), destinations=("execute", "check", "observe"))
-    g.add_node("check", make_check_node(rt), destinations=("finish",))
-    g.add_node("finish", make_finish_node(rt), destinations=(END,))
-    g.add_edge(START, "observe")
-    rt.deferred = getattr(checkpointer, "commits_store_steps", False)
-    return g.compile(checkpointer=checkpointer)
+    def check_spec(self, spec) -> None:
+        check_spec(spec)
+
+    def new_context(self, rt: Runtime) -> RobotContext:
+        return RobotContext()
+
+    def initial_state(self) -> AgentState:
+        return initial_state()
+
+    def build(self, rt: Runtime, checkpointer=None):
+        return compile_graph(rt, EmbodiedState, {
+            "observe": (make_observe_node(rt), ("reason", "finish")),
+            "reason": (make_reason_node(rt), ("verify", "plan", "reason", "finish")),
+            "verify": (make_verify_node(rt), ("plan", "reason", "finish")),
+            "plan": (make_plan_node(rt), ("execute", "reason", "finish")),
+            "execute": (make_execute_node(rt), ("execute", "check", "observe")),
+            "check": (make_check_node(rt), ("finish",)),
+            "finish": (make_finish_node(rt), (END,))}, checkpointer)
+
+
+AGENT = Embodied()

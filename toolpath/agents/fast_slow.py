@@ -19,11 +19,13 @@ from __future__ import annotations
 import io
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..state import AgentState, Message, initial_state as _common_initial
-from .nodes import END, Runtime, budget_exceeded
+from .base import Agent
+from .nodes import END, Runtime, budget_exceeded, compile_graph
 
 DEFAULT_TOOLS: list[str] = []  # edit tools are called by the planners, not by the model
 SANDBOX = None
@@ -48,6 +50,11 @@ class EditAgentState(AgentState, total=False):
     index: int  # the next subtask to run
     image: str  # path of the current image (an artifact, or the input)
     results: list[dict]  # SubtaskRun.summary() per subtask done
+
+
+@dataclass
+class EditContext:
+    executor: Any = None  # the FastSlow of this process: it holds the library and the priors table
 
 
 def initial_state() -> AgentState:
@@ -75,7 +82,7 @@ def _params(rt: Runtime) -> dict:
 
 def _executor(rt: Runtime):
     """One FastSlow per runtime (per process): it holds the library and the priors table."""
-    if "fast_slow" not in rt.extras:
+    if rt.context.executor is None:
         from ..planners.executor import FastSlow
         from ..planners.subroutines import Library, default_library_path
 
@@ -83,9 +90,9 @@ def _executor(rt: Runtime):
         path = rt.spec.agent.params.get("library")
         library = Library(Path(path).expanduser() if path else default_library_path()) \
             if (p["fast"] or p["learn"]) else None
-        rt.extras["fast_slow"] = FastSlow(library, alpha=p["alpha"], threshold=p["threshold"], use_fast=p["fast"],
+        rt.context.executor = FastSlow(library, alpha=p["alpha"], threshold=p["threshold"], use_fast=p["fast"],
                                           learn=p["learn"], k=p["k"])
-    return rt.extras["fast_slow"]
+    return rt.context.executor
 
 
 def _record(rt: Runtime, state: AgentState, node: str, content: str, started: float, seconds: float,
@@ -282,13 +289,27 @@ def make_finish_node(rt: Runtime):
     return finish_node
 
 
-def build(rt: Runtime, checkpointer=None):
-    from langgraph.graph import START, StateGraph
+class FastSlowAgent(Agent):
+    name = "fast_slow"
+    params = PARAMS
+    default_tools = DEFAULT_TOOLS
+    sandbox = SANDBOX
+    prompt = SYSTEM_PROMPT
 
-    g = StateGraph(EditAgentState)
-    g.add_node("plan", make_plan_node(rt), destinations=("subtask", "finish", END))
-    g.add_node("subtask", make_subtask_node(rt), destinations=("subtask", "finish"))
-    g.add_node("finish", make_finish_node(rt), destinations=(END,))
-    g.add_edge(START, "plan")
-    rt.deferred = getattr(checkpointer, "commits_store_steps", False)
-    return g.compile(checkpointer=checkpointer)
+    def needs_policy(self, spec) -> bool:
+        return needs_policy(spec)
+
+    def new_context(self, rt: Runtime) -> EditContext:
+        return EditContext()
+
+    def initial_state(self) -> AgentState:
+        return initial_state()
+
+    def build(self, rt: Runtime, checkpointer=None):
+        return compile_graph(rt, EditAgentState, {
+            "plan": (make_plan_node(rt), ("subtask", "finish", END)),
+            "subtask": (make_subtask_node(rt), ("subtask", "finish")),
+            "finish": (make_finish_node(rt), (END,))}, checkpointer)
+
+
+AGENT = FastSlowAgent()

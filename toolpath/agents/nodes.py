@@ -37,7 +37,8 @@ class Runtime:
     # True when a StoreSaver checkpoints the graph: step rows then commit with the node's checkpoint.
     deferred: bool = False
     format: Any = FORMATS["json"]  # the response grammar policies speak in this run (policies.formats)
-    extras: dict[str, Any] = field(default_factory=dict)  # what an agent's sandbox preparation left for its nodes
+    # The agent's own per-process state (Agent.new_context: a dataclass per agent), never checkpointed.
+    context: Any = None
 
     def __post_init__(self) -> None:
         self.schemas = [t.schema() for t in self.tools.values()]
@@ -251,6 +252,24 @@ def make_tool_node(rt: Runtime) -> Callable[[AgentState], Any]:
         return Command(update=update, goto=after_tools({**state, **update}))
 
     return tool_step
+
+
+# ---- the graph ----------------------------------------------------------------------------------------
+
+def compile_graph(rt: Runtime, state_type: type, nodes: dict[str, tuple[Callable, tuple[str, ...]]],
+                  checkpointer: Any = None) -> Any:
+    """The agent's graph: each node with the nodes it may route to (Command(goto=…)), the first one entered.
+
+    A StoreSaver commits the step rows with each checkpoint (rt.deferred); any other checkpointer gets them
+    written at once."""
+    from langgraph.graph import START, StateGraph
+
+    g = StateGraph(state_type)
+    for name, (fn, destinations) in nodes.items():
+        g.add_node(name, fn, destinations=destinations)
+    g.add_edge(START, next(iter(nodes)))
+    rt.deferred = getattr(checkpointer, "commits_store_steps", False)
+    return g.compile(checkpointer=checkpointer)
 
 
 # ---- routing ------------------------------------------------------------------------------------------

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..policies.base import PolicyError
 from ..state import AgentState, Message, initial_state as _common_initial
-from .nodes import END, Runtime, budget_exceeded, step_deadline
+from .base import Agent
+from .nodes import END, Runtime, budget_exceeded, compile_graph, step_deadline
 
 DEFAULT_TOOLS: list[str] = []  # the program is this agent's only action; no tool calls
 SANDBOX = "process"
@@ -90,6 +92,11 @@ class ProgramState(AgentState, total=False):
     mode: str  # "program", or "direct" once the program route was given up (kept in the trace)
 
 
+@dataclass
+class ProgramContext:
+    reconstruction: str = "no reconstruction was attempted"  # what the host's reconstruction did, in words
+
+
 def initial_state() -> AgentState:
     return {**_common_initial(), "phase": "program", "attempts": 0, "program": None, "mode": "program"}
 
@@ -103,7 +110,7 @@ def prepare_sandbox(rt: Runtime, box) -> None:
     images = [Path(p) for p in rt.spec.inputs.images]
     backend = rt.spec.agent.params.get("backend", "classic")
     note, have = _reconstruct_into(images, backend, rt.spec.instruction, box.workdir / "recon.npz")
-    rt.extras["reconstruction"] = note
+    rt.context.reconstruction = note
     names = [f"inputs/{p.name}" for p in images]
     lines = ["import numpy as np",
              "from PIL import Image as _TpImage",
@@ -207,7 +214,7 @@ def make_program_node(rt: Runtime):
     def program_node(state: ProgramState) -> Any:
         prompt = None
         if state["attempts"] == 0 and state["seq"] == 0:
-            prompt = f"Note: {rt.extras.get('reconstruction', 'no reconstruction was attempted')}. Write the program."
+            prompt = f"Note: {rt.context.reconstruction}. Write the program."
         elif state.get("error"):
             prompt = state["error"]
         update, text = _policy(rt, state, prompt, "program")
@@ -288,14 +295,28 @@ def make_answer_node(rt: Runtime, direct: bool):
     return answer_node
 
 
-def build(rt: Runtime, checkpointer=None):
-    from langgraph.graph import START, StateGraph
+class VisualProgram(Agent):
+    name = "visual_program"
+    params = PARAMS
+    default_tools = DEFAULT_TOOLS
+    sandbox = SANDBOX
+    prompt = SYSTEM_PROMPT
 
-    g = StateGraph(ProgramState)
-    g.add_node("program", make_program_node(rt), destinations=("run", "program", "direct", END))
-    g.add_node("run", make_run_node(rt), destinations=("answer", "program", "direct", END))
-    g.add_node("answer", make_answer_node(rt, direct=False), destinations=(END,))
-    g.add_node("direct", make_answer_node(rt, direct=True), destinations=(END,))
-    g.add_edge(START, "program")
-    rt.deferred = getattr(checkpointer, "commits_store_steps", False)
-    return g.compile(checkpointer=checkpointer)
+    def new_context(self, rt: Runtime) -> ProgramContext:
+        return ProgramContext()
+
+    def prepare_sandbox(self, rt: Runtime, box) -> None:
+        prepare_sandbox(rt, box)
+
+    def initial_state(self) -> AgentState:
+        return initial_state()
+
+    def build(self, rt: Runtime, checkpointer=None):
+        return compile_graph(rt, ProgramState, {
+            "program": (make_program_node(rt), ("run", "program", "direct", END)),
+            "run": (make_run_node(rt), ("answer", "program", "direct", END)),
+            "answer": (make_answer_node(rt, direct=False), (END,)),
+            "direct": (make_answer_node(rt, direct=True), (END,))}, checkpointer)
+
+
+AGENT = VisualProgram()
