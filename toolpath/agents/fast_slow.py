@@ -25,7 +25,7 @@ from typing import Any
 
 from ..state import AgentState, Message, initial_state as _common_initial
 from .base import Agent
-from .nodes import END, Runtime, budget_exceeded, compile_graph
+from .nodes import END, Runtime, Step, budget_exceeded, compile_graph, node, record_step
 
 DEFAULT_TOOLS: list[str] = []  # edit tools are called by the planners, not by the model
 SANDBOX = None
@@ -95,12 +95,11 @@ def _executor(rt: Runtime):
     return rt.context.executor
 
 
-def _record(rt: Runtime, state: AgentState, node: str, content: str, started: float, seconds: float,
+def _record(rt: Runtime, state: AgentState, name: str, content: str, started: float, seconds: float,
             update: dict, images=(), **extra) -> dict:
-    seq = state["seq"] + 1
-    rt.record(seq, node, [Message(role="tool" if node == "tools" else "assistant", content=content, name=node,
-                                  images=list(images))], started, seconds, **extra)
-    return {**update, "seq": seq, "seconds": state["seconds"] + seconds}
+    """A planner's step: its text as the one message (a tool message for the subtask runs)."""
+    msg = Message(role="tool" if name == "tools" else "assistant", content=content, name=name, images=list(images))
+    return record_step(rt, state, name, [msg], started, seconds, update, **extra)
 
 
 # ---- plan ----------------------------------------------------------------------------------------------
@@ -111,8 +110,7 @@ def _chain_from_policy(rt: Runtime, step: int) -> tuple[list | None, str, int, i
     from ..policies.base import PolicyError
 
     try:
-        resp = rt.policy.respond(rt.transcript, [], temperature=rt.spec.model.temperature,
-                                 max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed, step=step)
+        resp = rt.ask(rt.transcript, [], step=step, seed=rt.spec.seed)
     except PolicyError as err:
         return None, f"the model could not be asked: {err}", 0, 0
     text = resp.raw or resp.text
@@ -129,9 +127,8 @@ def make_plan_node(rt: Runtime):
     from ..planners.executor import subtask_to_json
     from ..planners.subtasks import describe_chain, parse_instruction
 
-    def plan_node(state: EditAgentState) -> Any:
-        rt.wait_durable(state)
-        started, t0 = time.time(), time.perf_counter()
+    def plan_node(state: EditAgentState, st: Step) -> Any:
+        started = st.started
         images = rt.spec.inputs.images
         if len(images) != 1:
             return Command(update={"status": "failed", "error": f"the edit agent needs exactly one input image "
@@ -149,13 +146,13 @@ def make_plan_node(rt: Runtime):
                 chain = parse_instruction(rt.spec.instruction)
                 notes.append("chain from the instruction grammar")
             except ValueError as err:
-                dt = time.perf_counter() - t0
+                dt = st.seconds
                 update = _record(rt, state, "plan", "\n".join(notes + [str(err)]), started, dt, {},
                                  error=str(err))
                 return Command(update={**update, "steps": state["steps"] + 1, "status": "failed",
                                        "error": f"instruction: {err}"}, goto=END)
         text = describe_chain(chain)
-        dt = time.perf_counter() - t0
+        dt = st.seconds
         update = _record(rt, state, "plan", text + "\n(" + "; ".join(notes) + ")", started, dt,
                          {"chain": [subtask_to_json(s) for s in chain], "image": str(images[0]),
                           "steps": state["steps"] + 1, "tokens_in": state["tokens_in"] + tin,
@@ -165,7 +162,7 @@ def make_plan_node(rt: Runtime):
                  "content": text})
         return Command(update=update, goto="subtask" if chain else "finish")
 
-    return plan_node
+    return node(rt, plan_node)
 
 
 # ---- subtask -------------------------------------------------------------------------------------------
@@ -207,12 +204,11 @@ def make_subtask_node(rt: Runtime):
 
     from ..planners.executor import subtask_from_json
 
-    def subtask_node(state: EditAgentState) -> Any:
-        rt.wait_durable(state)
+    def subtask_node(state: EditAgentState, st: Step) -> Any:
         reason = budget_exceeded(state, rt.spec)
         if reason:
             return Command(update={"status": "budget_exhausted", "error": reason}, goto="finish")
-        started, t0 = time.time(), time.perf_counter()
+        started = st.started
         ex = _executor(rt)
         subtask = subtask_from_json(state["chain"][state["index"]])
         run = ex.run(_load(state["image"]), subtask)
@@ -220,7 +216,7 @@ def make_subtask_node(rt: Runtime):
         if run.ok:
             ref = rt.ctx.artifact(_png(run.state.image), name=f"{subtask.id}_{subtask.kind}.png", mime="image/png")
             images, image = [ref], ref.path
-        dt = time.perf_counter() - t0
+        dt = st.seconds
         summary = run.summary()
         content = _describe(run)
         extra: dict = {"subtask": summary, "features": run.features}
@@ -244,7 +240,7 @@ def make_subtask_node(rt: Runtime):
         more = update["index"] < len(state["chain"])
         return Command(update=update, goto="subtask" if more else "finish")
 
-    return subtask_node
+    return node(rt, subtask_node)
 
 
 def _describe_induction(report) -> str:
@@ -265,7 +261,7 @@ def _induction_json(report) -> Any:
 def make_finish_node(rt: Runtime):
     from langgraph.types import Command
 
-    def finish_node(state: EditAgentState) -> Any:
+    def finish_node(state: EditAgentState, st: Step) -> Any:
         results = state["results"]
         answer = {"image": state["image"], "subtasks": results,
                   "cost_s": round(sum(r["cost_s"] for r in results), 4),
@@ -286,7 +282,7 @@ def make_finish_node(rt: Runtime):
                 update["error"] = "subtasks that failed (the image is left as it was for them): " + "; ".join(failed)
         return Command(update=update, goto=END)
 
-    return finish_node
+    return node(rt, finish_node)
 
 
 class FastSlowAgent(Agent):

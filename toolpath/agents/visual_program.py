@@ -21,7 +21,7 @@ from typing import Any
 from ..policies.base import PolicyError
 from ..state import AgentState, Message, initial_state as _common_initial
 from .base import Agent
-from .nodes import END, Runtime, budget_exceeded, compile_graph, step_deadline
+from .nodes import END, Runtime, Step, budget_exceeded, compile_graph, node, step_deadline
 
 DEFAULT_TOOLS: list[str] = []  # the program is this agent's only action; no tool calls
 SANDBOX = "process"
@@ -149,28 +149,25 @@ def _reconstruct_into(images, backend: str, question: str, target) -> tuple[str,
 
 # ---- nodes ---------------------------------------------------------------------------------------------
 
-def _policy(rt: Runtime, state: AgentState, prompt: str | None, phase: str) -> tuple[dict, Any]:
+def _policy(rt: Runtime, state: AgentState, st: Step, prompt: str | None, phase: str) -> tuple[dict, Any]:
     """One model call after an optional user turn; records the step. Returns (state update, response or None)."""
-    rt.wait_durable(state)
     reason = budget_exceeded(state, rt.spec)
     if reason:
         return {"status": "budget_exhausted", "error": reason}, None
-    started, t0 = time.time(), time.perf_counter()
+    started = st.started
     seq, step = state["seq"] + 1, state["steps"] + 1
     sent = [Message(role="user", content=prompt)] if prompt else []
     rt.transcript.extend(sent)  # the model must see it; record() below stores it with the step
-    rt.emit({"type": "thinking", "step": step})
     try:
-        resp = rt.policy.respond(rt.transcript, [], temperature=rt.spec.model.temperature,
-                                 max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed + step, step=step)
+        resp = rt.ask(rt.transcript, [], step=step)
     except PolicyError as err:
-        dt = time.perf_counter() - t0
+        dt = st.seconds
         del rt.transcript[len(rt.transcript) - len(sent):]
         rt.record(seq, "policy", sent, started, dt, error=str(err), phase=phase)
         return {"seq": seq, "steps": step, "status": "failed", "error": f"policy: {err}",
                 "seconds": state["seconds"] + dt}, None
     text = resp.raw or resp.text
-    dt = time.perf_counter() - t0
+    dt = st.seconds
     del rt.transcript[len(rt.transcript) - len(sent):]
     rt.record(seq, "policy", sent + [Message(role="assistant", content=text)], started, dt, resp.tokens_in,
               resp.tokens_out, raw=text, phase=phase, latency=resp.latency_s)
@@ -211,13 +208,13 @@ def parse_answer(text: str) -> tuple[str, str]:
 def make_program_node(rt: Runtime):
     from langgraph.types import Command
 
-    def program_node(state: ProgramState) -> Any:
+    def program_node(state: ProgramState, st: Step) -> Any:
         prompt = None
         if state["attempts"] == 0 and state["seq"] == 0:
             prompt = f"Note: {rt.context.reconstruction}. Write the program."
         elif state.get("error"):
             prompt = state["error"]
-        update, text = _policy(rt, state, prompt, "program")
+        update, text = _policy(rt, state, st, prompt, "program")
         if text is None:
             return Command(update=update, goto=END)
         update["error"] = None
@@ -227,7 +224,7 @@ def make_program_node(rt: Runtime):
         update["program"] = program
         return Command(update=update, goto="run")
 
-    return program_node
+    return node(rt, program_node)
 
 
 def _failed_attempt(rt: Runtime, state: AgentState, update: dict, problem: str, Command) -> Any:
@@ -251,9 +248,7 @@ def make_run_node(rt: Runtime):
     from ..tools.code import cell_timeout, format_result
     from ..tools.registry import ToolError
 
-    def run_node(state: ProgramState) -> Any:
-        rt.wait_durable(state)
-        started, t0 = time.time(), time.perf_counter()
+    def run_node(state: ProgramState, st: Step) -> Any:
         seq = state["seq"] + 1
         try:
             limit = cell_timeout(float(rt.spec.agent.params.get("program_seconds", 10)), step_deadline(rt, state))
@@ -265,8 +260,8 @@ def make_run_node(rt: Runtime):
         images = [rt.ctx.artifact(p, name=f"view_{seq}_{i + 1}.png", mime="image/png")
                   for i, p in enumerate(res.images) if p.is_file()]
         msg = Message(role="tool", content=content, name="program", images=images)
-        dt = time.perf_counter() - t0
-        rt.record(seq, "tools", [msg], started, dt, observations=[{"call_id": f"program_{seq}", "tool": "program",
+        dt = st.seconds
+        rt.record(seq, "tools", [msg], st.started, dt, observations=[{"call_id": f"program_{seq}", "tool": "program",
                   "content": content, "error": not res.ok, "artifacts": [a.model_dump() for a in images]}])
         rt.emit({"type": "tool", "step": state["steps"], "tool": "program", "seconds": dt, "error": not res.ok,
                  "content": content})
@@ -275,14 +270,14 @@ def make_run_node(rt: Runtime):
             return _failed_attempt(rt, {**state, **update}, update, "the program raised an error:\n" + content, Command)
         return Command(update={**update, "phase": "answer"}, goto="answer")
 
-    return run_node
+    return node(rt, run_node)
 
 
 def make_answer_node(rt: Runtime, direct: bool):
     from langgraph.types import Command
 
-    def answer_node(state: ProgramState) -> Any:
-        update, text = _policy(rt, state, DIRECT_PROMPT if direct else ANSWER_PROMPT, "direct" if direct else "answer")
+    def answer_node(state: ProgramState, st: Step) -> Any:
+        update, text = _policy(rt, state, st, DIRECT_PROMPT if direct else ANSWER_PROMPT, "direct" if direct else "answer")
         if text is None:
             return Command(update=update, goto=END)
         answer, _ = parse_answer(text)
@@ -292,7 +287,7 @@ def make_answer_node(rt: Runtime, direct: bool):
             update.update(status="failed", error="the answer step gave an empty answer")
         return Command(update=update, goto=END)
 
-    return answer_node
+    return node(rt, answer_node)
 
 
 class VisualProgram(Agent):
