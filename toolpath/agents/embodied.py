@@ -226,7 +226,7 @@ def _ask(rt: Runtime, state: dict, kind: str, question: str, images: list[Artifa
     """One question to the policy, recorded as a policy step: (parsed answer, state update) or PolicyError."""
     from ..policies.fsd import parse_fsd
 
-    started, t0 = time.time(), time.perf_counter()
+    st = Step(rt, state)
     step = state["steps"] + 1
     resp = rt.ask(_messages(rt, state, question), [], step=step)
     text = resp.raw or resp.text
@@ -234,10 +234,10 @@ def _ask(rt: Runtime, state: dict, kind: str, question: str, images: list[Artifa
     msg = Message(role="assistant", content=resp.text or text, images=images or [])
     update = {"steps": step, "tokens_in": state["tokens_in"] + resp.tokens_in,
               "tokens_out": state["tokens_out"] + resp.tokens_out}
-    update = record_step(rt, state, "policy", [msg], started, time.perf_counter() - t0, update, raw=text,
-                         question=kind, issues=list(parsed.issues) + list(resp.issues), latency=resp.latency_s,
-                         tokens_in=resp.tokens_in, tokens_out=resp.tokens_out)
-    rt.emit({"type": "policy", "step": step, "seconds": time.perf_counter() - t0, "text": f"{kind}: {text[:200]}",
+    update = st.record("policy", [msg], update, raw=text, question=kind,
+                       issues=list(parsed.issues) + list(resp.issues), latency=resp.latency_s,
+                       tokens_in=resp.tokens_in, tokens_out=resp.tokens_out)
+    rt.emit({"type": "policy", "step": step, "seconds": st.seconds, "text": f"{kind}: {text[:200]}",
              "calls": [], "issues": list(parsed.issues), "tokens_in": resp.tokens_in, "tokens_out": resp.tokens_out})
     return parsed, update
 
