@@ -81,9 +81,12 @@ class EvalResult:
 
 def final_state(store: Store, run_id: str) -> dict | None:
     """What an environment-scored episode recorded of its world as it ended (computer_use's finish step)."""
+    from ..state import StepRecord
+
     for step in reversed(store.steps(run_id)):
-        if "final_state" in step["payload"]:
-            return step["payload"]["final_state"]
+        record = StepRecord.from_row(step)
+        if record.has("final_state"):
+            return record.final_state
     return None
 
 
