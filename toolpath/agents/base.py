@@ -33,6 +33,7 @@ class Agent:
     # A sandbox kind the agent needs unless the spec names one (visual_program runs programs), or None.
     sandbox: ClassVar[str | None] = None
     prompt: ClassVar[str] = ""  # the system prompt when it does not depend on the spec
+    context_type: ClassVar[type | None] = None  # the dataclass of the agent's per-process state (rt.context)
 
     def check_spec(self, spec: TaskSpec) -> None:
         """Raise ValueError naming what this agent cannot run, before the episode starts."""
@@ -42,8 +43,8 @@ class Agent:
         return True
 
     def new_context(self, rt: Runtime) -> Any:
-        """The agent's typed per-process state, kept in rt.context (a dataclass of its own), or None."""
-        return None
+        """The agent's typed per-process state, kept in rt.context: a fresh `context_type`, or None."""
+        return self.context_type() if self.context_type is not None else None
 
     def prepare_sandbox(self, rt: Runtime, box: Any) -> None:
         """Make the freshly started sandbox ready for the agent's programs."""

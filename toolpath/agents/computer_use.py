@@ -35,13 +35,6 @@ from .base import Agent
 from .nodes import (END, Runtime, Step, budget_exceeded, compile_graph, execute_calls, loop_update, node,
                     not_run_summary, out_of_time, run_call)
 
-DEFAULT_TOOLS: list[str] = []  # the platform's GUI actions, chosen in build()
-SANDBOX = None  # grounding needs none; the action modes need `sandbox: browser` or `sandbox: desktop`
-PARAMS = {"mode": "grounding, direct (default with a GUI sandbox) or reasoned",
-          "platform": "web, desktop or phone (default: from the sandbox, desktop without one)",
-          "coordinates": "absolute (default: pixels of the smart_resized screenshot), normalized or grid1000",
-          "min_pixels": "smart_resize's lower bound on the model image's area", "max_pixels": "its upper bound",
-          "history": "how many earlier operations the prompt lists (default all)"}
 
 _PLATFORM_PROMPT = {
     "desktop": "You are a GUI agent operating a computer desktop (Linux, X11) with mouse and keyboard.",
@@ -440,22 +433,18 @@ def make_finish_node(rt: Runtime):
 
 class ComputerUse(Agent):
     name = "computer_use"
-    params = PARAMS
-    default_tools = DEFAULT_TOOLS
-    sandbox = SANDBOX
+    params = {"mode": "grounding, direct (default with a GUI sandbox) or reasoned",
+              "platform": "web, desktop or phone (default: from the sandbox, desktop without one)",
+              "coordinates": "absolute (default: pixels of the smart_resized screenshot), normalized or grid1000",
+              "min_pixels": "smart_resize's lower bound on the model image's area", "max_pixels": "its upper bound",
+              "history": "how many earlier operations the prompt lists (default all)"}
+    default_tools = []  # the platform's GUI actions, chosen in build()
+    sandbox = None  # grounding needs none; the action modes need `sandbox: browser` or `sandbox: desktop`
     prompt = SYSTEM_PROMPT
-
-    def system_prompt(self, spec) -> str:
-        return system_prompt(spec)
-
-    def check_spec(self, spec) -> None:
-        check_spec(spec)
-
-    def new_context(self, rt: Runtime) -> ComputerUseContext:
-        return ComputerUseContext()
-
-    def initial_state(self) -> AgentState:
-        return initial_state()
+    context_type = ComputerUseContext
+    initial_state = staticmethod(initial_state)
+    system_prompt = staticmethod(system_prompt)
+    check_spec = staticmethod(check_spec)
 
     def build(self, rt: Runtime, checkpointer=None):
         from ..tools.gui import PLATFORMS

@@ -39,15 +39,10 @@ from .base import Agent
 from .embodied_points import boxes_in_pixels, choose_points, draw_points, to_pixels
 from .nodes import END, Runtime, Step, budget_exceeded, compile_graph, execute_calls, node, record_step
 
-DEFAULT_TOOLS = ["move_ee", "move_joints", "gripper", "home"]
-SANDBOX = "robot"
 SYSTEM_PROMPT = ("You are the spatial reasoner of a robot arm. You see the robot's camera image of a tabletop and "
                  "answer questions about it in FSD's format: objects as <ref>name</ref><box>[[x1, y1, x2, y2]]</box>, "
                  "relations as <pred>subject, relation, object</pred>, points as <point>[[x, y], ...]</point>, all on "
                  "a 0-1000 grid over the image (x to the right, y down), the answer inside <answer>...</answer>.")
-PARAMS = {"representation": "trace (default: pick at the trace's first point) or affordance (at the grasp box)",
-          "retries": "how often a failed consistency check or a missed grasp is tried again (default 2)",
-          "verify": "ask which object lies at the pick and place points before moving (default true)"}
 REPRESENTATIONS = ("trace", "affordance")
 
 
@@ -545,19 +540,15 @@ def make_finish_node(rt: Runtime):
 
 class Embodied(Agent):
     name = "embodied"
-    params = PARAMS
-    default_tools = DEFAULT_TOOLS
-    sandbox = SANDBOX
+    params = {"representation": "trace (default: pick at the trace's first point) or affordance (at the grasp box)",
+              "retries": "how often a failed consistency check or a missed grasp is tried again (default 2)",
+              "verify": "ask which object lies at the pick and place points before moving (default true)"}
+    default_tools = ["move_ee", "move_joints", "gripper", "home"]
+    sandbox = "robot"
     prompt = SYSTEM_PROMPT
-
-    def check_spec(self, spec) -> None:
-        check_spec(spec)
-
-    def new_context(self, rt: Runtime) -> RobotContext:
-        return RobotContext()
-
-    def initial_state(self) -> AgentState:
-        return initial_state()
+    context_type = RobotContext
+    initial_state = staticmethod(initial_state)
+    check_spec = staticmethod(check_spec)
 
     def build(self, rt: Runtime, checkpointer=None):
         return compile_graph(rt, EmbodiedState, {

@@ -27,16 +27,6 @@ from ..state import AgentState, Message, initial_state as _common_initial
 from .base import Agent
 from .nodes import END, Runtime, Step, budget_exceeded, compile_graph, node, record_step
 
-DEFAULT_TOOLS: list[str] = []  # edit tools are called by the planners, not by the model
-SANDBOX = None
-PARAMS = {"alpha": "cost–quality trade-off α in [0, 2] of C^α·(2−Q)^(2−α) (default 1)",
-          "threshold": "a step whose measured quality is under this fails (default 0.8)",
-          "planner": "rules (default: the instruction grammar, no model) or policy (the model writes the chain)",
-          "fast": "try learned subroutines first (default true); false is pure A*",
-          "learn": "log traces and induce subroutines (default true)",
-          "k": "successful traces between two inductions (default 20)",
-          "library": "the subroutine library file (default $TOOLPATH_HOME/subroutines/library.json)",
-          "output": "also write the final image to this path"}
 
 SYSTEM_PROMPT = """You split an image-editing instruction into subtasks. Reply with one JSON list, one object per
 subtask in the order they should run: {"id": "s1", "kind": KIND, "target": {"name": "red circle", "color": "red",
@@ -287,19 +277,20 @@ def make_finish_node(rt: Runtime):
 
 class FastSlowAgent(Agent):
     name = "fast_slow"
-    params = PARAMS
-    default_tools = DEFAULT_TOOLS
-    sandbox = SANDBOX
+    params = {"alpha": "cost–quality trade-off α in [0, 2] of C^α·(2−Q)^(2−α) (default 1)",
+              "threshold": "a step whose measured quality is under this fails (default 0.8)",
+              "planner": "rules (default: the instruction grammar, no model) or policy (the model writes the chain)",
+              "fast": "try learned subroutines first (default true); false is pure A*",
+              "learn": "log traces and induce subroutines (default true)",
+              "k": "successful traces between two inductions (default 20)",
+              "library": "the subroutine library file (default $TOOLPATH_HOME/subroutines/library.json)",
+              "output": "also write the final image to this path"}
+    default_tools = []  # edit tools are called by the planners, not by the model
+    sandbox = None
     prompt = SYSTEM_PROMPT
-
-    def needs_policy(self, spec) -> bool:
-        return needs_policy(spec)
-
-    def new_context(self, rt: Runtime) -> EditContext:
-        return EditContext()
-
-    def initial_state(self) -> AgentState:
-        return initial_state()
+    context_type = EditContext
+    initial_state = staticmethod(initial_state)
+    needs_policy = staticmethod(needs_policy)
 
     def build(self, rt: Runtime, checkpointer=None):
         return compile_graph(rt, EditAgentState, {

@@ -15,10 +15,6 @@ from __future__ import annotations
 from .base import Agent
 from .nodes import END, Runtime, compile_graph, make_policy_node, make_tool_node
 
-DEFAULT_TOOLS = ["calculator", "read_file", "final_answer"]
-# agent.params this agent accepts. `format: deepeyes` is DeepEyesV2's grammar (<think>, then one of <code>,
-# <tool_call>, <answer>; 9 turns unless limits.max_steps says otherwise); see policies/formats.py.
-PARAMS = {"format": "response grammar: json (default) or deepeyes"}
 
 SYSTEM_PROMPT = ("You are a careful assistant that solves the user's task step by step. Use a tool when it helps; "
                  "answer briefly once you know the answer.")
@@ -26,8 +22,10 @@ SYSTEM_PROMPT = ("You are a careful assistant that solves the user's task step b
 
 class ReAct(Agent):
     name = "react"
-    params = PARAMS
-    default_tools = DEFAULT_TOOLS
+    # agent.params this agent accepts. `format: deepeyes` is DeepEyesV2's grammar (<think>, then one of <code>,
+    # <tool_call>, <answer>; 9 turns unless limits.max_steps says otherwise); see policies/formats.py.
+    params = {"format": "response grammar: json (default) or deepeyes"}
+    default_tools = ["calculator", "read_file", "final_answer"]
     prompt = SYSTEM_PROMPT
 
     def build(self, rt: Runtime, checkpointer=None):

@@ -23,11 +23,6 @@ from ..state import AgentState, Message, initial_state as _common_initial
 from .base import Agent
 from .nodes import END, Runtime, Step, budget_exceeded, compile_graph, node, step_deadline
 
-DEFAULT_TOOLS: list[str] = []  # the program is this agent's only action; no tool calls
-SANDBOX = "process"
-PARAMS = {"repairs": "how many times a failed program goes back to the model (default 2)",
-          "program_seconds": "time limit of one program run in the sandbox (default 10)",
-          "backend": "reconstruction backend: classic (default) or learned"}
 
 SYSTEM_PROMPT = """You answer spatial questions about a few images by writing one Python program.
 
@@ -292,19 +287,15 @@ def make_answer_node(rt: Runtime, direct: bool):
 
 class VisualProgram(Agent):
     name = "visual_program"
-    params = PARAMS
-    default_tools = DEFAULT_TOOLS
-    sandbox = SANDBOX
+    params = {"repairs": "how many times a failed program goes back to the model (default 2)",
+              "program_seconds": "time limit of one program run in the sandbox (default 10)",
+              "backend": "reconstruction backend: classic (default) or learned"}
+    default_tools = []  # the program is this agent's only action; no tool calls
+    sandbox = "process"
     prompt = SYSTEM_PROMPT
-
-    def new_context(self, rt: Runtime) -> ProgramContext:
-        return ProgramContext()
-
-    def prepare_sandbox(self, rt: Runtime, box) -> None:
-        prepare_sandbox(rt, box)
-
-    def initial_state(self) -> AgentState:
-        return initial_state()
+    context_type = ProgramContext
+    initial_state = staticmethod(initial_state)
+    prepare_sandbox = staticmethod(prepare_sandbox)
 
     def build(self, rt: Runtime, checkpointer=None):
         return compile_graph(rt, ProgramState, {
