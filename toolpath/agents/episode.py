@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
+from .. import registry
 from ..policies.base import Policy, PolicyError, load, slow_to_load
 from ..runs import Store
 from ..spec import TaskSpec
@@ -44,29 +45,17 @@ class EpisodeError(RuntimeError):
     """The episode could not start: bad spec content, unknown agent or tool, a model that cannot load."""
 
 
-# Sandbox kinds an episode can run in, and the module and class of each. Tools that need one (code, GUI,
-# robot) bring their kinds with them.
-SANDBOXES = {"process": ("toolpath.sandboxes.process", "ProcessSandbox"),
-             "docker": ("toolpath.sandboxes.docker", "DockerSandbox"),
-             "browser": ("toolpath.sandboxes.browser", "BrowserSandbox"),
-             "desktop": ("toolpath.sandboxes.desktop", "DesktopSandbox"),
-             "robot": ("toolpath.sandboxes.robot", "TabletopSandbox")}
-SANDBOX_KINDS = ("none", *SANDBOXES)
-CODE_SANDBOXES = ("process", "docker")  # kinds that hold a Python kernel: the python tool is a default there
-
-
 def _open_sandbox(kind: str, options: dict):
-    """Start a sandbox of `kind`; options are its limits (SandboxLimits) plus what the class names in OPTIONS."""
-    import importlib
+    """Start a sandbox of `kind` (registry kind "sandbox"); options are its limits (SandboxLimits) plus what the
+    class names in OPTIONS."""
     from dataclasses import fields
 
     from ..sandboxes.base import SandboxError, SandboxLimits
 
-    module, name = SANDBOXES[kind]
     try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as err:
-        raise SandboxError(f"cannot load {module}.{name}: {err}") from err
+        cls = registry.load("sandbox", kind)
+    except registry.RegistryError as err:
+        raise SandboxError(str(err)) from err
     opts = dict(options)
     own = {k: opts.pop(k) for k in cls.OPTIONS if k in opts}
     known = {f.name for f in fields(SandboxLimits)}
@@ -123,9 +112,15 @@ def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
              on_event: Callable[[Event], None] | None):
     agent = get_agent(spec.agent.name)
     spec, fmt = _agent_params(agent, spec)
-    if spec.sandbox.kind not in SANDBOX_KINDS:
-        raise ValueError(f"sandbox {spec.sandbox.kind!r} is not available; available: {', '.join(SANDBOX_KINDS)}")
-    defaults = agent.default_tools + (["python"] if spec.sandbox.kind in CODE_SANDBOXES else [])
+    # Sandbox kinds an episode can run in: the registry's, in their declared order. Tools that need one (code,
+    # GUI, robot) bring their kinds with them; a kind whose meta says `code` holds a Python kernel, so the
+    # python tool is a default there.
+    kinds = registry.declared("sandbox")
+    if spec.sandbox.kind != "none" and spec.sandbox.kind not in kinds:
+        raise ValueError(f"sandbox {spec.sandbox.kind!r} is not available; available: "
+                         f"{', '.join(['none', *kinds])}")
+    code = spec.sandbox.kind in kinds and kinds[spec.sandbox.kind].meta.get("code", False)
+    defaults = agent.default_tools + (["python"] if code else [])
     tools = {t.name: t for t in select_tools(spec.tools, defaults)}
     # An agent that decides without a model (fast_slow's grammar planner) does not pay for loading one.
     if policy is None and agent.needs_policy(spec):
