@@ -1,9 +1,16 @@
-"""The shared nodes every agent graph is built from: policy step, tool step, budget and loop guards, finish.
+"""The node kit every agent graph is built from.
 
-Nodes close over a `Runtime` (the policy, the tools, the store, the in-memory transcript), which is rebuilt
-for every process that runs or resumes an episode; only `AgentState` is checkpointed. Each node writes its
-step row (keyed by `seq`) before it returns, so the store holds every completed step, and a node that is
-killed before its checkpoint simply runs again and overwrites its own row.
+    node(rt, fn)            the node LangGraph runs: waits for the previous step's commit, then fn(state, step)
+                            with a `Step` whose clock has started and whose `record` stores the step row
+    rt.ask(...)             every policy call, with the spec's generation settings
+    execute_calls(...)      a step's tool calls under the run's deadline, each observed, emitted and reported
+    compile_graph(...)      the agent's graph with its nodes and routes, rt.deferred set for its checkpointer
+    make_policy_node / make_tool_node, the budget and loop guards: the ReAct loop's shared nodes
+
+Nodes close over a `Runtime` (the policy, the tools, the store, the in-memory transcript, the agent's own
+context), which is rebuilt for every process that runs or resumes an episode; only `AgentState` is
+checkpointed. Each node writes its step row (keyed by `seq`) before it returns, so the store holds every
+completed step, and a node that is killed before its checkpoint simply runs again and overwrites its own row.
 """
 
 from __future__ import annotations
