@@ -98,7 +98,7 @@ def time_toolpath(steps: int, home: Path, checkpointed: bool) -> tuple[float, st
     _, rt = _runtime(spec, "", store, NoopCaller(steps), None)
     rt.run_id = rt.ctx.run_id = store.create_run(spec.to_json(), spec.id, "bench", "react")
     rt.record(0, "task", _first_messages(rt, react.SYSTEM_PROMPT), time.time(), 0.0)
-    graph = react.build(rt, checkpointer=store.checkpointer() if checkpointed else None)
+    graph = react.AGENT.build(rt, checkpointer=store.checkpointer() if checkpointed else None)
     cfg = {"recursion_limit": 4 * steps + 10, "configurable": {"thread_id": rt.run_id}}
     t = time.perf_counter()
     final = graph.invoke(initial_state(), cfg, **({"durability": "async"} if checkpointed else {}))  # as episode.py

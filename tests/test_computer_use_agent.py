@@ -24,6 +24,7 @@ from PIL import Image
 
 from conftest import ROOT, toolpath_cli
 
+from toolpath import registry
 from toolpath.agents import episode
 from toolpath.agents.computer_use import MAX_OPERATION_CHARS
 from toolpath.agents.episode import EpisodeError, run_episode
@@ -96,10 +97,10 @@ class Seen:
 
 
 @pytest.fixture
-def screen(monkeypatch):
-    monkeypatch.setitem(episode.SANDBOXES, "browser", (__name__, "Screen"))
-    monkeypatch.setattr(episode, "SANDBOX_KINDS", ("none", *episode.SANDBOXES))
-    return Screen
+def screen():
+    registry.add("sandbox", "browser", Screen)
+    yield Screen
+    registry.reset()  # the built-in browser again
 
 
 def spec(tmp_path, **over):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from toolpath import registry
 from toolpath.agents import episode
 from toolpath.agents.episode import run_episode
 from toolpath.evals.benchmarks import BenchmarkDataError
@@ -361,10 +362,10 @@ def _small_screen(tmp_path):
 
 
 @pytest.fixture
-def fake_screen(monkeypatch):
-    monkeypatch.setitem(episode.SANDBOXES, "desktop", (__name__, "FakeScreen"))
-    monkeypatch.setattr(episode, "SANDBOX_KINDS", ("none", *episode.SANDBOXES))
-    return FakeScreen
+def fake_screen():
+    registry.add("sandbox", "desktop", FakeScreen)
+    yield FakeScreen
+    registry.reset()  # the built-in desktop again
 
 
 class FakeScreen:

@@ -303,10 +303,6 @@ def test_an_eval_episode_through_the_agent_is_scored_by_the_page(store, monkeypa
     from toolpath.agents import episode
     from toolpath.evals.scoring import recorded_final_state as final_state, score_run
 
-    # the lead registers the browser kind in episode.SANDBOXES; until then this test does it for itself
-    if "browser" not in episode.SANDBOXES:
-        monkeypatch.setitem(episode.SANDBOXES, "browser", ("toolpath.sandboxes.browser", "BrowserSandbox"))
-        monkeypatch.setattr(episode, "SANDBOX_KINDS", ("none", *episode.SANDBOXES))
     b = mw.MiniWoB(tasks=["enter-password", "click-button"], episodes=1)
     for rec in b.records():
         run = episode.run_episode(b.to_task(rec, model="python:toolpath.policies.dom:DOMPolicy"), store)

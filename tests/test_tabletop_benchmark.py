@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from toolpath.agents.embodied import check_spec, choose_points, task_objects
+from toolpath.agents.embodied import check_spec, task_objects
+from toolpath.agents.embodied_points import choose_points
 from toolpath.evals.benchmarks import BenchmarkDataError, get_benchmark
 from toolpath.evals.benchmarks.tabletop import Tabletop
 from toolpath.policies.fsd import parse_fsd

@@ -283,35 +283,36 @@ def cmd_runs_show(args) -> int:
         _print(f"score: {run['score']:g}")
     if run["error"]:
         _print(f"note: {run['error']}")
-    for s in steps:
-        p = s["payload"]
-        head = f"\n[{s['seq']}] {s['node']}  {s['seconds'] * 1000:.1f} ms"
-        if s["tokens_in"] or s["tokens_out"]:
-            head += f"  tokens {s['tokens_in']}→{s['tokens_out']}"
+    from .state import StepRecord
+
+    for s in map(StepRecord.from_row, steps):
+        head = f"\n[{s.seq}] {s.node}  {s.seconds * 1000:.1f} ms"
+        if s.tokens_in or s.tokens_out:
+            head += f"  tokens {s.tokens_in}→{s.tokens_out}"
         _print(head)
-        if s["node"] == "policy" and "raw" in p:
-            _print("  output: " + p["raw"].replace("\n", "\n          "))
-            for issue in p.get("issues") or []:
+        if s.node == "policy" and s.has("raw"):
+            _print("  output: " + s.raw.replace("\n", "\n          "))
+            for issue in s.issues:
                 _print("  issue: " + _one_line(issue, 200))
-        if p.get("error"):
-            _print(f"  error: {p['error']}")
-        for m in p.get("messages", []):
+        if s.error:
+            _print(f"  error: {s.error}")
+        for m in s.messages:
             role = m.get("role")
-            if role in ("system", "user") and s["node"] == "task":
+            if role in ("system", "user") and s.node == "task":
                 _print(f"  {role}: " + m.get("content", "").replace("\n", "\n    "))
             for c in m.get("tool_calls", []):
                 _print(f"  call {c['name']}({json.dumps(c.get('arguments', {}), ensure_ascii=False)})  id={c['id']}")
             if role == "tool":
                 _print(f"  observation from {m.get('name')}: " + _lines(m.get("content", "")))
-            if role == "assistant" and s["node"] != "policy":  # a planner's own step (the edit agent's plan, learn)
-                _print(f"  {s['node']}: " + _lines(m.get("content", "")))
-            if role == "user" and s["node"] == "observe":  # the computer-use agent's view of the screen
+            if role == "assistant" and s.node != "policy":  # a planner's own step (the edit agent's plan, learn)
+                _print(f"  {s.node}: " + _lines(m.get("content", "")))
+            if role == "user" and s.node == "observe":  # the computer-use agent's view of the screen
                 _print("  screen: " + _lines(m.get("content", "")))
-            elif role == "user" and s["node"] != "task":
+            elif role == "user" and s.node != "task":
                 _print("  feedback: " + _one_line(m.get("content", ""), 200))
             for img in m.get("images", []):
                 _print(f"  artifact {img.get('name') or ''} {img['path']}")
-        for o in p.get("observations", []):
+        for o in s.observations:
             for a in o.get("artifacts", []):
                 if not a.get("mime", "").startswith("image/"):
                     _print(f"  artifact {a.get('name') or ''} {a['path']}")

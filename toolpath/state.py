@@ -8,9 +8,11 @@ step 1,000 as at step 1, and images or files are never inside it, only `Artifact
 
 from __future__ import annotations
 
+import json
 import math
 import re
-from typing import Any, Literal, TypedDict
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping, TypedDict
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -202,3 +204,73 @@ class AgentState(TypedDict, total=False):
 def initial_state() -> AgentState:
     return AgentState(seq=0, steps=0, pending=[], status="running", answer=None, error=None,
                       tokens_in=0, tokens_out=0, seconds=0.0, last_call=None, repeats=0)
+
+
+@dataclass
+class StepRecord:
+    """One stored step as every reader sees it (`runs show`, the viewer, the eval runner): the columns of its
+    row and the payload the node recorded (nodes.Runtime.record), decoded here once.
+
+    The payload's known keys have properties; what else a node kept (an embodied plan, a subtask's search
+    tree) stays in `payload`. Contents are left as stored, plain data: a reader of an older store, or of a
+    model's hostile output, shows what is there rather than failing on it."""
+
+    seq: int
+    node: str
+    started: float = 0.0
+    seconds: float = 0.0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    payload: dict[str, Any] | str | None = None  # the JSON object the node stored, or the text when it is not one
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> StepRecord:
+        """From a steps row (Store.steps or a SELECT), its payload decoded from JSON text if it still is text."""
+        payload = row.get("payload")
+        if isinstance(payload, (str, bytes)):
+            try:
+                payload = json.loads(payload)
+            except (ValueError, RecursionError):
+                pass  # kept as text: a bad row is still evidence
+        return cls(seq=row["seq"], node=row["node"], started=row.get("started", 0.0), seconds=row.get("seconds", 0.0),
+                   tokens_in=row.get("tokens_in", 0), tokens_out=row.get("tokens_out", 0), payload=payload)
+
+    def _get(self, key: str, default: Any = None) -> Any:
+        return self.payload.get(key, default) if isinstance(self.payload, dict) else default
+
+    def has(self, key: str) -> bool:
+        """Whether the node recorded `key` (a final state of None is still one recorded)."""
+        return isinstance(self.payload, dict) and key in self.payload
+
+    @property
+    def messages(self) -> list[dict]:
+        """The messages the step added to the transcript (Message.model_dump), as stored."""
+        return self._get("messages") or []
+
+    @property
+    def raw(self) -> str | None:
+        """A policy step's model output exactly as produced."""
+        return self._get("raw")
+
+    @property
+    def issues(self) -> list[str]:
+        """What could not be read of a policy step's output."""
+        return self._get("issues") or []
+
+    @property
+    def error(self) -> str | None:
+        return self._get("error")
+
+    @property
+    def observations(self) -> list[dict]:
+        """A tool step's Observations (Observation.model_dump), as stored."""
+        return self._get("observations") or []
+
+    @property
+    def final_state(self) -> Any:
+        """What an environment-scored episode recorded of its world as it ended (a finish step), or None."""
+        return self._get("final_state")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "node": self.node, "started": self.started, "seconds": self.seconds,
+                "tokens_in": self.tokens_in, "tokens_out": self.tokens_out, "payload": self.payload}

@@ -1,21 +1,10 @@
-"""Agent graphs. Each agent module offers DEFAULT_TOOLS, SYSTEM_PROMPT and build(runtime, checkpointer)."""
+"""Agent graphs. Each agent module defines `AGENT`, an `agents.base.Agent`; the registry names them (kind "agent")."""
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
-# Capability issues add their agents here (visual_program, fast_slow, computer_use, embodied).
-AGENTS = {"react": "toolpath.agents.react", "visual_program": "toolpath.agents.visual_program",
-          "fast_slow": "toolpath.agents.fast_slow", "computer_use": "toolpath.agents.computer_use",
-          "embodied": "toolpath.agents.embodied"}
+from .. import registry
 
 
-class UnknownAgent(ValueError):
-    pass
-
-
-def agent_module(name: str) -> ModuleType:
-    if name not in AGENTS:
-        raise UnknownAgent(f"unknown agent {name!r}; available: {', '.join(sorted(AGENTS))}")
-    return importlib.import_module(AGENTS[name])
+def get_agent(name: str):
+    """The Agent registered as `name`; a RegistryError (a ValueError) naming the choices if there is none."""
+    return registry.load("agent", name)

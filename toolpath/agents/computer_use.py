@@ -26,21 +26,15 @@ from __future__ import annotations
 
 import io
 import json
-import time
+from dataclasses import dataclass
 from typing import Any
 
-from ..deadline import BUDGET_SPENT, passed
+from ..deadline import BUDGET_SPENT
 from ..state import AgentState, Message, ToolCall, initial_state as _common_initial
-from .nodes import (END, Runtime, budget_exceeded, loop_update, not_run_summary, out_of_time, record_step,
-                    report_not_run, run_call, step_deadline)
+from .base import Agent
+from .nodes import (END, Runtime, Step, budget_exceeded, compile_graph, execute_calls, loop_update, node,
+                    not_run_summary, out_of_time, run_call)
 
-DEFAULT_TOOLS: list[str] = []  # the platform's GUI actions, chosen in build()
-SANDBOX = None  # grounding needs none; the action modes need `sandbox: browser` or `sandbox: desktop`
-PARAMS = {"mode": "grounding, direct (default with a GUI sandbox) or reasoned",
-          "platform": "web, desktop or phone (default: from the sandbox, desktop without one)",
-          "coordinates": "absolute (default: pixels of the smart_resized screenshot), normalized or grid1000",
-          "min_pixels": "smart_resize's lower bound on the model image's area", "max_pixels": "its upper bound",
-          "history": "how many earlier operations the prompt lists (default all)"}
 
 _PLATFORM_PROMPT = {
     "desktop": "You are a GUI agent operating a computer desktop (Linux, X11) with mouse and keyboard.",
@@ -70,6 +64,11 @@ class ComputerUseState(AgentState, total=False):
     screen: list[int]  # size of the current screenshot
     shot: dict  # ArtifactRef of the current screenshot
     elements: list[dict]  # the page's elements at the last observation (web)
+
+
+@dataclass
+class ComputerUseContext:
+    format: Any = None  # the run's ScaleCUAFormat, made once the action space is known
 
 
 def initial_state() -> AgentState:
@@ -110,16 +109,16 @@ def _spec_params(spec) -> dict:
 
 
 def _format(rt: Runtime):
-    if "cua_format" not in rt.extras:
+    if rt.context.format is None:
         from ..policies.coords import MAX_PIXELS, MIN_PIXELS
         from ..policies.scalecua import ScaleCUAFormat
 
         p = _params(rt)
-        rt.extras["cua_format"] = ScaleCUAFormat(
+        rt.context.format = ScaleCUAFormat(
             mode=p["mode"], platform=p["platform"], convention=p["coordinates"],
             min_pixels=int(rt.spec.agent.params.get("min_pixels", MIN_PIXELS)),
             max_pixels=int(rt.spec.agent.params.get("max_pixels", MAX_PIXELS)), schemas=rt.schemas)
-    return rt.extras["cua_format"]
+    return rt.context.format
 
 
 # ---- observe ------------------------------------------------------------------------------------------
@@ -139,9 +138,7 @@ def make_observe_node(rt: Runtime):
     from langgraph.types import Command
     from PIL import Image
 
-    def observe_node(state: ComputerUseState) -> Any:
-        rt.wait_durable(state)
-        started, t0 = time.time(), time.perf_counter()
+    def observe_node(state: ComputerUseState, st: Step) -> Any:
         try:
             png, facts = _observe(rt)
             with Image.open(io.BytesIO(png)) as im:
@@ -160,11 +157,11 @@ def make_observe_node(rt: Runtime):
         if facts.get("windows"):
             lines.append("windows: " + "; ".join(str(w.get("title", "")) for w in facts["windows"]))
         msg = Message(role="user", content="\n".join(lines), name="observe", images=[ref])
-        update = record_step(rt, state, "observe", [msg], started, time.perf_counter() - t0,
-                         {"screen": size, "shot": ref.model_dump(), "elements": list(facts.get("elements") or [])})
+        update = st.record("observe", [msg],
+                           {"screen": size, "shot": ref.model_dump(), "elements": list(facts.get("elements") or [])})
         return Command(update=update, goto="policy")
 
-    return observe_node
+    return node(rt, observe_node)
 
 
 # ---- policy -------------------------------------------------------------------------------------------
@@ -214,18 +211,13 @@ def make_policy_node(rt: Runtime):
 
     from ..policies.base import PolicyError
 
-    def policy_node(state: ComputerUseState) -> Any:
-        rt.wait_durable(state)
-        started, t0 = time.time(), time.perf_counter()
+    def policy_node(state: ComputerUseState, st: Step) -> Any:
         step = state["steps"] + 1
         fmt = _format(rt)
-        rt.emit({"type": "thinking", "step": step})
         try:
-            resp = rt.policy.respond(prompt_messages(rt, state), rt.schemas, temperature=rt.spec.model.temperature,
-                                     max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed + step, step=step,
-                                     format=fmt)
+            resp = rt.ask(prompt_messages(rt, state), rt.schemas, step=step, format=fmt)
         except PolicyError as err:
-            update = record_step(rt, state, "policy", [], started, time.perf_counter() - t0, {}, error=str(err))
+            update = st.record("policy", [], {}, error=str(err))
             return Command(update={**update, "steps": step, "status": "failed", "error": f"policy: {err}"},
                            goto="finish")
         calls = [c.model_dump() for c in resp.tool_calls]
@@ -238,10 +230,9 @@ def make_policy_node(rt: Runtime):
         if not calls and not resp.issues:
             update["feedback"] = fmt.no_action
         msg = Message(role="assistant", content=resp.text, tool_calls=resp.tool_calls)
-        update = record_step(rt, state, "policy", [msg], started, time.perf_counter() - t0, update, raw=resp.raw,
-                         issues=resp.issues, latency=resp.latency_s, tokens_in=resp.tokens_in,
-                         tokens_out=resp.tokens_out)
-        rt.emit({"type": "policy", "step": step, "seconds": time.perf_counter() - t0, "text": resp.text,
+        update = st.record("policy", [msg], update, raw=resp.raw, issues=resp.issues, latency=resp.latency_s,
+                           tokens_in=resp.tokens_in, tokens_out=resp.tokens_out)
+        rt.emit({"type": "policy", "step": step, "seconds": st.seconds, "text": resp.text,
                  "calls": [c.name for c in resp.tool_calls], "issues": resp.issues,
                  "tokens_in": resp.tokens_in, "tokens_out": resp.tokens_out})
         if calls:
@@ -255,7 +246,7 @@ def make_policy_node(rt: Runtime):
                                    "answer": json.dumps({"refused": True, "reason": why})}, goto="finish")
         return Command(update=update, goto="observe")
 
-    return policy_node
+    return node(rt, policy_node)
 
 
 def _shorten(text: str, limit: int) -> str:
@@ -312,73 +303,61 @@ def make_act_node(rt: Runtime):
 
     from ..tools.gui import ENDING
 
-    def act_node(state: ComputerUseState) -> Any:
-        rt.wait_durable(state)
-        started, t0 = time.time(), time.perf_counter()
+    def act_node(state: ComputerUseState, st: Step) -> Any:
         fmt = _format(rt)
         space = fmt.space(*state["screen"])
         calls = [ToolCall.model_validate(c) for c in state["pending"]]
         update: dict[str, Any] = {"pending": []}
-        messages, observations, problems = [], [], []
-        deadline = step_deadline(rt, state)
-        skipped: list[ToolCall] = []
-        for i, call in enumerate(calls):
-            # Once the budget is spent no action starts on the screen, nor anything after it (a terminate after
-            # actions that never ran would claim their success); an answer, which takes no time, still counts.
-            if passed(deadline) and fmt.mode != "grounding" and call.name not in ENDING:
-                skipped = calls[i:]
-                break
-            obs = _act_one(rt, call, space, fmt.mode, update)
-            observations.append(obs.model_dump(exclude_defaults=True))
-            messages.append(Message(role="tool", content=obs.content, tool_call_id=call.id, name=call.name))
-            if obs.error:
-                problems.append(obs.content)
-            rt.emit({"type": "tool", "step": state["steps"], "tool": call.name, "error": obs.error,
-                     "content": obs.content, "seconds": time.perf_counter() - t0})
-            if "status" in update:
-                after = [c.name for c in calls[i + 1:]]
-                if after:
-                    update["error"] = (update.get("error") or "") + f" (not run after {call.name}: {', '.join(after)})"
-                break
-        report_not_run(skipped, observations, messages)
-        if skipped:
-            problems.append(f"{not_run_summary(skipped)}: {BUDGET_SPENT}")
+        # Once the budget is spent no action starts on the screen, nor anything after it (a terminate after
+        # actions that never ran would claim their success); an answer, which takes no time, still counts.
+        done = execute_calls(rt, state, calls, lambda call: _act_one(rt, call, space, fmt.mode),
+                             exempt=lambda call: fmt.mode == "grounding" or call.name in ENDING)
+        problems = [o["content"] for o in done.observations[:len(done.observations) - len(done.skipped)]
+                    if o.get("error")]
+        if done.ended_by is not None:
+            update.update(done.ending)
+            after = [c.name for c in calls[done.ended_by + 1:]]
+            if after:
+                update["error"] = ((update.get("error") or "")
+                                   + f" (not run after {calls[done.ended_by].name}: {', '.join(after)})")
+        if done.skipped:
+            problems.append(f"{not_run_summary(done.skipped)}: {BUDGET_SPENT}")
         if problems:
             update["feedback"] = failures_feedback(state.get("feedback"), problems)
-        update = record_step(rt, state, "act", messages, started, time.perf_counter() - t0, update,
-                             observations=observations)
+        update = st.record("act", done.messages, update, observations=done.observations)
         if "status" in update:
             return Command(update=update, goto="finish")
         update.update(loop_update(state, state["pending"], rt.spec.limits.loop_repeats))
-        reason = out_of_time(None if "status" in update else budget_exceeded({**state, **update}, rt.spec), skipped)
+        reason = out_of_time(None if "status" in update else budget_exceeded({**state, **update}, rt.spec),
+                             done.skipped)
         if reason:
             update.update(status="budget_exhausted", error=reason)
         return Command(update=update, goto="finish" if "status" in update else "observe")
 
-    return act_node
+    return node(rt, act_node)
 
 
-def _act_one(rt: Runtime, call: ToolCall, space, mode: str, update: dict):
-    """Carry out one call of the step: a grounding point or an ending action sets the run's outcome in `update`;
-    any other is run on the screen. Returns its Observation; whatever goes wrong is one with error=True."""
+def _act_one(rt: Runtime, call: ToolCall, space, mode: str) -> tuple[Any, dict | None]:
+    """Carry out one call of the step: (its Observation, the run's outcome when a grounding point or an ending
+    action ends the run, else None); any other call is run on the screen. Whatever goes wrong is an Observation
+    with error=True."""
     from ..state import Observation
     from ..tools.gui import ENDING
 
     try:
         screen_call, note = to_screen_call(call, space)
     except ValueError as err:
-        return Observation(call_id=call.id, tool=call.name, content=f"{call.name}: {err}", error=True)
+        return Observation(call_id=call.id, tool=call.name, content=f"{call.name}: {err}", error=True), None
     if mode == "grounding" and call.name in POINTING and "x" in screen_call.arguments:
         point = [screen_call.arguments["x"], screen_call.arguments["y"]]
-        update.update(status="finished", answer=json.dumps({"point": point, "action": call.name}))
-        return Observation(call_id=call.id, tool=call.name, content=f"point {note}")
+        ending = {"status": "finished", "answer": json.dumps({"point": point, "action": call.name})}
+        return Observation(call_id=call.id, tool=call.name, content=f"point {note}"), ending
     if call.name in ENDING:
-        update.update(_ending(call, mode))
-        return Observation(call_id=call.id, tool=call.name, content=f"{call.name}: episode ends")
+        return Observation(call_id=call.id, tool=call.name, content=f"{call.name}: episode ends"), _ending(call, mode)
     obs, _ = run_call(rt, screen_call)
     if note and not obs.error:
         obs = obs.model_copy(update={"content": f"{obs.content} [{note}]"})
-    return obs
+    return obs, None
 
 
 def failures_feedback(earlier: str | None, problems: list[str]) -> str:
@@ -436,9 +415,7 @@ def final_state(rt: Runtime) -> dict | None:
 def make_finish_node(rt: Runtime):
     from langgraph.types import Command
 
-    def finish_node(state: ComputerUseState) -> Any:
-        rt.wait_durable(state)
-        started, t0 = time.time(), time.perf_counter()
+    def finish_node(state: ComputerUseState, st: Step) -> Any:
         shot = final_screenshot(rt, state)  # before the probes, which may open other pages
         final = final_state(rt)
         update: dict[str, Any] = {}
@@ -448,28 +425,41 @@ def make_finish_node(rt: Runtime):
             text = "final state: " + json.dumps(final, ensure_ascii=False, default=str)[:2000] if final else "final screen"
             msg = Message(role="assistant", name="finish", content=text, images=[shot] if shot else [])
             extra = {"final_state": final} if final is not None else {}
-            update = record_step(rt, state, "finish", [msg], started, time.perf_counter() - t0, update, **extra)
+            update = st.record("finish", [msg], update, **extra)
         return Command(update=update, goto=END)
 
-    return finish_node
+    return node(rt, finish_node)
 
 
-def build(rt: Runtime, checkpointer=None):
-    from langgraph.graph import START, StateGraph
+class ComputerUse(Agent):
+    name = "computer_use"
+    params = {"mode": "grounding, direct (default with a GUI sandbox) or reasoned",
+              "platform": "web, desktop or phone (default: from the sandbox, desktop without one)",
+              "coordinates": "absolute (default: pixels of the smart_resized screenshot), normalized or grid1000",
+              "min_pixels": "smart_resize's lower bound on the model image's area", "max_pixels": "its upper bound",
+              "history": "how many earlier operations the prompt lists (default all)"}
+    default_tools = []  # the platform's GUI actions, chosen in build()
+    sandbox = None  # grounding needs none; the action modes need `sandbox: browser` or `sandbox: desktop`
+    prompt = SYSTEM_PROMPT
+    context_type = ComputerUseContext
+    initial_state = staticmethod(initial_state)
+    system_prompt = staticmethod(system_prompt)
+    check_spec = staticmethod(check_spec)
 
-    from ..tools.gui import PLATFORMS
-    from ..tools.registry import get_tool
+    def build(self, rt: Runtime, checkpointer=None):
+        from ..tools.gui import PLATFORMS
+        from ..tools.registry import get_tool
 
-    p = _params(rt)
-    if rt.spec.tools is None:  # the platform's action space (a spec's allow-list narrows it)
-        rt.tools = {n: get_tool(n) for n in PLATFORMS[p["platform"]]}
-        rt.schemas = [t.schema() for t in rt.tools.values()]
-    rt.format = _format(rt)
-    g = StateGraph(ComputerUseState)
-    g.add_node("observe", make_observe_node(rt), destinations=("policy", "finish"))
-    g.add_node("policy", make_policy_node(rt), destinations=("act", "observe", "finish"))
-    g.add_node("act", make_act_node(rt), destinations=("observe", "finish"))
-    g.add_node("finish", make_finish_node(rt), destinations=(END,))
-    g.add_edge(START, "observe")
-    rt.deferred = getattr(checkpointer, "commits_store_steps", False)
-    return g.compile(checkpointer=checkpointer)
+        p = _params(rt)
+        if rt.spec.tools is None:  # the platform's action space (a spec's allow-list narrows it)
+            rt.tools = {n: get_tool(n) for n in PLATFORMS[p["platform"]]}
+            rt.schemas = [t.schema() for t in rt.tools.values()]
+        rt.format = _format(rt)
+        return compile_graph(rt, ComputerUseState, {
+            "observe": (make_observe_node(rt), ("policy", "finish")),
+            "policy": (make_policy_node(rt), ("act", "observe", "finish")),
+            "act": (make_act_node(rt), ("observe", "finish")),
+            "finish": (make_finish_node(rt), (END,))}, checkpointer)
+
+
+AGENT = ComputerUse()

@@ -29,22 +29,20 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..deadline import BUDGET_SPENT, passed
 from ..state import AgentState, ArtifactRef, Message, ToolCall, initial_state as _common_initial
 from .embodied_outcome import final_state, simulator_judgement, truth_checks
-from .nodes import END, Runtime, budget_exceeded, record_step, run_call, step_deadline
+from .base import Agent
+from .embodied_points import boxes_in_pixels, choose_points, draw_points, to_pixels
+from .nodes import END, Runtime, Step, budget_exceeded, compile_graph, execute_calls, node, record_step
 
-DEFAULT_TOOLS = ["move_ee", "move_joints", "gripper", "home"]
-SANDBOX = "robot"
 SYSTEM_PROMPT = ("You are the spatial reasoner of a robot arm. You see the robot's camera image of a tabletop and "
                  "answer questions about it in FSD's format: objects as <ref>name</ref><box>[[x1, y1, x2, y2]]</box>, "
                  "relations as <pred>subject, relation, object</pred>, points as <point>[[x, y], ...]</point>, all on "
                  "a 0-1000 grid over the image (x to the right, y down), the answer inside <answer>...</answer>.")
-PARAMS = {"representation": "trace (default: pick at the trace's first point) or affordance (at the grasp box)",
-          "retries": "how often a failed consistency check or a missed grasp is tried again (default 2)",
-          "verify": "ask which object lies at the pick and place points before moving (default true)"}
 REPRESENTATIONS = ("trace", "affordance")
 
 
@@ -58,6 +56,16 @@ class EmbodiedState(AgentState, total=False):
     path: list[list]  # [tool, arguments] waypoints still to execute
     done_path: int  # waypoints executed in this attempt
     outcome: dict  # the check's findings
+
+
+@dataclass
+class RobotContext:
+    """The robot's last observation and what is derived from it, kept for this process (arrays never go into
+    the graph state): the point cloud, and the segmentation a truth-reading policy sees."""
+
+    obs: Any = None
+    cloud: Any = None
+    seg: tuple | None = None
 
 
 def initial_state() -> AgentState:
@@ -108,14 +116,14 @@ def check_spec(spec) -> None:
 def _observation(rt: Runtime):
     """The robot's current observation, kept for this process (arrays never go into the graph state)."""
     obs = rt.ctx.sandbox.observe()
-    rt.extras["robot_obs"] = obs
-    rt.extras.pop("robot_cloud", None)  # the cloud and the oracle's segmentation belong to one observation
-    rt.extras.pop("robot_seg", None)
+    rt.context.obs = obs
+    rt.context.cloud = rt.context.seg = None  # the cloud and the oracle's segmentation belong to one observation
     return obs
 
 
 def _latest(rt: Runtime):
-    return rt.extras.get("robot_obs") or _observation(rt)  # a resumed run observes again before it plans
+    # a resumed run observes again before it plans
+    return rt.context.obs if rt.context.obs is not None else _observation(rt)
 
 
 def _depth_view(depth) -> bytes:
@@ -140,9 +148,7 @@ def make_observe_node(rt: Runtime):
 
     from ..sandboxes.base import SandboxError
 
-    def observe_node(state: EmbodiedState) -> Any:
-        rt.wait_durable(state)
-        started, t0 = time.time(), time.perf_counter()
+    def observe_node(state: EmbodiedState, st: Step) -> Any:
         try:
             obs = _observation(rt)
         except SandboxError as err:
@@ -157,11 +163,10 @@ def make_observe_node(rt: Runtime):
         msg = Message(role="user", name="observe", content=text, images=[rgb, shade])
         update = {"camera": rgb.model_dump(), "size": [w, h],
                   "task": state.get("task") or task_objects(rt.spec.instruction)}
-        update = record_step(rt, state, "observe", [msg], started, time.perf_counter() - t0, update,
-                         depth_mm=depth.model_dump())
+        update = st.record("observe", [msg], update, depth_mm=depth.model_dump())
         return Command(update=update, goto="reason")
 
-    return observe_node
+    return node(rt, observe_node)
 
 
 # ---- asking the policy ---------------------------------------------------------------------------------
@@ -178,7 +183,7 @@ def _truth_lines(rt: Runtime, size) -> tuple[list[str], ArtifactRef | None]:
 
     from ..policies.coords import CoordinateSpace
 
-    if "robot_seg" not in rt.extras:
+    if rt.context.seg is None:
         seg = np.asarray(box.segmentation())
         buf = io.BytesIO()
         Image.fromarray((seg + 1).astype(np.uint16)).save(buf, format="PNG")
@@ -193,8 +198,8 @@ def _truth_lines(rt: Runtime, size) -> tuple[list[str], ArtifactRef | None]:
                 x2, y2 = space.from_screen(int(us.max()), int(vs.max()))
                 entry["box"] = [x1, y1, x2, y2]
             lines.append(json.dumps(entry))
-        rt.extras["robot_seg"] = (lines, ref)
-    return rt.extras["robot_seg"]
+        rt.context.seg = (lines, ref)
+    return rt.context.seg
 
 
 def _messages(rt: Runtime, state: EmbodiedState, question: str) -> list[Message]:
@@ -216,74 +221,23 @@ def _ask(rt: Runtime, state: dict, kind: str, question: str, images: list[Artifa
     """One question to the policy, recorded as a policy step: (parsed answer, state update) or PolicyError."""
     from ..policies.fsd import parse_fsd
 
-    started, t0 = time.time(), time.perf_counter()
+    st = Step(rt, state)
     step = state["steps"] + 1
-    rt.emit({"type": "thinking", "step": step})
-    resp = rt.policy.respond(_messages(rt, state, question), [], temperature=rt.spec.model.temperature,
-                             max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed + step, step=step)
+    resp = rt.ask(_messages(rt, state, question), [], step=step)
     text = resp.raw or resp.text
     parsed = parse_fsd(text)
     msg = Message(role="assistant", content=resp.text or text, images=images or [])
     update = {"steps": step, "tokens_in": state["tokens_in"] + resp.tokens_in,
               "tokens_out": state["tokens_out"] + resp.tokens_out}
-    update = record_step(rt, state, "policy", [msg], started, time.perf_counter() - t0, update, raw=text, question=kind,
-                     issues=list(parsed.issues) + list(resp.issues), latency=resp.latency_s,
-                     tokens_in=resp.tokens_in, tokens_out=resp.tokens_out)
-    rt.emit({"type": "policy", "step": step, "seconds": time.perf_counter() - t0, "text": f"{kind}: {text[:200]}",
+    update = st.record("policy", [msg], update, raw=text, question=kind,
+                       issues=list(parsed.issues) + list(resp.issues), latency=resp.latency_s,
+                       tokens_in=resp.tokens_in, tokens_out=resp.tokens_out)
+    rt.emit({"type": "policy", "step": step, "seconds": st.seconds, "text": f"{kind}: {text[:200]}",
              "calls": [], "issues": list(parsed.issues), "tokens_in": resp.tokens_in, "tokens_out": resp.tokens_out})
     return parsed, update
 
 
-def _to_pixels(points, size) -> list[list[int]]:
-    from ..policies.coords import CoordinateSpace
-
-    space = CoordinateSpace("grid1000", *size)
-    return [list(space.to_screen(float(x), float(y))) for x, y in points]
-
-
-def _find(objects, name: str):
-    """The box the policy gave for the object called `name` (names matched loosely), or None."""
-    from ..tools.spatial import same_object
-
-    for obj_name, box in objects:
-        if same_object(obj_name, name):
-            return box
-    return None
-
-
 # ---- reason -------------------------------------------------------------------------------------------
-
-def choose_points(rep: str, task: dict, relations, trace, affordance, free) -> tuple[dict, str]:
-    """Pick and place points (grid) from the answers, each with where it came from; ("", why) when unusable."""
-    pick = place = None
-    src = {}
-    trace_pts = trace.points[0] if trace is not None and trace.points else []
-    if rep == "affordance" and affordance is not None and affordance.boxes:
-        b = affordance.boxes[0]
-        pick, src["pick"] = [(b[0] + b[2]) / 2, (b[1] + b[3]) / 2], "affordance box"
-    elif trace_pts:
-        pick, src["pick"] = list(trace_pts[0]), "trace"
-    else:
-        b = _find(relations.objects, task["pick"]) if relations is not None else None
-        if b is not None:
-            pick, src["pick"] = [(b[0] + b[2]) / 2, (b[1] + b[3]) / 2], "relation graph box"
-    free_pts = free.points[0] if free is not None and free.points else []
-    if free_pts:
-        place = [sum(p[0] for p in free_pts) / len(free_pts), sum(p[1] for p in free_pts) / len(free_pts)]
-        src["place"] = "mean free-space point"
-    elif len(trace_pts) >= 2:
-        place, src["place"] = list(trace_pts[-1]), "trace end"
-    else:
-        b = _find(relations.objects, task["target"]) if relations is not None else None
-        if b is not None:
-            place, src["place"] = [(b[0] + b[2]) / 2, (b[1] + b[3]) / 2], "relation graph box"
-    missing = [what for what, v in (("where to pick the " + task["pick"], pick),
-                                    ("where to put it on the " + task["target"], place)) if v is None]
-    if missing:
-        return {}, "no usable answer for " + " and ".join(missing)
-    return {"pick_grid": pick, "place_grid": place, "trace_grid": [list(p) for p in trace_pts],
-            "free_grid": [list(p) for p in free_pts], "sources": src}, ""
-
 
 def make_reason_node(rt: Runtime):
     from langgraph.types import Command
@@ -291,8 +245,7 @@ def make_reason_node(rt: Runtime):
     from ..policies.base import PolicyError
     from ..policies.fsd import QUESTIONS
 
-    def reason_node(state: EmbodiedState) -> Any:
-        rt.wait_durable(state)
+    def reason_node(state: EmbodiedState, st: Step) -> Any:
         p = _spec_params(rt.spec)
         task = state["task"]
         kinds = ["relations", "affordance" if p["representation"] == "affordance" else "trace", "free_space"]
@@ -316,55 +269,32 @@ def make_reason_node(rt: Runtime):
             return _retry(rt, state, cur, why)
         size = state["size"]
         try:
-            chosen["pick"] = _to_pixels([chosen["pick_grid"]], size)[0]
-            chosen["place"] = _to_pixels([chosen["place_grid"]], size)[0]
-            chosen["trace"] = _to_pixels(chosen["trace_grid"], size)
-            chosen["free"] = _to_pixels(chosen["free_grid"], size)
+            chosen["pick"] = to_pixels([chosen["pick_grid"]], size)[0]
+            chosen["place"] = to_pixels([chosen["place_grid"]], size)[0]
+            chosen["trace"] = to_pixels(chosen["trace_grid"], size)
+            chosen["free"] = to_pixels(chosen["free_grid"], size)
         except ValueError as err:
             return _retry(rt, state, cur, f"a point is off the image: {err}")
-        chosen["boxes"] = _boxes(answers.get("relations"), size)
+        chosen["boxes"] = boxes_in_pixels(answers.get("relations"), size)
         chosen["relations"] = [list(r) for r in getattr(answers.get("relations"), "relations", [])]
         truth = truth_checks(rt, task, chosen, _latest(rt))
         if truth is not None:
             chosen["truth"] = truth
-        drawn = _draw(rt, state, chosen)
+        drawn = draw_points(rt, state, chosen)
         started = time.time()
         msg = Message(role="assistant", name="reason", images=[drawn],
                       content=f"in image pixels: pick {chosen['pick']} ({chosen['sources']['pick']}), place "
                               f"{chosen['place']} ({chosen['sources']['place']}); trace {chosen['trace']}")
-        update = record_step(rt, cur, "reason", [msg], started, 0.0, {**_delta(state, cur), "points": chosen,
-                                                                  "feedback": ""})
+        update = record_step(rt, cur, "reason", [msg], started, 0.0,
+                             {**_delta(state, cur), "points": chosen, "feedback": ""})
         return Command(update=update, goto="verify" if p["verify"] else "plan")
 
-    return reason_node
+    return node(rt, reason_node)
 
 
 def _delta(state: dict, cur: dict) -> dict:
     """What the questions asked so far changed in the state (counters and seq)."""
     return {k: cur[k] for k in ("seq", "steps", "tokens_in", "tokens_out", "seconds") if cur.get(k) != state.get(k)}
-
-
-def _boxes(relations, size) -> dict:
-    out = {}
-    if relations is None:
-        return out
-    for name, b in relations.objects:
-        try:
-            (x1, y1), (x2, y2) = _to_pixels([b[:2], b[2:]], size)
-        except ValueError:
-            continue
-        out[name] = [x1, y1, x2, y2]
-    return out
-
-
-def _draw(rt: Runtime, state: EmbodiedState, chosen: dict) -> ArtifactRef:
-    """The camera image with the trace (numbered), the boxes, the free-space points and pick/place marked."""
-    from ..tools.spatial import draw
-
-    png = draw(ArtifactRef.model_validate(state["camera"]).path, boxes=list(chosen["boxes"].values()),
-               labels=list(chosen["boxes"]), trace=chosen["trace"] or None,
-               points=[chosen["pick"], chosen["place"], *chosen["free"]])
-    return rt.store.put_artifact(png, name=f"trace_{state['attempts']}.png", mime="image/png")
 
 
 def _retry(rt: Runtime, state: dict, cur: dict, why: str, goto: str = "reason"):
@@ -379,7 +309,7 @@ def _retry(rt: Runtime, state: dict, cur: dict, why: str, goto: str = "reason"):
     started = time.time()
     msg = Message(role="user", name="retry", content=f"attempt {state['attempts'] + 1}: {why}")
     update = record_step(rt, {**state, **update}, "retry", [msg], started, 0.0,
-                     {**update, "attempts": state["attempts"] + 1, "feedback": why, "points": {}})
+                         {**update, "attempts": state["attempts"] + 1, "feedback": why, "points": {}})
     return Command(update=update, goto=goto)
 
 
@@ -392,8 +322,7 @@ def make_verify_node(rt: Runtime):
     from ..policies.fsd import identify_question
     from ..tools.spatial import same_object
 
-    def verify_node(state: EmbodiedState) -> Any:
-        rt.wait_durable(state)
+    def verify_node(state: EmbodiedState, st: Step) -> Any:
         task, pts = state["task"], state["points"]
         cur = dict(state)
         checks = []
@@ -418,29 +347,29 @@ def make_verify_node(rt: Runtime):
         text = "; ".join(f"{c['role']} point {c['point']} (grid): {c['seen'] or 'no object named'} "
                          f"({'ok' if c['ok'] else 'expected ' + c['expected']})" for c in checks)
         update = record_step(rt, cur, "verify", [Message(role="user", name="verify", content=text)], started, 0.0,
-                         {**_delta(state, cur), "points": {**pts, "checks": checks}}, checks=checks)
+                             {**_delta(state, cur), "points": {**pts, "checks": checks}}, checks=checks)
         if bad:
             why = "; ".join(f"the {c['role']} point {c['point']} lies on {c['seen'] or 'nothing you named'}, "
                             f"not on the {c['expected']}" for c in bad)
             return _retry(rt, state, {**cur, **update}, why)
         return Command(update=update, goto="plan")
 
-    return verify_node
+    return node(rt, verify_node)
 
 
 # ---- plan ---------------------------------------------------------------------------------------------
 
 def _cloud(rt: Runtime, obs):
     """The scene's point cloud in the world (every second pixel), computed once per observation."""
-    if "robot_cloud" not in rt.extras:
+    if rt.context.cloud is None:
         import numpy as np
 
         from ..tools.spatial3d.learned import backproject
 
         pts = backproject(obs.depth.astype(np.float64), obs.intrinsics, obs.extrinsics, obs.rgb, 2)[:, :3]
         valid = np.isfinite(pts).all(axis=1) & (obs.depth[::2, ::2].ravel() > 0)
-        rt.extras["robot_cloud"] = pts[valid]
-    return rt.extras["robot_cloud"]
+        rt.context.cloud = pts[valid]
+    return rt.context.cloud
 
 
 def make_plan_node(rt: Runtime):
@@ -449,9 +378,7 @@ def make_plan_node(rt: Runtime):
     from ..tools.grasp import GraspError, pick_place_path, plan_grasp, plan_place
     from ..tools.spatial import lift
 
-    def plan_node(state: EmbodiedState) -> Any:
-        rt.wait_durable(state)
-        started, t0 = time.time(), time.perf_counter()
+    def plan_node(state: EmbodiedState, st: Step) -> Any:
         obs = _latest(rt)
         pts = state["points"]
         try:
@@ -473,12 +400,12 @@ def make_plan_node(rt: Runtime):
         text = (f"grasp at ({', '.join(f'{v:.3f}' for v in grasp.position)}) yaw {grasp.yaw:.2f} rad, object "
                 f"{grasp.height * 100:.1f} cm tall; release at ({', '.join(f'{v:.3f}' for v in place.position)}); "
                 f"travel height {summary['clearance']:.3f} m; {len(path)} waypoints")
-        update = record_step(rt, state, "plan", [Message(role="assistant", name="plan", content=text)], started,
-                         time.perf_counter() - t0, {"path": [[n, a] for n, a in path], "done_path": 0,
-                                                    "points": {**pts, "plan": summary}}, plan=summary)
+        update = st.record("plan", [Message(role="assistant", name="plan", content=text)],
+                           {"path": [[n, a] for n, a in path], "done_path": 0, "points": {**pts, "plan": summary}},
+                           plan=summary)
         return Command(update=update, goto="execute")
 
-    return plan_node
+    return node(rt, plan_node)
 
 
 # ---- execute ------------------------------------------------------------------------------------------
@@ -486,39 +413,34 @@ def make_plan_node(rt: Runtime):
 def make_execute_node(rt: Runtime):
     from langgraph.types import Command
 
-    def execute_node(state: EmbodiedState) -> Any:
-        rt.wait_durable(state)
+    def execute_node(state: EmbodiedState, st: Step) -> Any:
         reason = budget_exceeded(state, rt.spec)
         if reason:
             return Command(update={"status": "budget_exhausted", "path": [],
                                    "error": f"{reason}; {_waypoints(len(state['path']))} not run"}, goto="check")
-        started, t0 = time.time(), time.perf_counter()
-        deadline = step_deadline(rt, state)
         name, args = state["path"][0]
         i = state["done_path"] + 1
         call = ToolCall(id=f"a{state['attempts']}_{i}", name=name, arguments=args)
-        obs, _ = run_call(rt, call)
-        observation = obs.model_dump(exclude_defaults=True)
+        # The budget was checked above: the waypoint starts, and its motion stops at the step's deadline.
+        done = execute_calls(rt, state, [call], exempt=lambda _call: True)
         total = i + len(state["path"]) - 1
-        msgs = [Message(role="assistant", content=f"waypoint {i} of {total}", tool_calls=[call]),
-                Message(role="tool", content=obs.content, tool_call_id=call.id, name=name)]
-        rt.emit({"type": "tool", "step": state["steps"], "tool": name, "error": obs.error, "content": obs.content,
-                 "seconds": time.perf_counter() - t0})
+        msgs = [Message(role="assistant", content=f"waypoint {i} of {total}", tool_calls=[call]), *done.messages]
+        obs = done.messages[0]
         update = {"path": state["path"][1:], "done_path": i}
-        update = record_step(rt, state, "execute", msgs, started, time.perf_counter() - t0, update,
-                         observations=[observation])
-        if passed(deadline):  # the motion stopped where the arm was when the time ran out
+        update = st.record("execute", msgs, update, observations=done.observations)
+        if passed(rt.ctx.deadline):  # the motion stopped where the arm was when the time ran out
             reason = budget_exceeded({**state, **update}, rt.spec) or BUDGET_SPENT
             return Command(update={**update, "status": "budget_exhausted", "path": [],
                                    "error": f"{reason}; waypoint {i} ({name}) ran out of time and "
                                             f"{_waypoints(len(update['path']))} not run"}, goto="check")
         missed = name == "gripper" and args.get("command") == "close" and "holding" not in obs.content
-        if obs.error or missed:
-            why = obs.content if obs.error else f"the grasp closed on nothing ({obs.content})"
+        error = done.observations[0].get("error", False)
+        if error or missed:
+            why = obs.content if error else f"the grasp closed on nothing ({obs.content})"
             return _recover(rt, {**state, **update}, why)
         return Command(update=update, goto="execute" if update["path"] else "check")
 
-    return execute_node
+    return node(rt, execute_node)
 
 
 def _waypoints(n: int) -> str:
@@ -543,7 +465,7 @@ def _recover(rt: Runtime, state: dict, why: str):
     started = time.time()
     msg = Message(role="user", name="retry", content=f"attempt {state['attempts'] + 1}: {why}")
     update = record_step(rt, state, "retry", [msg], started, 0.0, {"attempts": state["attempts"] + 1, "feedback": why,
-                                                               "points": {}, "path": [], "done_path": 0})
+                                                                   "points": {}, "path": [], "done_path": 0})
     return Command(update=update, goto="observe")
 
 
@@ -557,9 +479,7 @@ def make_check_node(rt: Runtime):
     from ..sandboxes.base import SandboxError
     from ..tools.spatial import same_object
 
-    def check_node(state: EmbodiedState) -> Any:
-        rt.wait_durable(state)
-        started, t0 = time.time(), time.perf_counter()
+    def check_node(state: EmbodiedState, st: Step) -> Any:
         task = state["task"]
         outcome: dict[str, Any] = {"pick": task.get("pick"), "target": task.get("target")}
         cur = dict(state)
@@ -595,43 +515,50 @@ def make_check_node(rt: Runtime):
             else:
                 update.update(status="failed", error=f"the task is not done: {outcome.get('reason')}")
         text = f"{'success' if outcome['success'] else 'not done'} ({outcome['judged_by']}): {outcome.get('reason')}"
-        update = record_step(rt, {**state, **update}, "check", [Message(role="user", name="check", content=text,
-                                                                    images=images)],
-                         started, time.perf_counter() - t0, update, outcome=outcome)
+        update = st.record("check", [Message(role="user", name="check", content=text, images=images)], update,
+                           state={**state, **update}, outcome=outcome)
         return Command(update=update, goto="finish")
 
-    return check_node
+    return node(rt, check_node)
 
 
 def make_finish_node(rt: Runtime):
     from langgraph.types import Command
 
-    def finish_node(state: EmbodiedState) -> Any:
-        rt.wait_durable(state)
-        started, t0 = time.time(), time.perf_counter()
+    def finish_node(state: EmbodiedState, st: Step) -> Any:
         final = final_state(rt, state) if rt.ctx.sandbox is not None else {}
         update: dict[str, Any] = {}
         if state.get("status") == "running":
             update["status"] = "failed"
         text = "final state: " + json.dumps(final, ensure_ascii=False, default=str)[:2000]
-        update = record_step(rt, state, "finish", [Message(role="assistant", name="finish", content=text)], started,
-                         time.perf_counter() - t0, update, final_state=final)
+        update = st.record("finish", [Message(role="assistant", name="finish", content=text)], update,
+                           final_state=final)
         return Command(update=update, goto=END)
 
-    return finish_node
+    return node(rt, finish_node)
 
 
-def build(rt: Runtime, checkpointer=None):
-    from langgraph.graph import START, StateGraph
+class Embodied(Agent):
+    name = "embodied"
+    params = {"representation": "trace (default: pick at the trace's first point) or affordance (at the grasp box)",
+              "retries": "how often a failed consistency check or a missed grasp is tried again (default 2)",
+              "verify": "ask which object lies at the pick and place points before moving (default true)"}
+    default_tools = ["move_ee", "move_joints", "gripper", "home"]
+    sandbox = "robot"
+    prompt = SYSTEM_PROMPT
+    context_type = RobotContext
+    initial_state = staticmethod(initial_state)
+    check_spec = staticmethod(check_spec)
 
-    g = StateGraph(EmbodiedState)
-    g.add_node("observe", make_observe_node(rt), destinations=("reason", "finish"))
-    g.add_node("reason", make_reason_node(rt), destinations=("verify", "plan", "reason", "finish"))
-    g.add_node("verify", make_verify_node(rt), destinations=("plan", "reason", "finish"))
-    g.add_node("plan", make_plan_node(rt), destinations=("execute", "reason", "finish"))
-    g.add_node("execute", make_execute_node(rt), destinations=("execute", "check", "observe"))
-    g.add_node("check", make_check_node(rt), destinations=("finish",))
-    g.add_node("finish", make_finish_node(rt), destinations=(END,))
-    g.add_edge(START, "observe")
-    rt.deferred = getattr(checkpointer, "commits_store_steps", False)
-    return g.compile(checkpointer=checkpointer)
+    def build(self, rt: Runtime, checkpointer=None):
+        return compile_graph(rt, EmbodiedState, {
+            "observe": (make_observe_node(rt), ("reason", "finish")),
+            "reason": (make_reason_node(rt), ("verify", "plan", "reason", "finish")),
+            "verify": (make_verify_node(rt), ("plan", "reason", "finish")),
+            "plan": (make_plan_node(rt), ("execute", "reason", "finish")),
+            "execute": (make_execute_node(rt), ("execute", "check", "observe")),
+            "check": (make_check_node(rt), ("finish",)),
+            "finish": (make_finish_node(rt), (END,))}, checkpointer)
+
+
+AGENT = Embodied()

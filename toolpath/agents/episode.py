@@ -12,16 +12,16 @@ import shutil
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 from .. import registry
 from ..policies.base import Policy, PolicyError, load, slow_to_load
 from ..runs import Store
 from ..spec import TaskSpec
-from ..state import TERMINAL, AgentState, Message, initial_state
+from ..state import TERMINAL, AgentState, Message
 from ..tools.registry import ToolContext, ToolError, select_tools
-from . import agent_module
+from . import get_agent
+from .base import Agent
 from .nodes import Event, Runtime
 
 
@@ -45,27 +45,17 @@ class EpisodeError(RuntimeError):
     """The episode could not start: bad spec content, unknown agent or tool, a model that cannot load."""
 
 
-# Sandbox kinds an episode can run in, and the module and class of each: the registry's `sandbox` kind (built-in
-# and plugins). Tools that need one (code, GUI, robot) bring their kinds with them.
-_SANDBOX_ENTRIES = registry.declared("sandbox")
-SANDBOXES = {name: tuple(e.target.split(":", 1)) for name, e in _SANDBOX_ENTRIES.items() if e.target}
-SANDBOX_KINDS = ("none", *SANDBOXES)
-# Kinds that hold a Python kernel (registry meta `code`): the python tool is a default there.
-CODE_SANDBOXES = tuple(name for name, e in _SANDBOX_ENTRIES.items() if e.meta.get("code"))
-
-
 def _open_sandbox(kind: str, options: dict):
-    """Start a sandbox of `kind`; options are its limits (SandboxLimits) plus what the class names in OPTIONS."""
-    import importlib
+    """Start a sandbox of `kind` (registry kind "sandbox"); options are its limits (SandboxLimits) plus what the
+    class names in OPTIONS."""
     from dataclasses import fields
 
     from ..sandboxes.base import SandboxError, SandboxLimits
 
-    module, name = SANDBOXES[kind]
     try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as err:
-        raise SandboxError(f"cannot load {module}.{name}: {err}") from err
+        cls = registry.load("sandbox", kind)
+    except registry.RegistryError as err:
+        raise SandboxError(str(err)) from err
     opts = dict(options)
     own = {k: opts.pop(k) for k in cls.OPTIONS if k in opts}
     known = {f.name for f in fields(SandboxLimits)}
@@ -77,7 +67,7 @@ def _open_sandbox(kind: str, options: dict):
 
 
 @contextmanager
-def _episode_sandbox(rt: Runtime, agent=None):
+def _episode_sandbox(rt: Runtime, agent: Agent):
     """Open the spec's sandbox into rt.ctx.sandbox for the episode, and close it after, whatever happens.
 
     Raises EpisodeError naming what is wrong; a sandbox that started and then failed is closed too (one
@@ -105,8 +95,7 @@ def _episode_sandbox(rt: Runtime, agent=None):
                 box.preload("\n".join(["from PIL import Image as _Image"] + [
                     f"{name} = _Image.open({('inputs/' + path.name)!r}); {name}.load()"
                     for name, path in rt.ctx.images.items()]))
-            if hasattr(agent, "prepare_sandbox"):  # what the agent's programs expect to find (visual_program)
-                agent.prepare_sandbox(rt, box)
+            agent.prepare_sandbox(rt, box)  # what the agent's programs expect to find (visual_program)
         except (SandboxError, OSError, TypeError) as err:
             if isinstance(err, OSError) and err.errno == errno.ENOSPC:
                 err = "the task's inputs do not fit in the sandbox's /episode (raise sandbox.options.disk_mb)"
@@ -121,61 +110,57 @@ def _episode_sandbox(rt: Runtime, agent=None):
 
 def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
              on_event: Callable[[Event], None] | None):
-    agent = agent_module(spec.agent.name)
+    agent = get_agent(spec.agent.name)
     spec, fmt = _agent_params(agent, spec)
-    if spec.sandbox.kind not in SANDBOX_KINDS:
-        raise ValueError(f"sandbox {spec.sandbox.kind!r} is not available; available: {', '.join(SANDBOX_KINDS)}")
-    defaults = agent.DEFAULT_TOOLS + (["python"] if spec.sandbox.kind in CODE_SANDBOXES else [])
+    # Sandbox kinds an episode can run in: the registry's, in their declared order. Tools that need one (code,
+    # GUI, robot) bring their kinds with them; a kind whose meta says `code` holds a Python kernel, so the
+    # python tool is a default there.
+    kinds = registry.declared("sandbox")
+    if spec.sandbox.kind != "none" and spec.sandbox.kind not in kinds:
+        raise ValueError(f"sandbox {spec.sandbox.kind!r} is not available; available: "
+                         f"{', '.join(['none', *kinds])}")
+    code = spec.sandbox.kind in kinds and kinds[spec.sandbox.kind].meta.get("code", False)
+    defaults = agent.default_tools + (["python"] if code else [])
     tools = {t.name: t for t in select_tools(spec.tools, defaults)}
     # An agent that decides without a model (fast_slow's grammar planner) does not pay for loading one.
-    if policy is None and getattr(agent, "needs_policy", lambda _spec: True)(spec):
+    if policy is None and agent.needs_policy(spec):
         if on_event is not None and slow_to_load(spec.model):
             on_event({"type": "loading", "model": spec.model.name})
         policy = load(spec.model)
     ctx = ToolContext(run_id=run_id, inputs=list(spec.inputs.files) + list(spec.inputs.images),
                       save_artifact=store.put_artifact,
                       images={f"image_{i}": p for i, p in enumerate(spec.inputs.images, 1)})
-    return agent, Runtime(run_id=run_id, spec=spec, policy=policy, tools=tools, store=store, ctx=ctx, on_event=on_event,
-                          format=fmt)
+    rt = Runtime(run_id=run_id, spec=spec, policy=policy, tools=tools, store=store, ctx=ctx, on_event=on_event,
+                 format=fmt)
+    rt.context = agent.new_context(rt)
+    return agent, rt
 
 
-def _agent_params(agent, spec: TaskSpec):
+def _agent_params(agent: Agent, spec: TaskSpec):
     """Check `agent.params` against what the agent accepts; pick the response format and its turn limit.
 
     A format with a turn limit of its own (DeepEyesV2: 9) applies it unless the spec sets max_steps; the spec
     that is stored carries the limit, so a resumed run keeps it."""
     from ..policies.formats import get_format
 
-    accepted = getattr(agent, "PARAMS", {})
+    accepted = agent.params
     unknown = sorted(set(spec.agent.params) - set(accepted))
     if unknown:
         expected = ", ".join(f"{k} ({v})" for k, v in accepted.items()) or "none"
         raise ValueError(f"agent.params: unknown parameter(s) {', '.join(unknown)} for agent {spec.agent.name!r}; "
                          f"expected: {expected}")
-    if hasattr(agent, "check_spec"):  # what an agent can tell is wrong before anything starts (computer_use)
-        agent.check_spec(spec)
+    agent.check_spec(spec)  # what an agent can tell is wrong before anything starts (computer_use)
     fmt = get_format(spec.agent.params.get("format"))
     if fmt.max_steps and "max_steps" not in spec.limits.model_fields_set:
         spec = spec.model_copy(deep=True)
         spec.limits.max_steps = fmt.max_steps
     # An agent that needs a sandbox (visual_program runs programs) gets it unless the spec names one.
-    if getattr(agent, "SANDBOX", None) and "sandbox" not in spec.model_fields_set:
+    if agent.sandbox and "sandbox" not in spec.model_fields_set:
         from ..spec import SandboxSpec
 
         spec = spec.model_copy(deep=True)
-        spec.sandbox = SandboxSpec(kind=agent.SANDBOX)
+        spec.sandbox = SandboxSpec(kind=agent.sandbox)
     return spec, fmt
-
-
-def _initial(agent) -> AgentState:
-    """The graph's first state: an agent with state of its own (visual_program's phase) extends the common one."""
-    return getattr(agent, "initial_state", initial_state)()
-
-
-def _system_prompt(agent, spec) -> str:
-    """The agent's system prompt for this spec (`system_prompt(spec)` when it varies, e.g. by platform)."""
-    make = getattr(agent, "system_prompt", None)
-    return make(spec) if callable(make) else agent.SYSTEM_PROMPT
 
 
 def _first_messages(rt: Runtime, system_prompt: str) -> list[Message]:
@@ -234,10 +219,10 @@ def run_episode(spec: TaskSpec, store: Store, on_event: Callable[[Event], None] 
                                               eval_id)
         rt.ctx.run_id = run_id
         rt.emit({"type": "start", "run_id": run_id, "model": spec.model.name, "agent": spec.agent.name})
-        first = _first_messages(rt, _system_prompt(agent, rt.spec))
+        first = _first_messages(rt, agent.system_prompt(rt.spec))
         rt.record(0, "task", first, time.time(), 0.0)
         graph = agent.build(rt, checkpointer=store.checkpointer())
-        return _drive(graph, rt, _initial(agent), run_id)
+        return _drive(graph, rt, agent.initial_state(), run_id)
 
 
 def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] | None = None,
@@ -261,7 +246,7 @@ def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] 
         return _resume(agent, rt, store, run_id)
 
 
-def _resume(agent, rt: Runtime, store: Store, run_id: str) -> RunResult:
+def _resume(agent: Agent, rt: Runtime, store: Store, run_id: str) -> RunResult:
     store.update_run(run_id, status="running", pid=os.getpid())
     graph = agent.build(rt, checkpointer=store.checkpointer())
     config = {"configurable": {"thread_id": run_id}}
@@ -271,15 +256,13 @@ def _resume(agent, rt: Runtime, store: Store, run_id: str) -> RunResult:
         store.drop_steps_after(run_id, 0)
         rt.transcript = store.transcript(run_id)
         if not rt.transcript:
-            rt.record(0, "task", _first_messages(rt, _system_prompt(agent, rt.spec)), time.time(), 0.0)
+            rt.record(0, "task", _first_messages(rt, agent.system_prompt(rt.spec)), time.time(), 0.0)
         rt.emit({"type": "resume", "run_id": run_id, "from_step": 0})
-        return _drive(graph, rt, _initial(agent), run_id)
+        return _drive(graph, rt, agent.initial_state(), run_id)
     dropped = store.drop_steps_after(run_id, values["seq"])
     store.checkpointer().mark_durable(run_id, values["seq"])  # what we resume from is on disk already
     rt.transcript = store.transcript(run_id)
-    for m in rt.transcript:  # images earlier tool calls made keep their names (crop_1, …) after a resume
-        if m.role == "tool":
-            rt.ctx.images.update({Path(ref.name).stem: Path(ref.path) for ref in m.images if ref.name})
+    agent.resume(rt)
     rt.emit({"type": "resume", "run_id": run_id, "from_step": values["steps"], "dropped": dropped,
              "tokens": values["tokens_in"] + values["tokens_out"]})
     if not snapshot.next:  # the graph had ended; only the run row was not updated before the kill

@@ -19,22 +19,14 @@ from __future__ import annotations
 import io
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..state import AgentState, Message, initial_state as _common_initial
-from .nodes import END, Runtime, budget_exceeded
+from .base import Agent
+from .nodes import END, Runtime, Step, budget_exceeded, compile_graph, node, record_step
 
-DEFAULT_TOOLS: list[str] = []  # edit tools are called by the planners, not by the model
-SANDBOX = None
-PARAMS = {"alpha": "cost–quality trade-off α in [0, 2] of C^α·(2−Q)^(2−α) (default 1)",
-          "threshold": "a step whose measured quality is under this fails (default 0.8)",
-          "planner": "rules (default: the instruction grammar, no model) or policy (the model writes the chain)",
-          "fast": "try learned subroutines first (default true); false is pure A*",
-          "learn": "log traces and induce subroutines (default true)",
-          "k": "successful traces between two inductions (default 20)",
-          "library": "the subroutine library file (default $TOOLPATH_HOME/subroutines/library.json)",
-          "output": "also write the final image to this path"}
 
 SYSTEM_PROMPT = """You split an image-editing instruction into subtasks. Reply with one JSON list, one object per
 subtask in the order they should run: {"id": "s1", "kind": KIND, "target": {"name": "red circle", "color": "red",
@@ -48,6 +40,11 @@ class EditAgentState(AgentState, total=False):
     index: int  # the next subtask to run
     image: str  # path of the current image (an artifact, or the input)
     results: list[dict]  # SubtaskRun.summary() per subtask done
+
+
+@dataclass
+class EditContext:
+    executor: Any = None  # the FastSlow of this process: it holds the library and the priors table
 
 
 def initial_state() -> AgentState:
@@ -75,7 +72,7 @@ def _params(rt: Runtime) -> dict:
 
 def _executor(rt: Runtime):
     """One FastSlow per runtime (per process): it holds the library and the priors table."""
-    if "fast_slow" not in rt.extras:
+    if rt.context.executor is None:
         from ..planners.executor import FastSlow
         from ..planners.library import Library
         from ..planners.subroutines import default_library_path
@@ -84,17 +81,16 @@ def _executor(rt: Runtime):
         path = rt.spec.agent.params.get("library")
         library = Library(Path(path).expanduser() if path else default_library_path()) \
             if (p["fast"] or p["learn"]) else None
-        rt.extras["fast_slow"] = FastSlow(library, alpha=p["alpha"], threshold=p["threshold"], use_fast=p["fast"],
+        rt.context.executor = FastSlow(library, alpha=p["alpha"], threshold=p["threshold"], use_fast=p["fast"],
                                           learn=p["learn"], k=p["k"])
-    return rt.extras["fast_slow"]
+    return rt.context.executor
 
 
-def _record(rt: Runtime, state: AgentState, node: str, content: str, started: float, seconds: float,
+def _record(rt: Runtime, state: AgentState, name: str, content: str, started: float, seconds: float,
             update: dict, images=(), **extra) -> dict:
-    seq = state["seq"] + 1
-    rt.record(seq, node, [Message(role="tool" if node == "tools" else "assistant", content=content, name=node,
-                                  images=list(images))], started, seconds, **extra)
-    return {**update, "seq": seq, "seconds": state["seconds"] + seconds}
+    """A planner's step: its text as the one message (a tool message for the subtask runs)."""
+    msg = Message(role="tool" if name == "tools" else "assistant", content=content, name=name, images=list(images))
+    return record_step(rt, state, name, [msg], started, seconds, update, **extra)
 
 
 # ---- plan ----------------------------------------------------------------------------------------------
@@ -105,8 +101,7 @@ def _chain_from_policy(rt: Runtime, step: int) -> tuple[list | None, str, int, i
     from ..policies.base import PolicyError
 
     try:
-        resp = rt.policy.respond(rt.transcript, [], temperature=rt.spec.model.temperature,
-                                 max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed, step=step)
+        resp = rt.ask(rt.transcript, [], step=step, seed=rt.spec.seed)
     except PolicyError as err:
         return None, f"the model could not be asked: {err}", 0, 0
     text = resp.raw or resp.text
@@ -123,9 +118,8 @@ def make_plan_node(rt: Runtime):
     from ..planners.executor import subtask_to_json
     from ..planners.subtasks import describe_chain, parse_instruction
 
-    def plan_node(state: EditAgentState) -> Any:
-        rt.wait_durable(state)
-        started, t0 = time.time(), time.perf_counter()
+    def plan_node(state: EditAgentState, st: Step) -> Any:
+        started = st.started
         images = rt.spec.inputs.images
         if len(images) != 1:
             return Command(update={"status": "failed", "error": f"the edit agent needs exactly one input image "
@@ -143,13 +137,13 @@ def make_plan_node(rt: Runtime):
                 chain = parse_instruction(rt.spec.instruction)
                 notes.append("chain from the instruction grammar")
             except ValueError as err:
-                dt = time.perf_counter() - t0
+                dt = st.seconds
                 update = _record(rt, state, "plan", "\n".join(notes + [str(err)]), started, dt, {},
                                  error=str(err))
                 return Command(update={**update, "steps": state["steps"] + 1, "status": "failed",
                                        "error": f"instruction: {err}"}, goto=END)
         text = describe_chain(chain)
-        dt = time.perf_counter() - t0
+        dt = st.seconds
         update = _record(rt, state, "plan", text + "\n(" + "; ".join(notes) + ")", started, dt,
                          {"chain": [subtask_to_json(s) for s in chain], "image": str(images[0]),
                           "steps": state["steps"] + 1, "tokens_in": state["tokens_in"] + tin,
@@ -159,7 +153,7 @@ def make_plan_node(rt: Runtime):
                  "content": text})
         return Command(update=update, goto="subtask" if chain else "finish")
 
-    return plan_node
+    return node(rt, plan_node)
 
 
 # ---- subtask -------------------------------------------------------------------------------------------
@@ -201,12 +195,11 @@ def make_subtask_node(rt: Runtime):
 
     from ..planners.executor import subtask_from_json
 
-    def subtask_node(state: EditAgentState) -> Any:
-        rt.wait_durable(state)
+    def subtask_node(state: EditAgentState, st: Step) -> Any:
         reason = budget_exceeded(state, rt.spec)
         if reason:
             return Command(update={"status": "budget_exhausted", "error": reason}, goto="finish")
-        started, t0 = time.time(), time.perf_counter()
+        started = st.started
         ex = _executor(rt)
         subtask = subtask_from_json(state["chain"][state["index"]])
         run = ex.run(_load(state["image"]), subtask)
@@ -214,7 +207,7 @@ def make_subtask_node(rt: Runtime):
         if run.ok:
             ref = rt.ctx.artifact(_png(run.state.image), name=f"{subtask.id}_{subtask.kind}.png", mime="image/png")
             images, image = [ref], ref.path
-        dt = time.perf_counter() - t0
+        dt = st.seconds
         summary = run.summary()
         content = _describe(run)
         extra: dict = {"subtask": summary, "features": run.features}
@@ -238,7 +231,7 @@ def make_subtask_node(rt: Runtime):
         more = update["index"] < len(state["chain"])
         return Command(update=update, goto="subtask" if more else "finish")
 
-    return subtask_node
+    return node(rt, subtask_node)
 
 
 def _describe_induction(report) -> str:
@@ -259,7 +252,7 @@ def _induction_json(report) -> Any:
 def make_finish_node(rt: Runtime):
     from langgraph.types import Command
 
-    def finish_node(state: EditAgentState) -> Any:
+    def finish_node(state: EditAgentState, st: Step) -> Any:
         results = state["results"]
         answer = {"image": state["image"], "subtasks": results,
                   "cost_s": round(sum(r["cost_s"] for r in results), 4),
@@ -280,16 +273,31 @@ def make_finish_node(rt: Runtime):
                 update["error"] = "subtasks that failed (the image is left as it was for them): " + "; ".join(failed)
         return Command(update=update, goto=END)
 
-    return finish_node
+    return node(rt, finish_node)
 
 
-def build(rt: Runtime, checkpointer=None):
-    from langgraph.graph import START, StateGraph
+class FastSlowAgent(Agent):
+    name = "fast_slow"
+    params = {"alpha": "cost–quality trade-off α in [0, 2] of C^α·(2−Q)^(2−α) (default 1)",
+              "threshold": "a step whose measured quality is under this fails (default 0.8)",
+              "planner": "rules (default: the instruction grammar, no model) or policy (the model writes the chain)",
+              "fast": "try learned subroutines first (default true); false is pure A*",
+              "learn": "log traces and induce subroutines (default true)",
+              "k": "successful traces between two inductions (default 20)",
+              "library": "the subroutine library file (default $TOOLPATH_HOME/subroutines/library.json)",
+              "output": "also write the final image to this path"}
+    default_tools = []  # edit tools are called by the planners, not by the model
+    sandbox = None
+    prompt = SYSTEM_PROMPT
+    context_type = EditContext
+    initial_state = staticmethod(initial_state)
+    needs_policy = staticmethod(needs_policy)
 
-    g = StateGraph(EditAgentState)
-    g.add_node("plan", make_plan_node(rt), destinations=("subtask", "finish", END))
-    g.add_node("subtask", make_subtask_node(rt), destinations=("subtask", "finish"))
-    g.add_node("finish", make_finish_node(rt), destinations=(END,))
-    g.add_edge(START, "plan")
-    rt.deferred = getattr(checkpointer, "commits_store_steps", False)
-    return g.compile(checkpointer=checkpointer)
+    def build(self, rt: Runtime, checkpointer=None):
+        return compile_graph(rt, EditAgentState, {
+            "plan": (make_plan_node(rt), ("subtask", "finish", END)),
+            "subtask": (make_subtask_node(rt), ("subtask", "finish")),
+            "finish": (make_finish_node(rt), (END,))}, checkpointer)
+
+
+AGENT = FastSlowAgent()

@@ -1,9 +1,16 @@
-"""The shared nodes every agent graph is built from: policy step, tool step, budget and loop guards, finish.
+"""The node kit every agent graph is built from.
 
-Nodes close over a `Runtime` (the policy, the tools, the store, the in-memory transcript), which is rebuilt
-for every process that runs or resumes an episode; only `AgentState` is checkpointed. Each node writes its
-step row (keyed by `seq`) before it returns, so the store holds every completed step, and a node that is
-killed before its checkpoint simply runs again and overwrites its own row.
+    node(rt, fn)            the node LangGraph runs: waits for the previous step's commit, then fn(state, step)
+                            with a `Step` whose clock has started and whose `record` stores the step row
+    rt.ask(...)             every policy call, with the spec's generation settings
+    execute_calls(...)      a step's tool calls under the run's deadline, each observed, emitted and reported
+    compile_graph(...)      the agent's graph with its nodes and routes, rt.deferred set for its checkpointer
+    make_policy_node / make_tool_node, the budget and loop guards: the ReAct loop's shared nodes
+
+Nodes close over a `Runtime` (the policy, the tools, the store, the in-memory transcript, the agent's own
+context), which is rebuilt for every process that runs or resumes an episode; only `AgentState` is
+checkpointed. Each node writes its step row (keyed by `seq`) before it returns, so the store holds every
+completed step, and a node that is killed before its checkpoint simply runs again and overwrites its own row.
 """
 
 from __future__ import annotations
@@ -37,7 +44,8 @@ class Runtime:
     # True when a StoreSaver checkpoints the graph: step rows then commit with the node's checkpoint.
     deferred: bool = False
     format: Any = FORMATS["json"]  # the response grammar policies speak in this run (policies.formats)
-    extras: dict[str, Any] = field(default_factory=dict)  # what an agent's sandbox preparation left for its nodes
+    # The agent's own per-process state (Agent.new_context: a dataclass per agent), never checkpointed.
+    context: Any = None
 
     def __post_init__(self) -> None:
         self.schemas = [t.schema() for t in self.tools.values()]
@@ -50,6 +58,21 @@ class Runtime:
     def emit(self, event: Event) -> None:
         if self.on_event is not None:
             self.on_event(event)
+
+    def ask(self, messages: list[Message], tools: list[dict], *, step: int, format: Any = None,
+            observation: Any = None, seed: int | None = None) -> Any:
+        """One policy call, as policy step `step`, with the spec's generation settings (the seed advances with the
+        step unless given). `format` is the response grammar and `observation` what a policy that declares
+        `observes` reads besides the messages; each is passed on only when given. Raises PolicyError."""
+        self.emit({"type": "thinking", "step": step})
+        generation: dict[str, Any] = {"temperature": self.spec.model.temperature,
+                                      "max_new_tokens": self.spec.model.max_new_tokens,
+                                      "seed": self.spec.seed + step if seed is None else seed, "step": step}
+        if format is not None:
+            generation["format"] = format
+        if observation is not None:
+            generation["observation"] = observation
+        return self.policy.respond(messages, tools, **generation)
 
     def record(self, seq: int, node: str, messages: list[Message], started: float, seconds: float,
                tokens_in: int = 0, tokens_out: int = 0, **extra: Any) -> None:
@@ -68,6 +91,38 @@ def record_step(rt: Runtime, state: AgentState, node: str, messages: list[Messag
     seq = state["seq"] + 1
     rt.record(seq, node, messages, started, seconds, **extra)
     return {**update, "seq": seq, "seconds": state["seconds"] + seconds}
+
+
+class Step:
+    """One run of a node: its clocks, started when the node may act, and its step record."""
+
+    __slots__ = ("rt", "state", "started", "t0")
+
+    def __init__(self, rt: Runtime, state: AgentState):
+        self.rt, self.state = rt, state
+        self.started, self.t0 = time.time(), time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def record(self, node: str, messages: list[Message], update: dict, state: AgentState | None = None,
+               seconds: float | None = None, **extra: Any) -> dict:
+        """Store the step (after `state`, by default the node's input) and return `update` with seq and seconds."""
+        return record_step(self.rt, self.state if state is None else state, node, messages, self.started,
+                           self.seconds if seconds is None else seconds, update, **extra)
+
+
+def node(rt: Runtime, fn: Callable[[Any, Step], Any]) -> Callable[[Any], Any]:
+    """The node LangGraph runs: wait until the step before is committed, then `fn(state, step)`.
+
+    The wrapper takes no annotation, so LangGraph hands it the graph's whole state."""
+    def run(state):
+        rt.wait_durable(state)
+        return fn(state, Step(rt, state))
+
+    run.__name__ = fn.__name__
+    return run
 
 
 # ---- guards -------------------------------------------------------------------------------------------
@@ -141,19 +196,13 @@ def make_policy_node(rt: Runtime) -> Callable[[AgentState], Any]:
 
     spec = rt.spec
 
-    def policy_step(state: AgentState) -> Any:
-        rt.wait_durable(state)
-        started = time.time()
-        t0 = time.perf_counter()
+    def policy_step(state: AgentState, st: Step) -> Any:
         seq, step = state["seq"] + 1, state["steps"] + 1
-        rt.emit({"type": "thinking", "step": step})
         try:
-            resp = rt.policy.respond(rt.transcript, rt.schemas, temperature=spec.model.temperature,
-                                     max_new_tokens=spec.model.max_new_tokens, seed=spec.seed + step,
-                                     step=step, format=rt.format)
+            resp = rt.ask(rt.transcript, rt.schemas, step=step, format=rt.format)
         except PolicyError as err:
-            dt = time.perf_counter() - t0
-            rt.record(seq, "policy", [], started, dt, error=str(err))
+            dt = st.seconds
+            rt.record(seq, "policy", [], st.started, dt, error=str(err))
             rt.emit({"type": "error", "step": step, "error": str(err)})
             return Command(update={"seq": seq, "steps": step, "pending": [], "status": "failed",
                                    "error": f"policy: {err}", "seconds": state["seconds"] + dt}, goto=END)
@@ -171,9 +220,9 @@ def make_policy_node(rt: Runtime) -> Callable[[AgentState], Any]:
                 update.update(status="finished", answer=answer.strip())
             else:
                 messages.append(Message(role="user", content=rt.format.no_action))
-        dt = time.perf_counter() - t0
+        dt = st.seconds
         update["seconds"] = state["seconds"] + dt
-        rt.record(seq, "policy", messages, started, dt, resp.tokens_in, resp.tokens_out, raw=resp.raw,
+        rt.record(seq, "policy", messages, st.started, dt, resp.tokens_in, resp.tokens_out, raw=resp.raw,
                   issues=resp.issues, latency=resp.latency_s)
         if "status" not in update and not update["pending"]:
             reason = budget_exceeded({**state, **update}, spec)
@@ -187,7 +236,7 @@ def make_policy_node(rt: Runtime) -> Callable[[AgentState], Any]:
                  "text": resp.text, "answer": update.get("answer")})
         return Command(update=update, goto=after_policy({**state, **update}))
 
-    return policy_step
+    return node(rt, policy_step)
 
 
 def run_call(rt: Runtime, call: ToolCall) -> tuple[Observation, ToolResult | None]:
@@ -206,51 +255,95 @@ def run_call(rt: Runtime, call: ToolCall) -> tuple[Observation, ToolResult | Non
     return Observation(call_id=call.id, tool=call.name, content=result.content, artifacts=result.artifacts), result
 
 
+@dataclass
+class Executed:
+    """What a step's calls did: the tool messages and observations to record, and how the step stopped."""
+
+    messages: list[Message]
+    observations: list[dict]
+    skipped: list[ToolCall]  # the calls the step had no time left to start
+    ended_by: int | None = None  # the index of the call that ended the run (a final answer), if any
+    ending: Any = None  # what that call's `act` said of the ending
+
+
+def execute_calls(rt: Runtime, state: AgentState, calls: list[ToolCall],
+                  act: Callable[[ToolCall], tuple[Observation, Any]] | None = None,
+                  exempt: Callable[[ToolCall], bool] = lambda call: False) -> Executed:
+    """Run a step's calls in order under what is left of the run's time (nodes.step_deadline).
+
+    `act(call)` carries one out: (observation, None), or (observation, ending) when the call ends the run; by
+    default the call runs its tool, and a final result ends the run with its content as the ending. Once the deadline has passed no call starts, nor any after it,
+    unless `exempt` says it takes no time (an answer); those are reported as not run. The first call that ends
+    the run ends the step too."""
+    def run_tool(call: ToolCall) -> tuple[Observation, Any]:
+        obs, result = run_call(rt, call)
+        return obs, result.content if result is not None and result.final else None
+
+    act = act or run_tool
+    done = Executed([], [], [])
+    deadline = step_deadline(rt, state)
+    for i, call in enumerate(calls):
+        if passed(deadline) and not exempt(call):
+            done.skipped = calls[i:]
+            break
+        c0 = time.perf_counter()
+        obs, ending = act(call)
+        done.observations.append(obs.model_dump(exclude_defaults=True))
+        images = [a for a in obs.artifacts if a.mime.startswith("image/")]
+        done.messages.append(Message(role="tool", content=obs.content, tool_call_id=call.id, name=call.name,
+                                     images=images))
+        rt.emit({"type": "tool", "step": state["steps"], "tool": call.name, "seconds": time.perf_counter() - c0,
+                 "error": obs.error, "content": obs.content})
+        if ending is not None:
+            done.ended_by, done.ending = i, ending
+            break
+    report_not_run(done.skipped, done.observations, done.messages)
+    return done
+
+
 def make_tool_node(rt: Runtime) -> Callable[[AgentState], Any]:
     from langgraph.types import Command
 
     spec = rt.spec
 
-    def tool_step(state: AgentState) -> Any:
-        rt.wait_durable(state)
-        started = time.time()
-        t0 = time.perf_counter()
-        seq = state["seq"] + 1
+    def tool_step(state: AgentState, st: Step) -> Any:
         calls = [ToolCall.model_validate(c) for c in state["pending"]]
-        update: dict[str, Any] = {"seq": seq, "pending": []}
-        messages, observations = [], []
-        deadline = step_deadline(rt, state)
-        skipped: list[ToolCall] = []
-        for i, call in enumerate(calls):
-            # Once the budget is spent no call starts, nor any after it; a final answer, which takes no time, counts.
-            if passed(deadline) and call.name != "final_answer":
-                skipped = calls[i:]
-                break
-            c0 = time.perf_counter()
-            obs, result = run_call(rt, call)
-            observations.append(obs.model_dump(exclude_defaults=True))
-            images = [a for a in obs.artifacts if a.mime.startswith("image/")]
-            messages.append(Message(role="tool", content=obs.content, tool_call_id=call.id, name=call.name, images=images))
-            rt.emit({"type": "tool", "step": state["steps"], "tool": call.name, "seconds": time.perf_counter() - c0,
-                     "error": obs.error, "content": obs.content})
-            if result is not None and result.final:
-                update.update(status="finished", answer=result.content)
-                after = [c.name for c in calls[i + 1:]]
-                if after:
-                    update["error"] = f"calls after final_answer were not run: {', '.join(after)}"
-                break
-        report_not_run(skipped, observations, messages)
-        dt = time.perf_counter() - t0
-        update["seconds"] = state["seconds"] + dt
-        rt.record(seq, "tools", messages, started, dt, observations=observations)
+        update: dict[str, Any] = {"pending": []}
+        # A final answer, which takes no time, counts even once the budget is spent.
+        done = execute_calls(rt, state, calls, exempt=lambda call: call.name == "final_answer")
+        if done.ended_by is not None:
+            update.update(status="finished", answer=done.ending)
+            after = [c.name for c in calls[done.ended_by + 1:]]
+            if after:
+                update["error"] = f"calls after final_answer were not run: {', '.join(after)}"
+        update = st.record("tools", done.messages, update, observations=done.observations)
         if update.get("status") != "finished":
             update.update(loop_update(state, state["pending"], spec.limits.loop_repeats))
-            reason = out_of_time(None if "status" in update else budget_exceeded({**state, **update}, spec), skipped)
+            reason = out_of_time(None if "status" in update else budget_exceeded({**state, **update}, spec),
+                                 done.skipped)
             if reason:
                 update.update(status="budget_exhausted", error=reason)
         return Command(update=update, goto=after_tools({**state, **update}))
 
-    return tool_step
+    return node(rt, tool_step)
+
+
+# ---- the graph ----------------------------------------------------------------------------------------
+
+def compile_graph(rt: Runtime, state_type: type, nodes: dict[str, tuple[Callable, tuple[str, ...]]],
+                  checkpointer: Any = None) -> Any:
+    """The agent's graph: each node with the nodes it may route to (Command(goto=…)), the first one entered.
+
+    A StoreSaver commits the step rows with each checkpoint (rt.deferred); any other checkpointer gets them
+    written at once."""
+    from langgraph.graph import START, StateGraph
+
+    g = StateGraph(state_type)
+    for name, (fn, destinations) in nodes.items():
+        g.add_node(name, fn, destinations=destinations)
+    g.add_edge(START, next(iter(nodes)))
+    rt.deferred = getattr(checkpointer, "commits_store_steps", False)
+    return g.compile(checkpointer=checkpointer)
 
 
 # ---- routing ------------------------------------------------------------------------------------------

@@ -12,26 +12,27 @@ guard would add a LangGraph superstep (and a checkpoint) to every step for no be
 
 from __future__ import annotations
 
-from .nodes import Runtime, make_policy_node, make_tool_node
+from .base import Agent
+from .nodes import END, Runtime, compile_graph, make_policy_node, make_tool_node
 
-DEFAULT_TOOLS = ["calculator", "read_file", "final_answer"]
-# agent.params this agent accepts. `format: deepeyes` is DeepEyesV2's grammar (<think>, then one of <code>,
-# <tool_call>, <answer>; 9 turns unless limits.max_steps says otherwise); see policies/formats.py.
-PARAMS = {"format": "response grammar: json (default) or deepeyes"}
 
 SYSTEM_PROMPT = ("You are a careful assistant that solves the user's task step by step. Use a tool when it helps; "
                  "answer briefly once you know the answer.")
 
 
-def build(rt: Runtime, checkpointer=None):
-    from langgraph.graph import END, START, StateGraph
+class ReAct(Agent):
+    name = "react"
+    # agent.params this agent accepts. `format: deepeyes` is DeepEyesV2's grammar (<think>, then one of <code>,
+    # <tool_call>, <answer>; 9 turns unless limits.max_steps says otherwise); see policies/formats.py.
+    params = {"format": "response grammar: json (default) or deepeyes"}
+    default_tools = ["calculator", "read_file", "final_answer"]
+    prompt = SYSTEM_PROMPT
 
-    from ..state import AgentState
+    def build(self, rt: Runtime, checkpointer=None):
+        from ..state import AgentState
 
-    g = StateGraph(AgentState)
-    g.add_node("policy", make_policy_node(rt), destinations=("tools", "policy", END))
-    g.add_node("tools", make_tool_node(rt), destinations=("policy", END))
-    g.add_edge(START, "policy")
-    # A StoreSaver commits the step rows with each checkpoint; any other checkpointer gets them written at once.
-    rt.deferred = getattr(checkpointer, "commits_store_steps", False)
-    return g.compile(checkpointer=checkpointer)
+        return compile_graph(rt, AgentState, {"policy": (make_policy_node(rt), ("tools", "policy", END)),
+                                              "tools": (make_tool_node(rt), ("policy", END))}, checkpointer)
+
+
+AGENT = ReAct()

@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..policies.base import PolicyError
 from ..state import AgentState, Message, initial_state as _common_initial
-from .nodes import END, Runtime, budget_exceeded, step_deadline
+from .base import Agent
+from .nodes import END, Runtime, Step, budget_exceeded, compile_graph, node, step_deadline
 
-DEFAULT_TOOLS: list[str] = []  # the program is this agent's only action; no tool calls
-SANDBOX = "process"
-PARAMS = {"repairs": "how many times a failed program goes back to the model (default 2)",
-          "program_seconds": "time limit of one program run in the sandbox (default 10)",
-          "backend": "reconstruction backend: classic (default) or learned"}
 
 SYSTEM_PROMPT = """You answer spatial questions about a few images by writing one Python program.
 
@@ -90,6 +87,11 @@ class ProgramState(AgentState, total=False):
     mode: str  # "program", or "direct" once the program route was given up (kept in the trace)
 
 
+@dataclass
+class ProgramContext:
+    reconstruction: str = "no reconstruction was attempted"  # what the host's reconstruction did, in words
+
+
 def initial_state() -> AgentState:
     return {**_common_initial(), "phase": "program", "attempts": 0, "program": None, "mode": "program"}
 
@@ -103,7 +105,7 @@ def prepare_sandbox(rt: Runtime, box) -> None:
     images = [Path(p) for p in rt.spec.inputs.images]
     backend = rt.spec.agent.params.get("backend", "classic")
     note, have = _reconstruct_into(images, backend, rt.spec.instruction, box.workdir / "recon.npz")
-    rt.extras["reconstruction"] = note
+    rt.context.reconstruction = note
     names = [f"inputs/{p.name}" for p in images]
     lines = ["import numpy as np",
              "from PIL import Image as _TpImage",
@@ -142,28 +144,25 @@ def _reconstruct_into(images, backend: str, question: str, target) -> tuple[str,
 
 # ---- nodes ---------------------------------------------------------------------------------------------
 
-def _policy(rt: Runtime, state: AgentState, prompt: str | None, phase: str) -> tuple[dict, Any]:
+def _policy(rt: Runtime, state: AgentState, st: Step, prompt: str | None, phase: str) -> tuple[dict, Any]:
     """One model call after an optional user turn; records the step. Returns (state update, response or None)."""
-    rt.wait_durable(state)
     reason = budget_exceeded(state, rt.spec)
     if reason:
         return {"status": "budget_exhausted", "error": reason}, None
-    started, t0 = time.time(), time.perf_counter()
+    started = st.started
     seq, step = state["seq"] + 1, state["steps"] + 1
     sent = [Message(role="user", content=prompt)] if prompt else []
     rt.transcript.extend(sent)  # the model must see it; record() below stores it with the step
-    rt.emit({"type": "thinking", "step": step})
     try:
-        resp = rt.policy.respond(rt.transcript, [], temperature=rt.spec.model.temperature,
-                                 max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed + step, step=step)
+        resp = rt.ask(rt.transcript, [], step=step)
     except PolicyError as err:
-        dt = time.perf_counter() - t0
+        dt = st.seconds
         del rt.transcript[len(rt.transcript) - len(sent):]
         rt.record(seq, "policy", sent, started, dt, error=str(err), phase=phase)
         return {"seq": seq, "steps": step, "status": "failed", "error": f"policy: {err}",
                 "seconds": state["seconds"] + dt}, None
     text = resp.raw or resp.text
-    dt = time.perf_counter() - t0
+    dt = st.seconds
     del rt.transcript[len(rt.transcript) - len(sent):]
     rt.record(seq, "policy", sent + [Message(role="assistant", content=text)], started, dt, resp.tokens_in,
               resp.tokens_out, raw=text, phase=phase, latency=resp.latency_s)
@@ -204,13 +203,13 @@ def parse_answer(text: str) -> tuple[str, str]:
 def make_program_node(rt: Runtime):
     from langgraph.types import Command
 
-    def program_node(state: ProgramState) -> Any:
+    def program_node(state: ProgramState, st: Step) -> Any:
         prompt = None
         if state["attempts"] == 0 and state["seq"] == 0:
-            prompt = f"Note: {rt.extras.get('reconstruction', 'no reconstruction was attempted')}. Write the program."
+            prompt = f"Note: {rt.context.reconstruction}. Write the program."
         elif state.get("error"):
             prompt = state["error"]
-        update, text = _policy(rt, state, prompt, "program")
+        update, text = _policy(rt, state, st, prompt, "program")
         if text is None:
             return Command(update=update, goto=END)
         update["error"] = None
@@ -220,7 +219,7 @@ def make_program_node(rt: Runtime):
         update["program"] = program
         return Command(update=update, goto="run")
 
-    return program_node
+    return node(rt, program_node)
 
 
 def _failed_attempt(rt: Runtime, state: AgentState, update: dict, problem: str, Command) -> Any:
@@ -244,9 +243,7 @@ def make_run_node(rt: Runtime):
     from ..tools.code import cell_timeout, format_result
     from ..tools.registry import ToolError
 
-    def run_node(state: ProgramState) -> Any:
-        rt.wait_durable(state)
-        started, t0 = time.time(), time.perf_counter()
+    def run_node(state: ProgramState, st: Step) -> Any:
         seq = state["seq"] + 1
         try:
             limit = cell_timeout(float(rt.spec.agent.params.get("program_seconds", 10)), step_deadline(rt, state))
@@ -258,8 +255,8 @@ def make_run_node(rt: Runtime):
         images = [rt.ctx.artifact(p, name=f"view_{seq}_{i + 1}.png", mime="image/png")
                   for i, p in enumerate(res.images) if p.is_file()]
         msg = Message(role="tool", content=content, name="program", images=images)
-        dt = time.perf_counter() - t0
-        rt.record(seq, "tools", [msg], started, dt, observations=[{"call_id": f"program_{seq}", "tool": "program",
+        dt = st.seconds
+        rt.record(seq, "tools", [msg], st.started, dt, observations=[{"call_id": f"program_{seq}", "tool": "program",
                   "content": content, "error": not res.ok, "artifacts": [a.model_dump() for a in images]}])
         rt.emit({"type": "tool", "step": state["steps"], "tool": "program", "seconds": dt, "error": not res.ok,
                  "content": content})
@@ -268,14 +265,14 @@ def make_run_node(rt: Runtime):
             return _failed_attempt(rt, {**state, **update}, update, "the program raised an error:\n" + content, Command)
         return Command(update={**update, "phase": "answer"}, goto="answer")
 
-    return run_node
+    return node(rt, run_node)
 
 
 def make_answer_node(rt: Runtime, direct: bool):
     from langgraph.types import Command
 
-    def answer_node(state: ProgramState) -> Any:
-        update, text = _policy(rt, state, DIRECT_PROMPT if direct else ANSWER_PROMPT, "direct" if direct else "answer")
+    def answer_node(state: ProgramState, st: Step) -> Any:
+        update, text = _policy(rt, state, st, DIRECT_PROMPT if direct else ANSWER_PROMPT, "direct" if direct else "answer")
         if text is None:
             return Command(update=update, goto=END)
         answer, _ = parse_answer(text)
@@ -285,17 +282,27 @@ def make_answer_node(rt: Runtime, direct: bool):
             update.update(status="failed", error="the answer step gave an empty answer")
         return Command(update=update, goto=END)
 
-    return answer_node
+    return node(rt, answer_node)
 
 
-def build(rt: Runtime, checkpointer=None):
-    from langgraph.graph import START, StateGraph
+class VisualProgram(Agent):
+    name = "visual_program"
+    params = {"repairs": "how many times a failed program goes back to the model (default 2)",
+              "program_seconds": "time limit of one program run in the sandbox (default 10)",
+              "backend": "reconstruction backend: classic (default) or learned"}
+    default_tools = []  # the program is this agent's only action; no tool calls
+    sandbox = "process"
+    prompt = SYSTEM_PROMPT
+    context_type = ProgramContext
+    initial_state = staticmethod(initial_state)
+    prepare_sandbox = staticmethod(prepare_sandbox)
 
-    g = StateGraph(ProgramState)
-    g.add_node("program", make_program_node(rt), destinations=("run", "program", "direct", END))
-    g.add_node("run", make_run_node(rt), destinations=("answer", "program", "direct", END))
-    g.add_node("answer", make_answer_node(rt, direct=False), destinations=(END,))
-    g.add_node("direct", make_answer_node(rt, direct=True), destinations=(END,))
-    g.add_edge(START, "program")
-    rt.deferred = getattr(checkpointer, "commits_store_steps", False)
-    return g.compile(checkpointer=checkpointer)
+    def build(self, rt: Runtime, checkpointer=None):
+        return compile_graph(rt, ProgramState, {
+            "program": (make_program_node(rt), ("run", "program", "direct", END)),
+            "run": (make_run_node(rt), ("answer", "program", "direct", END)),
+            "answer": (make_answer_node(rt, direct=False), (END,)),
+            "direct": (make_answer_node(rt, direct=True), (END,))}, checkpointer)
+
+
+AGENT = VisualProgram()

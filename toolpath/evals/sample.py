@@ -110,7 +110,7 @@ def _episode(spec, store, job: dict, policy, on_event):
 
 def run_sample(job: dict, store=None, on_event=None) -> SampleResult:
     """Run one job; opens the store at job["home"] unless the caller passes its own."""
-    from ..agents import agent_module
+    from ..agents import get_agent
     from ..agents.episode import EpisodeError
     from ..policies.base import PolicyError, load, slow_to_load
     from ..policies.retry import RetryingPolicy
@@ -128,8 +128,7 @@ def run_sample(job: dict, store=None, on_event=None) -> SampleResult:
     spec = sample_spec(bench, rec, job)
     policy = None
     try:
-        agent = agent_module(spec.agent.name)
-        if getattr(agent, "needs_policy", lambda _s: True)(spec):
+        if get_agent(spec.agent.name).needs_policy(spec):
             if on_event is not None and slow_to_load(spec.model):
                 on_event({"type": "loading", "model": spec.model.name})
             policy = RetryingPolicy(load(spec.model), attempts=max(1, int(job.get("retries") or 1)))

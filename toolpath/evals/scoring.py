@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..runs import Store
+from ..state import StepRecord
 from .benchmarks import Benchmark, Record, Score, as_score
 
 
@@ -16,8 +17,9 @@ def recorded_final_state(store: Store, run_id: str) -> dict | None:
     """The world's state as an environment-scored episode recorded it when it ended (the `final_state` of the
     computer-use or embodied agent's last step), or None when no step recorded one."""
     for step in reversed(store.steps(run_id)):
-        if "final_state" in step["payload"]:
-            return step["payload"]["final_state"]
+        record = StepRecord.from_row(step)
+        if record.has("final_state"):
+            return record.final_state
     return None
 
 

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 from ..runs import Store, open_store
+from ..state import StepRecord
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
 MAX_LIMIT = 10_000  # one page may hold a whole large run (the benchmark's baseline asks for that)
@@ -95,11 +96,7 @@ class Reader:
     def steps_page(self, run_id: str, offset: int, limit: int) -> tuple[list[dict], int]:
         rows = self._all("SELECT seq, node, started, seconds, tokens_in, tokens_out, payload FROM steps "
                          "WHERE run_id = ? ORDER BY seq LIMIT ? OFFSET ?", (run_id, limit, offset))
-        out = []
-        for r in rows:
-            d = dict(r)
-            d["payload"] = json_or_text(d["payload"])
-            out.append(d)
+        out = [StepRecord.from_row(dict(r)).to_json() for r in rows]
         return out, self._count("SELECT COUNT(*) FROM steps WHERE run_id = ?", (run_id,))
 
     # ---- artifacts ------------------------------------------------------------------------------------
