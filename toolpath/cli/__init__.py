@@ -1,0 +1,161 @@
+"""`toolpath`: run | resume | runs | tools | models | eval.
+
+Exit codes: 0 the agent finished, 1 it failed or ran out of budget, 2 bad input (spec, arguments, ids).
+Only argparse and the standard library load at start-up; everything else is imported by the command that
+needs it, so `toolpath --help` stays fast.
+
+The parser and the dispatch live here; each command is in the module of its group: run.py (run, resume),
+runs.py, tools.py, evals.py (models, eval, report, view); common.py holds what they share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sqlite3
+from pathlib import Path
+
+from .common import EXIT_BAD_INPUT, EXIT_FAILED, BadInput, error
+from .evals import cmd_eval, cmd_models_list, cmd_report, cmd_view
+from .run import cmd_resume, cmd_run
+from .runs import cmd_runs_list, cmd_runs_show
+from .tools import cmd_tools_calibrate, cmd_tools_call, cmd_tools_list, cmd_tools_show
+
+
+def _port(text: str) -> int:
+    """A TCP port for argparse: 0 (any free one) to 65535; anything else is a usage error (exit 2)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {port}")
+    return port
+
+
+def _argument_problem(args) -> str | None:
+    """What is wrong with the arguments that argparse cannot tell, or None."""
+    for opt in ("limit", "max_steps"):
+        value = getattr(args, opt, None)
+        if value is not None and value <= 0:
+            return f"--{opt.replace('_', '-')} must be a positive number, got {value}"
+    timeout = getattr(args, "timeout", None)
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        return f"--timeout must be a positive number of seconds, got {timeout}"
+    return None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="toolpath", description="Run, resume, inspect and evaluate tool-using agents.")
+    p.add_argument("--home", default=os.environ.get("TOOLPATH_HOME"),
+                   help="where runs.db and artifacts live (default $TOOLPATH_HOME or ~/.toolpath)")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    r = sub.add_parser("run", help="run an agent on a task spec (YAML or JSON)")
+    r.add_argument("task", help="path to the task spec")
+    r.add_argument("--model", help="override the spec's model, e.g. local, openai:gpt-4.1-mini, scripted:r.yaml")
+    r.add_argument("--agent", help="override the spec's agent, e.g. react")
+    r.add_argument("--max-steps", type=int, help="override limits.max_steps")
+    r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    r.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    r.set_defaults(fn=cmd_run)
+
+    rs = sub.add_parser("resume", help="continue a run that was interrupted, from its last checkpoint")
+    rs.add_argument("run_id")
+    rs.add_argument("--json", action="store_true")
+    rs.add_argument("-q", "--quiet", action="store_true")
+    rs.set_defaults(fn=cmd_resume)
+
+    runs = sub.add_parser("runs", help="stored runs").add_subparsers(dest="sub", metavar="SUBCOMMAND", required=True)
+    rl = runs.add_parser("list", help="the most recent runs")
+    rl.add_argument("--limit", type=int, default=30)
+    rl.add_argument("--json", action="store_true")
+    rl.set_defaults(fn=cmd_runs_list)
+    rsh = runs.add_parser("show", help="every step of one run (id or unique prefix)")
+    rsh.add_argument("run_id")
+    rsh.add_argument("--json", action="store_true")
+    rsh.set_defaults(fn=cmd_runs_show)
+
+    tools = sub.add_parser("tools", help="registered tools").add_subparsers(dest="sub", metavar="SUBCOMMAND", required=True)
+    tl = tools.add_parser("list", help="all tools with their cost and quality priors")
+    tl.add_argument("--json", action="store_true")
+    tl.set_defaults(fn=cmd_tools_list)
+    ts = tools.add_parser("show", help="a tool's JSON schema")
+    ts.add_argument("name")
+    ts.set_defaults(fn=cmd_tools_show)
+    tc = tools.add_parser("call", help="call a tool directly")
+    tc.add_argument("name")
+    tc.add_argument("--arg", action="append", metavar="KEY=VALUE", help="an argument (JSON value or plain text)")
+    tc.add_argument("--input", action="append", metavar="PATH", help="a file the call may read (read_file)")
+    tc.add_argument("--json", action="store_true")
+    tc.set_defaults(fn=cmd_tools_call)
+    tk = tools.add_parser("calibrate", help="measure the image-edit tools' cost and quality; write the priors table")
+    tk.add_argument("--tasks", type=int, default=40, help="generated edit tasks to sample subtasks from (default 40)")
+    tk.add_argument("--seed", type=int, default=1000,
+                    help="their seed (default 1000: not the benchmark's 0, so priors are not fitted to it)")
+    tk.add_argument("--repeats", type=int, default=1, help="runs per tool and sample (default 1)")
+    tk.add_argument("--out", metavar="PATH", help="table to write (default $TOOLPATH_HOME/priors/edit_tools.json)")
+    tk.add_argument("--json", action="store_true")
+    tk.set_defaults(fn=cmd_tools_calibrate)
+
+    models = sub.add_parser("models", help="policy kinds").add_subparsers(dest="sub", metavar="SUBCOMMAND", required=True)
+    ml = models.add_parser("list", help="each policy kind and whether it can run here")
+    ml.add_argument("--json", action="store_true")
+    ml.set_defaults(fn=cmd_models_list)
+
+    ev = sub.add_parser("eval", help="run a benchmark's records as tasks and score them")
+    ev.add_argument("benchmark", help="benchmark name, e.g. arith; or `list` for the stored evals")
+    ev.add_argument("--limit", type=int, help="at most N records")
+    ev.add_argument("--model", help="the model for every task (default: the benchmark's, else local)")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--data", metavar="PATH", help="the benchmark's data (OSWorld-G, ScreenSpot: a JSON file or folder)")
+    ev.add_argument("--workers", type=int, default=1, help="episodes at once (local worker processes; default 1)")
+    ev.add_argument("--executor", choices=("local", "ray"), default="local",
+                    help="local processes (default) or Ray ($RAY_ADDRESS, else a local Ray)")
+    ev.add_argument("--resume", metavar="EVAL_ID", help="continue an interrupted eval: its finished samples are kept")
+    ev.add_argument("--timeout", type=float, metavar="S", help="time limit per episode, seconds")
+    ev.add_argument("--retries", type=int, default=4, help="attempts per model call on transient errors (default 4)")
+    ev.add_argument("--json", action="store_true")
+    ev.add_argument("-q", "--quiet", action="store_true")
+    ev.set_defaults(fn=cmd_eval)
+    rp = sub.add_parser("report", help="write an HTML and Markdown report of one or more evals, with plots")
+    rp.add_argument("eval_ids", nargs="+", metavar="EVAL_ID", help="eval ids (or unique prefixes); several compare")
+    rp.add_argument("--out", metavar="DIR", help="where to write it (default $TOOLPATH_HOME/reports/…)")
+    rp.add_argument("--viewer-url", metavar="URL", help="link failures to this trace viewer (toolpath view)")
+    rp.add_argument("--json", action="store_true")
+    rp.set_defaults(fn=cmd_report)
+    vw = sub.add_parser("view", help="serve the trace viewer on 127.0.0.1 (runs, evals, every step)")
+    vw.add_argument("--port", type=_port, default=8765, help="port (default 8765; 0 picks a free one)")
+    vw.set_defaults(fn=cmd_view)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..runs import StoreError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "fn", None):
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    problem = _argument_problem(args)
+    if problem is not None:
+        error(problem)
+        return EXIT_BAD_INPUT
+    try:
+        return args.fn(args)
+    except BadInput as err:
+        error(str(err))
+        return EXIT_BAD_INPUT
+    except StoreError as err:  # TOOLPATH_DB names no reachable PostgreSQL server (the message names it)
+        error(str(err))
+        return EXIT_FAILED
+    except sqlite3.DatabaseError as err:  # a locked, full or damaged run store: say which file
+        from ..runs import default_home
+
+        error(f"run store {Path(args.home) if args.home else default_home()}/runs.db: {err}")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        error("interrupted; `toolpath resume RUN_ID` continues a run from its last checkpoint")
+        return 130

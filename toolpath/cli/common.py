@@ -1,0 +1,75 @@
+"""What every command shares: exit codes, the bad-input error, printing untrusted text safely, the run store.
+
+Text a model made or the store holds is untrusted: every line printed goes through `printable`, which hides
+secrets and shows terminal control sequences as escapes instead of sending them to the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from typing import Any
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class BadInput(Exception):
+    """Raised by a command for input the user must fix; printed without a traceback, exit 2."""
+
+
+# C0 controls but tab and newline (ESC starts terminal escapes; CR and BS overwrite what was printed), DEL,
+# C1 controls (a terminal may read 0x9b as ESC [), and the bidirectional overrides and isolates that make
+# text display in an order other than the one it has.
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(ch: str) -> str:
+    return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+
+
+def printable(text: Any) -> str:
+    """`text` safe to print on a terminal: known secrets redacted (toolpath.redact), control characters and
+    bidi overrides shown as visible escapes (ESC as \\x1b). Newlines and tabs are kept."""
+    from ..redact import redact
+
+    return _UNPRINTABLE.sub(lambda m: _escape(m.group()), redact(str(text)))
+
+
+def echo(text: Any = "", file=None, end: str = "\n", flush: bool = False) -> None:
+    print(printable(text), file=file or sys.stdout, end=end, flush=flush)
+
+
+def echo_json(data: Any, ensure_ascii: bool = True, indent: int | None = None) -> None:
+    """One JSON document on stdout, secrets redacted; without ensure_ascii, the characters `printable` escapes
+    are written as JSON escapes (\\u009b), which a JSON reader turns back into the same text."""
+    from ..redact import redact_data
+
+    text = json.dumps(redact_data(data), ensure_ascii=ensure_ascii, indent=indent, default=str)
+    print(_UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
+
+
+def error(msg: str) -> None:
+    echo(f"toolpath: {msg}", file=sys.stderr)
+
+
+def store_from_args(args, readonly: bool = False):
+    """The run store; reading commands open it read-only, so they work on a home they cannot write."""
+    from ..runs import open_store
+
+    return open_store(args.home, readonly=readonly)
+
+
+def fmt_tokens(n: int) -> str:
+    return f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
+
+
+def one_line(text: str, n: int = 70) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def when(ts: float) -> str:
+    """A stored timestamp as local date and time."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))

@@ -1,0 +1,166 @@
+"""`toolpath models list`, `eval`, `eval list`, `report` and `view`."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from .common import EXIT_OK, BadInput, echo, echo_json, one_line, printable, store_from_args, when
+
+
+def cmd_models_list(args) -> int:
+    from ..policies.base import kinds
+
+    rows = kinds()
+    if args.json:
+        echo_json([r.__dict__ for r in rows])
+        return EXIT_OK
+    echo(f"{'KIND':<10} {'EXAMPLE':<26} {'HERE':<5} WHY")
+    for r in rows:
+        echo(f"{r.kind:<10} {r.example:<26} {'yes' if r.available else 'no':<5} {r.reason}")
+    return EXIT_OK
+
+
+def cmd_eval_list(args) -> int:
+    store = store_from_args(args, readonly=True)
+    rows = store.list_evals(limit=args.limit or 50)
+    out = [{"id": r["id"], "benchmark": r["benchmark"], "model": r["model"], "n": r["n"], "done": r["done"],
+            "score": (r["summary"] or {}).get("score"), "started": when(r["created"]),
+            "finished": bool(r["finished"])} for r in rows]
+    if args.json:
+        echo_json(out)
+        return EXIT_OK
+    echo(f"{'EVAL':<26} {'BENCHMARK':<16} {'MODEL':<20} {'DONE':>9} {'SCORE':>7}  STARTED")
+    for r in out:
+        score = "" if r["score"] is None else f"{r['score']:.3f}"
+        done = f"{r['done']}/{r['n']}" + ("" if r["finished"] else "*")
+        echo(f"{r['id']:<26} {r['benchmark']:<16} {one_line(r['model'], 20):<20} {done:>9} {score:>7}  {r['started']}")
+    if any(not r["finished"] for r in out):
+        echo("* not finished: toolpath eval BENCHMARK --resume EVAL continues it")
+    return EXIT_OK
+
+
+class EvalProgress:
+    """done/total, accuracy so far, rate and ETA on stderr: one redrawn line on a terminal, a line per sample
+    otherwise (CI logs), always with the sample's id and outcome."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self.t0 = time.perf_counter()
+        self.first: int | None = None  # samples already done when this process began (a resumed eval)
+        self.scores: list[float] = []
+
+    def __call__(self, i: int, n: int, s) -> None:
+        if self.quiet:
+            return
+        if self.first is None:
+            self.first = i - 1
+        self.scores.append(s.score)
+        elapsed = time.perf_counter() - self.t0
+        rate = (i - self.first) / elapsed if elapsed > 0 else 0.0
+        eta = (n - i) / rate if rate > 0 else 0.0
+        acc = sum(self.scores) / len(self.scores)
+        stats = f"acc {acc:.3f}  {rate:.2f}/s  ETA {int(eta) // 60}:{int(eta) % 60:02d}"
+        if self.tty:
+            width = 24
+            fill = round(width * i / n) if n else width
+            line = printable(f"[{'#' * fill}{'.' * (width - fill)}] {i}/{n}  {stats}  {s.sample_id[:30]} {s.status}")
+            print("\r" + line + "\x1b[K", end="" if i < n else "\n", file=sys.stderr, flush=True)
+            return
+        mark = "ok " if s.score >= 1 else "   "
+        echo(f"  [{i}/{n}] {mark}{s.sample_id:<16} {s.category:<8} {s.status:<17} score {s.score:g}  "
+               f"{elapsed:6.1f}s  {stats}  answer: {one_line(s.answer or s.error or '', 40)}", file=sys.stderr,
+               flush=True)
+
+
+def cmd_eval(args) -> int:
+    from .. import registry
+    from ..evals.benchmarks import BenchmarkDataError, UnknownBenchmark
+    from ..evals.runner import ResumeError, run_eval
+    from ..spec import ModelSpec
+
+    if args.benchmark == "list":
+        return cmd_eval_list(args)
+    if args.benchmark not in registry.names("benchmark"):
+        raise BadInput(str(UnknownBenchmark(f"unknown benchmark {args.benchmark!r}; available: {', '.join(registry.names('benchmark'))}")))
+    if args.model is not None:
+        from pydantic import ValidationError
+
+        try:
+            ModelSpec(name=args.model)
+        except ValidationError as err:
+            raise BadInput(f"--model {args.model!r}: {err.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+    store = store_from_args(args)
+    on_sample = EvalProgress(args.quiet)
+
+    def on_event(ev: dict) -> None:  # per-sample lines come from on_sample; only say when a model loads
+        if ev["type"] == "loading" and not args.quiet:
+            echo(f"loading model {ev['model']} …", file=sys.stderr, flush=True)
+
+    try:
+        result = run_eval(args.benchmark, store, model=args.model, limit=args.limit, seed=args.seed, data=args.data,
+                          on_sample=on_sample, on_event=on_event, workers=args.workers, executor=args.executor,
+                          resume=args.resume, timeout=args.timeout, retries=args.retries)
+    except (BenchmarkDataError, ResumeError) as err:  # missing data (named file and variable), a bad --resume
+        raise BadInput(str(err)) from None
+    except ValueError as err:  # bad --workers, --timeout, --executor ray without ray
+        raise BadInput(str(err)) from None
+    summary = result.summary()
+    keys = ("eval_id", "benchmark", "n", "score", "by_category", "tokens", "seconds", "overall_excludes", "n_overall",
+            "metrics", "cost_usd", "unpriced", "retries", "timed_out")
+    if args.json:
+        echo_json({k: summary[k] for k in keys if k in summary})
+        return EXIT_OK
+    names = list(summary.get("metrics", {}))  # the benchmark's own numbers, one column each
+
+    def cells(m: dict) -> str:
+        return "".join(f" {m.get(k, float('nan')):>{max(9, len(k))}.3f}" for k in names)
+
+    echo(f"eval {summary['eval_id']}  benchmark {summary['benchmark']}  model {summary['model']}")
+    echo(f"{'CATEGORY':<12} {'N':>4} {'SCORE':>7}" + "".join(f" {k:>{max(9, len(k))}}" for k in names))
+    for cat, v in summary["by_category"].items():
+        echo(f"{cat:<12} {v['n']:>4} {v['score']:>7.3f}" + cells(v.get("metrics", {})))
+    n_all = summary.get("n_overall", summary["n"])
+    echo(f"{'all':<12} {n_all:>4} {summary['score']:>7.3f}" + cells(summary.get("metrics", {}))
+           + f"   tokens {summary['tokens']}  {summary['seconds']:.1f} s" + _cost_text(summary))
+    if summary.get("overall_excludes"):
+        echo(f"(all leaves out {', '.join(summary['overall_excludes'])}, as {summary['benchmark']} reports it)")
+    return EXIT_OK
+
+
+def _cost_text(summary: dict) -> str:
+    out = ""
+    if summary.get("cost_usd") is not None:
+        out += f"  ${summary['cost_usd']:.4f}" + (f" ({summary['unpriced']} samples not priced)" if summary.get("unpriced") else "")
+    elif summary.get("n"):
+        out += "  cost: not priced (add the model to prices.json)"
+    if summary.get("retries"):
+        out += f"  {summary['retries']} model retries"
+    if summary.get("timed_out"):
+        out += f"  {summary['timed_out']} timed out"
+    return out
+
+
+def cmd_report(args) -> int:
+    from ..evals.report import write_report
+
+    store = store_from_args(args, readonly=True)
+    try:
+        out = write_report(store, args.eval_ids, out_dir=args.out, viewer_url=args.viewer_url)
+    except ValueError as err:  # an unknown eval id
+        raise BadInput(str(err)) from None
+    if args.json:
+        echo_json(out)
+    else:
+        for key in ("html", "markdown", "md"):
+            if out.get(key):
+                echo(out[key])
+    return EXIT_OK
+
+
+def cmd_view(args) -> int:
+    from ..viewer import serve_forever
+
+    serve_forever(home=store_from_args(args, readonly=True).home, host="127.0.0.1", port=args.port)
+    return EXIT_OK

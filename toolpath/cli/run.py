@@ -1,0 +1,174 @@
+"""`toolpath run` and `toolpath resume`: one episode from a task spec, its progress lines and its score."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    BadInput,
+    echo,
+    echo_json,
+    fmt_tokens,
+    one_line,
+    printable,
+    store_from_args,
+)
+
+
+class Progress:
+    """Live progress on stderr: one line per policy and tool step, with elapsed time and tokens."""
+
+    def __init__(self, quiet: bool = False):
+        self.quiet = quiet
+        self.t0 = time.perf_counter()
+        self.tokens = 0
+        self.tty = sys.stderr.isatty()  # on a terminal, a model that is thinking shows a line that is replaced
+
+    def __call__(self, ev: dict) -> None:
+        if self.quiet:
+            return
+        el = time.perf_counter() - self.t0
+        kind = ev["type"]
+        if kind == "thinking":
+            if self.tty:
+                print(f"  step {ev['step']:>3}  {el:7.1f}s  policy …", end="\r", file=sys.stderr, flush=True)
+            return
+        if kind == "loading":
+            echo(f"loading model {ev['model']} …", file=sys.stderr, flush=True)
+            return
+        if kind == "start":
+            line = f"run {ev['run_id']}  model={ev['model']}  agent={ev['agent']}"
+        elif kind == "resume":
+            self.tokens = ev.get("tokens", 0)
+            line = f"resuming {ev['run_id']} after step {ev['from_step']}"
+        elif kind == "policy":
+            self.tokens += ev["tokens_in"] + ev["tokens_out"]
+            what = ("→ " + ", ".join(ev["calls"])) if ev["calls"] else (
+                "answer: " + one_line(ev["answer"] or "") if ev.get("answer") else one_line(ev["text"]) or "(empty)")
+            if ev["issues"]:
+                what += f"  [{len(ev['issues'])} malformed call(s) reported back]"
+            line = f"  step {ev['step']:>3}  {el:7.1f}s  policy {ev['seconds']:6.2f}s  tokens {fmt_tokens(self.tokens):>6}  {what}"
+        elif kind == "tool":
+            mark = "error: " if ev["error"] else ""
+            line = f"  step {ev['step']:>3}  {el:7.1f}s  tool {ev['tool']:<12} {ev['seconds']:6.2f}s  {mark}{one_line(ev['content'], 60)}"
+        elif kind == "error":
+            line = f"  error: {ev['error']}"
+        else:
+            return
+        print(printable(line) + ("\x1b[K" if self.tty else ""), file=sys.stderr, flush=True)
+
+
+def _finish(result, args, score: float | None) -> int:
+    out = {"run_id": result.run_id, "status": result.status, "answer": result.answer, "steps": result.steps,
+           "tokens": result.tokens, "seconds": round(result.seconds, 3), "score": score}
+    if result.error:  # why it failed, or what went wrong in a run that still finished (a failed edit subtask)
+        out["error"] = result.error
+    if args.json:
+        echo_json(out)
+    else:
+        echo(f"{result.status}: {result.answer if result.answer is not None else '(no answer)'}")
+        detail = f"{result.steps} steps, {result.tokens} tokens, {result.seconds:.1f} s"
+        if score is not None:
+            detail += f", score {score:g}"
+        echo(f"run {result.run_id} ({detail})")
+        if result.error:
+            echo(f"note: {result.error}")
+    return EXIT_OK if result.status == "finished" else EXIT_FAILED
+
+
+def _score_run(store, result, spec) -> float | None:
+    from ..evals.scorers import SCORERS, score
+
+    if spec.evaluator is not None and spec.evaluator.name not in SCORERS:
+        # WebArena, MiniWoB++: scored from the world's final state by their benchmark (`toolpath eval`)
+        echo(f"note: evaluator {spec.evaluator.name!r} is scored by its benchmark (toolpath eval); "
+               "this run is not scored", file=sys.stderr)
+        return None
+    value = score(spec.evaluator, result.answer)
+    if value is not None:
+        store.update_run(result.run_id, score=value)
+    return value
+
+
+def _known_evaluators() -> dict[str, str]:
+    """Evaluator names a spec may use, and who scores each: a scorer of toolpath.evals.scorers, or a benchmark
+    that scores the world's final state (`score_final`: WebArena, MiniWoB++, tabletop), named after it."""
+    from .. import registry
+    from ..evals.scorers import SCORERS
+
+    known = dict.fromkeys(SCORERS, "scorer")
+    for name in registry.names("benchmark"):
+        try:
+            if registry.load("benchmark", name).scores_final_state:
+                known.setdefault(name, "benchmark")
+        except registry.RegistryError:  # a benchmark whose optional packages are missing scores nothing here
+            continue
+    return known
+
+
+def _check_evaluator(spec, source: str) -> None:
+    """An evaluator no scorer or benchmark knows is a typo: refuse it before the run, not after it."""
+    from ..evals.scorers import SCORERS
+    from ..spec import SpecError
+
+    name = spec.evaluator.name if spec.evaluator is not None else None
+    if name is None or name in SCORERS:
+        return
+    known = _known_evaluators()
+    if name not in known:
+        raise BadInput(str(SpecError(source, [("evaluator.name", f"unknown evaluator {name!r}; expected one of "
+                                                                  f"{', '.join(sorted(known))}")])))
+
+
+def cmd_run(args) -> int:
+    from pydantic import ValidationError
+
+    from ..agents.episode import EpisodeError, run_episode
+    from ..spec import SpecError, TaskSpec, load_spec, resolve_model_path
+
+    overridden = f"{args.task} (with command-line overrides)"
+    try:
+        spec = load_spec(args.task)
+        # Only what the file set, plus the overrides: defaults an agent or format fills in (DeepEyesV2's 9
+        # turns, visual_program's sandbox) must stay unset here, or they would look chosen by the user.
+        data = spec.model_dump(exclude_unset=True)
+        if args.model is not None:
+            data["model"] = {**data.get("model", {}), "name": args.model}
+        if args.agent is not None:
+            data["agent"] = {**data.get("agent", {}), "name": args.agent}
+        if args.max_steps is not None:
+            data.setdefault("limits", {})["max_steps"] = args.max_steps
+        spec = TaskSpec.model_validate(data)
+        problem = resolve_model_path(spec, Path.cwd()) if args.model is not None else None
+        if problem is not None:
+            raise SpecError(overridden, [("model.name", problem)])
+    except SpecError as err:
+        raise BadInput(str(err)) from None
+    except ValidationError as err:
+        from ..spec import describe_errors
+
+        raise BadInput(str(SpecError(overridden, describe_errors(err)))) from None
+    _check_evaluator(spec, args.task)
+    store = store_from_args(args)
+    try:
+        result = run_episode(spec, store, on_event=Progress(quiet=args.quiet))
+    except EpisodeError as err:
+        raise BadInput(f"{args.task}: {err}") from None
+    return _finish(result, args, _score_run(store, result, spec))
+
+
+def cmd_resume(args) -> int:
+    from ..agents.episode import EpisodeError, resume_episode
+    from ..spec import TaskSpec
+
+    store = store_from_args(args)
+    try:
+        result = resume_episode(args.run_id, store, on_event=Progress(quiet=args.quiet))
+    except EpisodeError as err:
+        raise BadInput(str(err)) from None
+    spec = TaskSpec.model_validate_json(store.get_run(result.run_id)["spec"])
+    return _finish(result, args, _score_run(store, result, spec))

@@ -1,0 +1,86 @@
+"""`toolpath runs list` and `toolpath runs show`: what the store holds, step by step."""
+
+from __future__ import annotations
+
+import json
+
+from .common import EXIT_OK, BadInput, echo, echo_json, one_line, store_from_args, when
+
+
+def cmd_runs_list(args) -> int:
+    runs = store_from_args(args, readonly=True).list_runs(limit=args.limit)
+    if args.json:
+        echo_json([{k: r[k] for k in ("id", "task_id", "model", "agent", "status", "answer", "score", "steps",
+                                         "tokens_in", "tokens_out", "seconds", "created")} for r in runs])
+        return EXIT_OK
+    if not runs:
+        echo("no runs yet: try `toolpath run examples/hello.yaml`")
+        return EXIT_OK
+    echo(f"{'RUN':<24} {'TASK':<20} {'MODEL':<22} {'STATUS':<17} {'STEPS':>5} {'TOKENS':>7} {'SECS':>7}  ANSWER")
+    for r in runs:
+        echo(f"{r['id']:<24} {one_line(r['task_id'], 20):<20} {one_line(r['model'], 22):<22} {r['status']:<17} "
+               f"{r['steps']:>5} {r['tokens_in'] + r['tokens_out']:>7} {r['seconds']:>7.1f}  {one_line(r['answer'] or '', 40)}")
+    return EXIT_OK
+
+
+def _lines(text: str, most: int = 12, width: int = 200) -> str:
+    """Multi-line text for `runs show`: each line cut to `width`, at most `most` lines, later lines indented."""
+    lines = [one_line(line, width) for line in (text or "").splitlines() if line.strip()] or [""]
+    if len(lines) > most:
+        lines = lines[:most] + [f"… {len(lines) - most} more lines (runs show --json has them all)"]
+    return "\n    ".join(lines)
+
+
+def cmd_runs_show(args) -> int:
+    store = store_from_args(args, readonly=True)
+    run = store.find_run(args.run_id)
+    if run is None:
+        raise BadInput(f"no run with id {args.run_id!r} in {store.db_path}")
+    steps = store.steps(run["id"])
+    if args.json:
+        run = {**run, "spec": json.loads(run["spec"])}
+        echo_json({"run": run, "steps": steps}, ensure_ascii=False)
+        return EXIT_OK
+    echo(f"run {run['id']}  task {run['task_id']}  model {run['model']}  agent {run['agent']}")
+    echo(f"status {run['status']}  steps {run['steps']}  tokens {run['tokens_in']}→{run['tokens_out']}  "
+           f"{run['seconds']:.2f} s  created {when(run['created'])}")
+    if run["answer"] is not None:
+        echo(f"answer: {run['answer']}")
+    if run["score"] is not None:
+        echo(f"score: {run['score']:g}")
+    if run["error"]:
+        echo(f"note: {run['error']}")
+    from ..state import StepRecord
+
+    for s in map(StepRecord.from_row, steps):
+        head = f"\n[{s.seq}] {s.node}  {s.seconds * 1000:.1f} ms"
+        if s.tokens_in or s.tokens_out:
+            head += f"  tokens {s.tokens_in}→{s.tokens_out}"
+        echo(head)
+        if s.node == "policy" and s.has("raw"):
+            echo("  output: " + s.raw.replace("\n", "\n          "))
+            for issue in s.issues:
+                echo("  issue: " + one_line(issue, 200))
+        if s.error:
+            echo(f"  error: {s.error}")
+        for m in s.messages:
+            role = m.get("role")
+            if role in ("system", "user") and s.node == "task":
+                echo(f"  {role}: " + m.get("content", "").replace("\n", "\n    "))
+            for c in m.get("tool_calls", []):
+                echo(f"  call {c['name']}({json.dumps(c.get('arguments', {}), ensure_ascii=False)})  id={c['id']}")
+            if role == "tool":
+                echo(f"  observation from {m.get('name')}: " + _lines(m.get("content", "")))
+            if role == "assistant" and s.node != "policy":  # a planner's own step (the edit agent's plan, learn)
+                echo(f"  {s.node}: " + _lines(m.get("content", "")))
+            if role == "user" and s.node == "observe":  # the computer-use agent's view of the screen
+                echo("  screen: " + _lines(m.get("content", "")))
+            elif role == "user" and s.node != "task":
+                echo("  feedback: " + one_line(m.get("content", ""), 200))
+            for img in m.get("images", []):
+                echo(f"  artifact {img.get('name') or ''} {img['path']}")
+        for o in s.observations:
+            for a in o.get("artifacts", []):
+                if not a.get("mime", "").startswith("image/"):
+                    echo(f"  artifact {a.get('name') or ''} {a['path']}")
+    return EXIT_OK
