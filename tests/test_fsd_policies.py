@@ -13,7 +13,7 @@ from PIL import Image, ImageDraw
 
 from toolpath.policies import base, fsd
 from toolpath.policies import fsd_scene as S
-from toolpath.policies.coords import CoordinateSpace
+from toolpath.coords import CoordinateSpace
 from toolpath.policies.fsd_detector import DetectorPolicy, components
 from toolpath.policies.fsd_oracle import OraclePolicy
 from toolpath.state import ArtifactRef, Message

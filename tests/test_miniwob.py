@@ -248,7 +248,7 @@ def _browser_ready():
 
 def drive(task: str, seed: int, max_steps: int = 10) -> dict:
     """One episode with the DOM policy on a real BrowserSandbox, the message built as the agent builds it."""
-    from toolpath.policies.coords import CoordinateSpace
+    from toolpath.coords import CoordinateSpace
     from toolpath.sandboxes.base import SandboxLimits
     from toolpath.sandboxes.browser import BrowserSandbox
     from toolpath.tools.gui import ENDING

@@ -46,7 +46,7 @@ import numpy as np
 from ..state import Message
 from . import fsd
 from .base import Response, word_count
-from .coords import CoordinateSpace
+from ..coords import CoordinateSpace
 
 COLORS = ("red", "green", "blue", "yellow", "purple", "orange")
 KINDS = {"cube": "cube", "cubes": "cube", "block": "cube", "blocks": "cube", "plate": "plate",

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 
 from ..state import ToolCall
-from .coords import MAX_PIXELS, MIN_PIXELS, CoordinateSpace
+from ..coords import MAX_PIXELS, MIN_PIXELS, CoordinateSpace
 from .formats import (MAX_BLOCK_CHARS, MAX_CALLS, Parsed, _snippet, cap_issues, make_call, python_literal,
                       read_reply)
 
