@@ -12,7 +12,7 @@ current screenshot only; a policy that declares `observes = (..., "dom")` also g
 JSON lines, boxes in its own coordinates.
 
 The model's coordinates (agent.params.coordinates: absolute pixels of the smart-resized screenshot,
-normalized, or grid1000) are converted to screen pixels by policies.coords before an action runs, and the
+normalized, or grid1000) are converted to screen pixels by toolpath.coords before an action runs, and the
 step records both. A line that cannot be parsed or converted is reported back; the other lines still run.
 A step's actions share what is left of the run's max_seconds: each gets the deadline (a wait is cut short,
 typing stops), none starts once it has passed, and those are reported as not run before the run ends as
@@ -78,7 +78,7 @@ def initial_state() -> AgentState:
 
 def check_spec(spec) -> None:
     """ValueError naming the parameter, before the episode starts (episode._agent_params calls it)."""
-    from ..policies.coords import CONVENTIONS
+    from ..coords import CONVENTIONS
 
     p = _spec_params(spec)
     if p["coordinates"] not in CONVENTIONS:
@@ -111,7 +111,7 @@ def _spec_params(spec) -> dict:
 
 def _format(rt: Runtime):
     if "cua_format" not in rt.extras:
-        from ..policies.coords import MAX_PIXELS, MIN_PIXELS
+        from ..coords import MAX_PIXELS, MIN_PIXELS
         from ..policies.scalecua import ScaleCUAFormat
 
         p = _params(rt)

@@ -176,7 +176,7 @@ def _truth_lines(rt: Runtime, size) -> tuple[list[str], ArtifactRef | None]:
     import numpy as np
     from PIL import Image
 
-    from ..policies.coords import CoordinateSpace
+    from ..coords import CoordinateSpace
 
     if "robot_seg" not in rt.extras:
         seg = np.asarray(box.segmentation())
@@ -235,7 +235,7 @@ def _ask(rt: Runtime, state: dict, kind: str, question: str, images: list[Artifa
 
 
 def _to_pixels(points, size) -> list[list[int]]:
-    from ..policies.coords import CoordinateSpace
+    from ..coords import CoordinateSpace
 
     space = CoordinateSpace("grid1000", *size)
     return [list(space.to_screen(float(x), float(y))) for x, y in points]

@@ -1,7 +1,7 @@
 """FSD's intermediate representations as data, in image pixels: points, boxes, visual traces, relation graphs.
 
 A policy speaks a 0–1000 grid (policies.fsd); everything here is in pixels of the image it was shown, with
-pixel i's centre at i (OpenCV). The one conversion between the two is policies.coords'
+pixel i's centre at i (OpenCV). The one conversion between the two is toolpath.coords'
 CoordinateSpace("grid1000", w, h): `from_grid` / `to_grid` below only apply it to points and boxes (a grid
 point goes to the integer pixel that holds it; a pixel comes back as the grid point of its centre).
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..policies.coords import CoordinateSpace
+from ..coords import CoordinateSpace
 
 # ---- points and boxes -----------------------------------------------------------------------------------
 

@@ -323,7 +323,7 @@ def _mask(path: str) -> np.ndarray:
 
 def evaluate(record: Record, answer: str | None) -> tuple[float, dict[str, float]]:
     """(score, metrics) of one answer; see the module docstring."""
-    from ...policies.coords import CoordinateSpace
+    from ...coords import CoordinateSpace
 
     d = record.data
     space = CoordinateSpace("grid1000", d["width"], d["height"])
