@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from toolpath.policies import base, fsd
+from toolpath.policies import base
+from toolpath.policies.formats import fsd
 from toolpath.policies import fsd_scene as S
 from toolpath.coords import CoordinateSpace
 from toolpath.policies.fsd_detector import DetectorPolicy, components

@@ -20,7 +20,7 @@ from toolpath.evals.benchmarks.screenspot import ScreenSpot
 from toolpath.evals.scorers import SCORERS, grounding, grounding_answer, point_in_box, point_in_polygon
 from toolpath.policies import ocr_grounder as O
 from toolpath.policies.ocr_grounder import OCRGrounder, query_of, read_prompt
-from toolpath.policies.scalecua import ScaleCUAFormat
+from toolpath.policies.formats.scalecua import ScaleCUAFormat
 from toolpath.runs import Store
 from toolpath.spec import parse_spec
 from toolpath.state import ArtifactRef, Message

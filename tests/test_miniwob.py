@@ -12,7 +12,7 @@ import pytest
 from toolpath.evals.benchmarks import BenchmarkDataError
 from toolpath.evals.benchmarks import miniwob as mw
 from toolpath.policies.dom import DOMPolicy, read_message
-from toolpath.policies.scalecua import ScaleCUAFormat
+from toolpath.policies.formats.scalecua import ScaleCUAFormat
 from toolpath.state import Message
 
 HAVE_MINIWOB = importlib.util.find_spec("miniwob") is not None

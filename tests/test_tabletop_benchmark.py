@@ -7,7 +7,7 @@ import pytest
 from toolpath.agents.embodied import check_spec, choose_points, task_objects
 from toolpath.evals.benchmarks import BenchmarkDataError, get_benchmark
 from toolpath.evals.benchmarks.tabletop import Tabletop
-from toolpath.policies.fsd import parse_fsd
+from toolpath.policies.formats.fsd import parse_fsd
 from toolpath.spec import TaskSpec
 
 

@@ -771,7 +771,7 @@ class DOMPolicy:
         started = time.perf_counter()
         fmt = generation.get("format")
         if fmt is None or not callable(getattr(fmt, "parse", None)) or not hasattr(fmt, "convention"):
-            from .scalecua import ScaleCUAFormat
+            from .formats.scalecua import ScaleCUAFormat
 
             fmt = ScaleCUAFormat()
         user = next((m for m in reversed(messages) if getattr(m, "role", "") == "user"), None)

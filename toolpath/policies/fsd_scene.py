@@ -2,7 +2,7 @@
 
 The oracle (fsd_oracle.py) and the detector (fsd_detector.py) differ only in where the objects come from (the
 simulator's segmentation, or colour and shape in the rgb image); both hand a `Scene` (named objects, each a
-boolean mask over the image) to `answer`, which writes the reply in FSD's grammar (policies.fsd). Everything
+boolean mask over the image) to `answer`, which writes the reply in FSD's grammar (policies.formats.fsd). Everything
 here is in image pixels (u right, v down); the only conversion to the 0-1000 grid is coords.CoordinateSpace.
 
 The message (the last user message; see the contract of issue 7):
@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from ..state import Message
-from . import fsd
+from .formats import fsd
 from .base import Response, word_count
 from ..coords import CoordinateSpace
 

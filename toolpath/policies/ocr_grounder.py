@@ -360,7 +360,7 @@ class OCRGrounder:
             parsed = fmt.parse(raw, id_prefix=f"ocr{sum(m.role == 'assistant' for m in messages) + 1}")
             text, calls, issues = parsed.content, parsed.calls, parsed.issues
         else:  # called outside the computer-use agent: read our own grammar directly
-            from .scalecua import ScaleCUAFormat
+            from .formats.scalecua import ScaleCUAFormat
 
             parsed = ScaleCUAFormat(mode=getattr(fmt, "mode", "grounding")).parse(raw, id_prefix="ocr")
             text, calls, issues = parsed.content, parsed.calls, parsed.issues
