@@ -96,7 +96,7 @@ def _spec_params(spec) -> dict:
     platform = str(p.get("platform", _SANDBOX_PLATFORM.get(kind, "desktop")))
     from ..tools.gui import PLATFORMS
 
-    from ..policies.scalecua import MODES
+    from ..policies.formats.scalecua import MODES
 
     if mode not in MODES:
         raise ValueError(f"agent.params.mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -112,7 +112,7 @@ def _spec_params(spec) -> dict:
 def _format(rt: Runtime):
     if "cua_format" not in rt.extras:
         from ..coords import MAX_PIXELS, MIN_PIXELS
-        from ..policies.scalecua import ScaleCUAFormat
+        from ..policies.formats.scalecua import ScaleCUAFormat
 
         p = _params(rt)
         rt.extras["cua_format"] = ScaleCUAFormat(

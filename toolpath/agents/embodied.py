@@ -5,7 +5,7 @@
 
 observe   the robot's camera: RGB, depth, intrinsics and extrinsics (sandboxes/robot.py's protocol); the image
           is stored as the step's artifact.
-reason    FSD's questions to the policy, one at a time (policies/fsd.py): the relation graph (objects as
+reason    FSD's questions to the policy, one at a time (policies/formats/fsd.py): the relation graph (objects as
           <ref>/<box>, relations as <pred>), then the visual trace (8 points, object → destination) or, with
           `representation: affordance`, the grasp box, and the free-space points where the object may go. The
           image with the drawn trace, boxes and points is stored with the step.
@@ -214,7 +214,7 @@ def _messages(rt: Runtime, state: EmbodiedState, question: str) -> list[Message]
 
 def _ask(rt: Runtime, state: dict, kind: str, question: str, images: list[ArtifactRef] | None = None):
     """One question to the policy, recorded as a policy step: (parsed answer, state update) or PolicyError."""
-    from ..policies.fsd import parse_fsd
+    from ..policies.formats.fsd import parse_fsd
 
     started, t0 = time.time(), time.perf_counter()
     step = state["steps"] + 1
@@ -289,7 +289,7 @@ def make_reason_node(rt: Runtime):
     from langgraph.types import Command
 
     from ..policies.base import PolicyError
-    from ..policies.fsd import QUESTIONS
+    from ..policies.formats.fsd import QUESTIONS
 
     def reason_node(state: EmbodiedState) -> Any:
         rt.wait_durable(state)
@@ -389,7 +389,7 @@ def make_verify_node(rt: Runtime):
     from langgraph.types import Command
 
     from ..policies.base import PolicyError
-    from ..policies.fsd import identify_question
+    from ..policies.formats.fsd import identify_question
     from ..tools.spatial import same_object
 
     def verify_node(state: EmbodiedState) -> Any:
@@ -553,7 +553,7 @@ def make_check_node(rt: Runtime):
     from langgraph.types import Command
 
     from ..policies.base import PolicyError
-    from ..policies.fsd import identify_question
+    from ..policies.formats.fsd import identify_question
     from ..sandboxes.base import SandboxError
     from ..tools.spatial import same_object
 

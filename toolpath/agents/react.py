@@ -16,7 +16,7 @@ from .nodes import Runtime, make_policy_node, make_tool_node
 
 DEFAULT_TOOLS = ["calculator", "read_file", "final_answer"]
 # agent.params this agent accepts. `format: deepeyes` is DeepEyesV2's grammar (<think>, then one of <code>,
-# <tool_call>, <answer>; 9 turns unless limits.max_steps says otherwise); see policies/formats.py.
+# <tool_call>, <answer>; 9 turns unless limits.max_steps says otherwise); see policies/formats/deepeyes.py.
 PARAMS = {"format": "response grammar: json (default) or deepeyes"}
 
 SYSTEM_PROMPT = ("You are a careful assistant that solves the user's task step by step. Use a tool when it helps; "
