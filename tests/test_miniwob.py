@@ -11,7 +11,7 @@ import pytest
 
 from toolpath.evals.benchmarks import BenchmarkDataError
 from toolpath.evals.benchmarks import miniwob as mw
-from toolpath.policies.dom import DOMPolicy, read_message
+from toolpath.baselines.dom import DOMPolicy, read_message
 from toolpath.policies.formats.scalecua import ScaleCUAFormat
 from toolpath.state import Message
 
@@ -204,7 +204,7 @@ def test_unknown_task_and_missing_package_are_named(monkeypatch):
 @needs_miniwob
 def test_task_spec_starts_a_seeded_episode_on_the_local_server():
     rec = next(iter(mw.MiniWoB(tasks=["enter-text"], episodes=1).records(seed=2)))
-    spec = mw.MiniWoB().to_task(rec, model="python:toolpath.policies.dom:DOMPolicy")
+    spec = mw.MiniWoB().to_task(rec, model="python:toolpath.baselines.dom:DOMPolicy")
     opts = spec.sandbox.options
     assert spec.agent.name == "computer_use" and spec.agent.params == {"platform": "web", "mode": "direct"}
     assert spec.sandbox.kind == "browser" and opts["allowed_hosts"] == ["127.0.0.1"]
@@ -254,7 +254,7 @@ def drive(task: str, seed: int, max_steps: int = 10) -> dict:
     from toolpath.tools.gui import ENDING
 
     rec = next(r for r in mw.MiniWoB(tasks=[task], episodes=seed + 1).records() if r.data["episode_seed"] == seed)
-    opts = mw.MiniWoB().to_task(rec, model="python:toolpath.policies.dom:DOMPolicy").sandbox.options
+    opts = mw.MiniWoB().to_task(rec, model="python:toolpath.baselines.dom:DOMPolicy").sandbox.options
     fmt, policy, ops = ScaleCUAFormat(mode="direct", platform="web"), DOMPolicy(), []
     with BrowserSandbox(SandboxLimits(), **opts) as box:
         box.start()
@@ -309,7 +309,7 @@ def test_an_eval_episode_through_the_agent_is_scored_by_the_page(store, monkeypa
         monkeypatch.setattr(episode, "SANDBOX_KINDS", ("none", *episode.SANDBOXES))
     b = mw.MiniWoB(tasks=["enter-password", "click-button"], episodes=1)
     for rec in b.records():
-        run = episode.run_episode(b.to_task(rec, model="python:toolpath.policies.dom:DOMPolicy"), store)
+        run = episode.run_episode(b.to_task(rec, model="python:toolpath.baselines.dom:DOMPolicy"), store)
         state = final_state(store, run.run_id)
         assert state is not None and mw.probe_value(state)["done"] is True, (rec.id, run.status, run.error, state)
         assert score_run(b, rec, store, run.run_id, run.answer) == 1.0

@@ -116,7 +116,7 @@ def test_the_embodied_agent_starts_no_waypoint_once_the_budget_is_spent(tmp_path
     import time
 
     from toolpath.policies.formats.fsd import question_kind
-    from toolpath.policies.fsd_oracle import OraclePolicy
+    from toolpath.baselines.fsd_oracle import OraclePolicy
 
     class SlowLastCheck(OraclePolicy):
         identified = 0

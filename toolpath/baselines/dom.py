@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base import Response, word_count
+from ..policies.base import Response, word_count
 
 ELEMENTS_HEADER = re.compile(r"^Elements \(boxes as \[x1, y1, x2, y2\]")
 STEP_LINE = re.compile(r"^Step (\d+): (.*)$")
@@ -771,7 +771,7 @@ class DOMPolicy:
         started = time.perf_counter()
         fmt = generation.get("format")
         if fmt is None or not callable(getattr(fmt, "parse", None)) or not hasattr(fmt, "convention"):
-            from .formats.scalecua import ScaleCUAFormat
+            from ..policies.formats.scalecua import ScaleCUAFormat
 
             fmt = ScaleCUAFormat()
         user = next((m for m in reversed(messages) if getattr(m, "role", "") == "user"), None)

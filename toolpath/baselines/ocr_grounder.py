@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..state import Message, ToolCall
-from .base import Response
+from ..policies.base import Response
 
 MATCH_MIN = 0.8
 KIND_WORDS = {"button": "button", "btn": "button", "menu": "menu", "field": "field", "input": "field",
@@ -360,7 +360,7 @@ class OCRGrounder:
             parsed = fmt.parse(raw, id_prefix=f"ocr{sum(m.role == 'assistant' for m in messages) + 1}")
             text, calls, issues = parsed.content, parsed.calls, parsed.issues
         else:  # called outside the computer-use agent: read our own grammar directly
-            from .formats.scalecua import ScaleCUAFormat
+            from ..policies.formats.scalecua import ScaleCUAFormat
 
             parsed = ScaleCUAFormat(mode=getattr(fmt, "mode", "grounding")).parse(raw, id_prefix="ocr")
             text, calls, issues = parsed.content, parsed.calls, parsed.issues

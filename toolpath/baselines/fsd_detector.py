@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from ..policies.base import PolicyError, Response
 from ..state import Message
 from . import fsd_scene as S
-from .base import PolicyError, Response
 
 # The RGB values the sandbox gives each colour (the contract of issue 7); their hues are the class centres.
 PALETTE = {"red": (0.85, 0.12, 0.12), "green": (0.15, 0.65, 0.20), "blue": (0.15, 0.30, 0.85),

@@ -43,10 +43,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..state import Message
-from .formats import fsd
-from .base import Response, word_count
 from ..coords import CoordinateSpace
+from ..policies.base import Response, word_count
+from ..policies.formats import fsd
+from ..state import Message
 
 COLORS = ("red", "green", "blue", "yellow", "purple", "orange")
 KINDS = {"cube": "cube", "cubes": "cube", "block": "cube", "blocks": "cube", "plate": "plate",
