@@ -70,7 +70,7 @@ def initial_state() -> AgentState:
 def task_objects(instruction: str) -> dict:
     """{"pick", "target"} named by a pick-and-place instruction ("put the red cube on the blue plate"), in the
     instruction's own words less articles; the one instruction grammar is the offline policies' (fsd_scene)."""
-    from ..policies.fsd_scene import INSTRUCTION
+    from ..baselines.fsd_scene import INSTRUCTION
 
     m = INSTRUCTION.search(" ".join(instruction.strip().rstrip(".!").split()))
     names = {role: " ".join(w for w in (m.group(role) if m else "").lower().split() if w not in ("the", "a", "an"))
