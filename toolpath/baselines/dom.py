@@ -1,8 +1,9 @@
 """A rule-based web policy that acts on the page's elements: MiniWoB++-style tasks, without a model.
 
-It reads what the computer-use agent sends each step (the last user message): the `Task:` line, the history
-`Step i: <operation>`, and the page's elements, one JSON object a line after the `Elements (...)` line (boxes
-already in the run's coordinates, so a click on a box's centre needs no conversion). It answers in
+It reads the ScreenObservation the computer-use agent hands it each step (it observes "dom"): the task, the
+history of operations, and the page's elements (boxes already in the run's coordinates, so a click on a box's
+centre needs no conversion). Called without one, it reads the same from the last user message as the agent
+lays it out (`read_message`). It answers in
 ScaleCUA's grammar (`<operation>…</operation>\n<action>…</action>`), several calls in one action block when the
 whole sequence is known from the current page (click a field, write, click Submit, terminate).
 
@@ -30,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..observations import ScreenObservation
 from ..policies.base import Response, word_count
 
 ELEMENTS_HEADER = re.compile(r"^Elements \(boxes as \[x1, y1, x2, y2\]")
@@ -91,8 +93,26 @@ def _valid_box(box: Any) -> bool:
                                                             for v in box) and box[2] >= box[0] and box[3] >= box[1])
 
 
+def _element(e: Any) -> dict | None:
+    """An element the rules can use (a dict with a valid box; text a string, tag lower-case), else None."""
+    if not isinstance(e, dict) or not _valid_box(e.get("box")):
+        return None
+    e["text"] = e["text"] if isinstance(e.get("text"), str) else ""
+    e["tag"] = e["tag"].lower() if isinstance(e.get("tag"), str) else ""
+    return e
+
+
+def page_of(obs: ScreenObservation) -> Page:
+    """The Page of the agent's observation (its elements' boxes already in the run's coordinates)."""
+    elements = [e for e in (_element(dict(e)) for e in obs.elements) if e is not None]
+    task = " ".join(line.strip() for line in obs.task.splitlines()).strip()
+    return Page(task=task, history=list(obs.history), elements=elements, skipped=len(obs.elements) - len(elements))
+
+
 def read_message(text: str) -> Page:
-    """Task, history and elements from the agent's user message; unusable element lines are skipped."""
+    """Task, history and elements from a user message laid out as the computer-use agent writes its prompt;
+    unusable element lines are skipped. For a call that comes with no observation (a recorded transcript,
+    a test that writes the message by hand): the agent hands the policy a ScreenObservation instead."""
     task_lines: list[str] = []
     history: list[str] = []
     elements: list[dict] = []
@@ -110,15 +130,12 @@ def read_message(text: str) -> Page:
                     skipped += 1
                 continue
             try:
-                e = json.loads(line)
+                e = _element(json.loads(line))
             except json.JSONDecodeError:
+                e = None
+            if e is None:
                 skipped += 1
                 continue
-            if not isinstance(e, dict) or not _valid_box(e.get("box")):
-                skipped += 1
-                continue
-            e["text"] = e["text"] if isinstance(e.get("text"), str) else ""
-            e["tag"] = e["tag"].lower() if isinstance(e.get("tag"), str) else ""
             elements.append(e)
             continue
         if section == "end":
@@ -774,8 +791,12 @@ class DOMPolicy:
             from ..policies.formats.scalecua import ScaleCUAFormat
 
             fmt = ScaleCUAFormat()
-        user = next((m for m in reversed(messages) if getattr(m, "role", "") == "user"), None)
-        page = read_message(getattr(user, "content", "") or "")
+        obs = generation.get("observation")
+        if isinstance(obs, ScreenObservation):
+            page = page_of(obs)
+        else:
+            user = next((m for m in reversed(messages) if getattr(m, "role", "") == "user"), None)
+            page = read_message(getattr(user, "content", "") or "")
         raw = render(decide(page, fmt.convention))
         # the agent sends one fresh prompt per step, its history as "Step i" lines: they number this step
         parsed = fmt.parse(raw, id_prefix=f"dom{len(page.history) + 1}")

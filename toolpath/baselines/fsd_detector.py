@@ -214,4 +214,4 @@ class DetectorPolicy:
                        missing="The detector finds objects by colour and tells cubes from plates by size and shape.")
 
     def respond(self, messages: list[Message], tools: list[dict], **generation: Any) -> Response:
-        return S.respond(messages, self.scene)
+        return S.respond(messages, self.scene, generation.get("observation"))

@@ -5,7 +5,9 @@ simulator's segmentation, or colour and shape in the rgb image); both hand a `Sc
 boolean mask over the image) to `answer`, which writes the reply in FSD's grammar (policies.formats.fsd). Everything
 here is in image pixels (u right, v down); the only conversion to the 0-1000 grid is coords.CoordinateSpace.
 
-The message (the last user message; see the contract of issue 7):
+What they read: the SceneObservation the embodied agent hands them (task, question, rgb image and its size;
+for a policy that observes "truth", the simulator's objects and the segmentation image). Called without
+one, they read the same from the last user message as the agent lays it out (`read_prompt`):
     Task: put the red cube on the blue plate
     Image: 640x480 pixels; coordinates on a 0-1000 grid (x to the right, y down).
     Question: <one of fsd.QUESTIONS, or fsd.identify_question(x, y)>
@@ -40,10 +42,12 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..coords import CoordinateSpace
+from ..observations import SceneObservation
 from ..policies.base import Response, word_count
 from ..policies.formats import fsd
 from ..state import Message
@@ -77,6 +81,28 @@ class Prompt:
     words_in: int = 0
 
 
+def _truth_problem(obj: Any) -> str | None:
+    if (not isinstance(obj, dict) or not isinstance(obj.get("index"), int) or isinstance(obj["index"], bool)
+            or not isinstance(obj.get("name"), str)):
+        return "lacks an integer 'index' or a string 'name'"
+    return None
+
+
+def prompt_of(obs: SceneObservation, messages: list[Message]) -> Prompt:
+    """The Prompt of the agent's observation (the words of the messages still count as the tokens read)."""
+    truth, issues = [], []
+    for n, obj in enumerate(obs.truth, 1):
+        problem = _truth_problem(obj)
+        if problem:
+            issues.append(f"truth object {n} {problem}: {str(obj)[:80]!r}")
+        else:
+            truth.append(obj)
+    images = [p for p in (obs.image, obs.segmentation if obs.truth else None) if p]
+    return Prompt(task=obs.task.strip(), question=obs.question.strip(), kind=fsd.question_kind(obs.question),
+                  images=images, stated_size=tuple(obs.size) if obs.size else None, truth=truth, truth_issues=issues,
+                  words_in=sum(word_count(getattr(m, "content", "") or "") for m in messages))
+
+
 def read_prompt(messages: list[Message]) -> Prompt:
     """The task, question, images and (if present) scene truth from the last user message."""
     user = next((m for m in reversed(messages) if getattr(m, "role", None) == "user"), None)
@@ -107,9 +133,9 @@ def read_prompt(messages: list[Message]) -> Prompt:
             except json.JSONDecodeError as err:
                 issues.append(f"truth line {n} is not JSON ({err.msg}): {stripped[:80]!r}")
                 continue
-            if (not isinstance(obj, dict) or not isinstance(obj.get("index"), int) or isinstance(obj["index"], bool)
-                    or not isinstance(obj.get("name"), str)):
-                issues.append(f"truth line {n} lacks an integer 'index' or a string 'name': {stripped[:80]!r}")
+            problem = _truth_problem(obj)
+            if problem:
+                issues.append(f"truth line {n} {problem}: {stripped[:80]!r}")
                 continue
             truth.append(obj)
     question = "\n".join(question_lines).strip()
@@ -578,13 +604,15 @@ def _reply(think: list[str], body: str) -> str:
     return f"<think>{' '.join(think)}</think>\n<answer>\n{body}\n</answer>"
 
 
-def respond(messages: list[Message], make_scene) -> Response:
-    """The Response to the agent's question: `make_scene(prompt)` builds the Scene (or raises Unanswerable);
-    the reply's text is both `text` and `raw`; tokens are counted as words, as the other offline policies do."""
+def respond(messages: list[Message], make_scene, observation: Any = None) -> Response:
+    """The Response to the agent's question (its observation, else its last user message): `make_scene(prompt)`
+    builds the Scene (or raises Unanswerable); the reply's text is both `text` and `raw`; tokens are counted
+    as words, as the other offline policies do."""
     started = time.perf_counter()
     words_in = sum(word_count(getattr(m, "content", "") or "") for m in messages)
     try:
-        prompt = read_prompt(messages)
+        prompt = (prompt_of(observation, messages) if isinstance(observation, SceneObservation)
+                  else read_prompt(messages))
         words_in = prompt.words_in
         raw = answer(make_scene(prompt), prompt)
     except Unanswerable as err:

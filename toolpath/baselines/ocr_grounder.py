@@ -1,9 +1,9 @@
 """An offline GUI grounder: OCR the screenshot, find the text the instruction names, point at its element.
 
-Policy kind `ocr-grounder`. It reads what the computer-use agent sends (the last user message: the `Task:`
-line, the `Step i:` history, the screenshot in `images`), reads the screen's text with RapidOCR
-(rapidocr-onnxruntime, whose ONNX models ship in the wheel; tools/image/text.py loads the engine) or, where
-that is not installed, Debian's tesseract, and answers in ScaleCUA's grammar.
+Policy kind `ocr-grounder`. It reads the ScreenObservation the computer-use agent hands it (the task, the
+history of operations, the screenshot; without one, the same from the last user message), reads the
+screen's text with RapidOCR (rapidocr-onnxruntime, whose ONNX models ship in the wheel; tools/image/text.py
+loads the engine) or, where that is not installed, Debian's tesseract, and answers in ScaleCUA's grammar.
 
 Matching: the instruction's quoted strings first ('Export', "File"), else its content words (the
 instruction without verbs, articles and the element kind); each OCR line and each run of whole words in
@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..observations import ScreenObservation
 from ..state import Message, ToolCall
 from ..policies.base import Response
 
@@ -56,8 +57,16 @@ class Unreadable(Exception):
 
 # ---- reading the agent's message ------------------------------------------------------------------------
 
+def read_observation(obs: ScreenObservation) -> tuple[str, list[str], str | None]:
+    """(instruction, history operations, screenshot path) from the agent's observation."""
+    instruction = " ".join(line.strip() for line in obs.task.splitlines() if line.strip())
+    return instruction, list(obs.history), obs.screenshot
+
+
 def read_prompt(messages: list[Message]) -> tuple[str, list[str], str | None]:
-    """(instruction, history operations, screenshot path) from the last user message."""
+    """(instruction, history operations, screenshot path) from the last user message, laid out as the
+    computer-use agent writes its prompt: for a call that comes with no observation (a recorded transcript,
+    a script or test that writes the message by hand)."""
     user = next((m for m in reversed(messages) if m.role == "user"), None)
     if user is None:
         return "", [], None
@@ -326,9 +335,12 @@ class OCRGrounder:
     def __init__(self, spec: Any = None, name: str = "ocr-grounder"):
         self.spec, self.name = spec, name
 
-    def _answer(self, messages: list[Message], fmt: Any) -> str:
+    def _answer(self, messages: list[Message], fmt: Any, obs: Any = None) -> str:
         mode = getattr(fmt, "mode", "grounding")
-        instruction, history, path = read_prompt(messages)
+        if isinstance(obs, ScreenObservation):
+            instruction, history, path = read_observation(obs)
+        else:
+            instruction, history, path = read_prompt(messages)
         if mode != "grounding" and history:
             return ("<operation>The task is done</operation>\n"
                     "<action>terminate(status='success')</action>")
@@ -355,7 +367,7 @@ class OCRGrounder:
     def respond(self, messages: list[Message], tools: list[dict], **generation: Any) -> Response:
         started = time.perf_counter()
         fmt = generation.get("format")
-        raw = self._answer(messages, fmt)
+        raw = self._answer(messages, fmt, generation.get("observation"))
         if callable(getattr(fmt, "parse", None)) and getattr(fmt, "name", "") == "scalecua":
             parsed = fmt.parse(raw, id_prefix=f"ocr{sum(m.role == 'assistant' for m in messages) + 1}")
             text, calls, issues = parsed.content, parsed.calls, parsed.issues

@@ -23,7 +23,7 @@ import importlib
 import importlib.util
 import json
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from .. import registry
 from ..spec import ModelSpec
@@ -77,6 +77,12 @@ def observes(policy: Any) -> tuple[str, ...]:
     """What a policy declares it reads besides the conversation (its `observes`); () for one written before
     policies could declare it, such as a user's `python:` class."""
     return tuple(getattr(policy, "observes", ()) or ())
+
+
+def observation_kwargs(policy: Any, build: Callable[[], Any]) -> dict[str, Any]:
+    """`{"observation": build()}` for a policy that declares what it observes, else {}: a policy that declares
+    nothing gets exactly the call it always got, and the observation is not built for it."""
+    return {"observation": build()} if observes(policy) else {}
 
 
 @dataclass
