@@ -169,8 +169,8 @@ def make_observe_node(rt: Runtime):
 
 # ---- policy -------------------------------------------------------------------------------------------
 
-def _element_lines(elements: list[dict], space) -> list[str]:
-    """The page's elements as JSON lines, boxes converted to the model's coordinates."""
+def _elements_in(elements: list[dict], space) -> list[dict]:
+    """The page's elements, boxes converted to the model's coordinates (those that cannot be, left out)."""
     out = []
     for e in elements:
         box = e.get("box")
@@ -179,8 +179,33 @@ def _element_lines(elements: list[dict], space) -> list[str]:
             x2, y2 = space.from_screen(max(box[0], box[2] - 1), max(box[1], box[3] - 1))
         except (TypeError, IndexError, ValueError, ZeroDivisionError):
             continue
-        out.append(json.dumps({**e, "box": [x1, y1, x2, y2]}, ensure_ascii=False))
+        out.append({**e, "box": [x1, y1, x2, y2]})
     return out
+
+
+def _element_lines(elements: list[dict], space) -> list[str]:
+    """The page's elements as JSON lines, boxes converted to the model's coordinates."""
+    return [json.dumps(e, ensure_ascii=False) for e in _elements_in(elements, space)]
+
+
+def _shown_operations(rt: Runtime, state: ComputerUseState) -> list[tuple[int, str]]:
+    """(step, operation) of the earlier steps the prompt shows: the last `history` of them (all when 0)."""
+    ops = state.get("operations") or []
+    keep = _params(rt)["history"]
+    return list(enumerate(ops, 1))[-int(keep):] if keep else list(enumerate(ops, 1))
+
+
+def screen_observation(rt: Runtime, state: ComputerUseState):
+    """What a policy that observes the screen is handed besides the prompt (toolpath.observations)."""
+    from ..observations import ScreenObservation
+    from ..policies.base import observes
+
+    w, h = state["screen"]
+    dom = "dom" in observes(rt.policy) and state.get("elements")
+    return ScreenObservation(task=rt.spec.instruction, history=tuple(op for _, op in _shown_operations(rt, state)),
+                             screenshot=state["shot"].get("path"), screen=(w, h),
+                             elements=tuple(_elements_in(state["elements"], _format(rt).space(w, h)) if dom else ()),
+                             urls=tuple(rt.spec.inputs.urls))
 
 
 def prompt_messages(rt: Runtime, state: ComputerUseState) -> list[Message]:
@@ -192,8 +217,7 @@ def prompt_messages(rt: Runtime, state: ComputerUseState) -> list[Message]:
     space = fmt.space(w, h)
     system = "\n\n".join([_PLATFORM_PROMPT[fmt.platform], fmt.guide(rt.schemas), space.describe()])
     ops = state.get("operations") or []
-    keep = _params(rt)["history"]
-    shown = list(enumerate(ops, 1))[-int(keep):] if keep else list(enumerate(ops, 1))
+    shown = _shown_operations(rt, state)
     text = [f"Task: {rt.spec.instruction}"]
     if rt.spec.inputs.urls:
         text.append("URLs: " + ", ".join(rt.spec.inputs.urls))
@@ -212,7 +236,7 @@ def prompt_messages(rt: Runtime, state: ComputerUseState) -> list[Message]:
 def make_policy_node(rt: Runtime):
     from langgraph.types import Command
 
-    from ..policies.base import PolicyError
+    from ..policies.base import PolicyError, observation_kwargs
 
     def policy_node(state: ComputerUseState) -> Any:
         rt.wait_durable(state)
@@ -223,7 +247,7 @@ def make_policy_node(rt: Runtime):
         try:
             resp = rt.policy.respond(prompt_messages(rt, state), rt.schemas, temperature=rt.spec.model.temperature,
                                      max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed + step, step=step,
-                                     format=fmt)
+                                     format=fmt, **observation_kwargs(rt.policy, lambda: screen_observation(rt, state)))
         except PolicyError as err:
             update = record_step(rt, state, "policy", [], started, time.perf_counter() - t0, {}, error=str(err))
             return Command(update={**update, "steps": step, "status": "failed", "error": f"policy: {err}"},

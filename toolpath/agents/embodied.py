@@ -166,7 +166,7 @@ def make_observe_node(rt: Runtime):
 
 # ---- asking the policy ---------------------------------------------------------------------------------
 
-def _truth_lines(rt: Runtime, size) -> tuple[list[str], ArtifactRef | None]:
+def _truth(rt: Runtime, size) -> tuple[list[dict], ArtifactRef | None]:
     """For a policy that reads the simulator's truth (the oracle): each object's box and the segmentation image."""
     box = rt.ctx.sandbox
     if "truth" not in getattr(rt.policy, "observes", ()) or not callable(getattr(box, "objects_truth", None)):
@@ -192,7 +192,7 @@ def _truth_lines(rt: Runtime, size) -> tuple[list[str], ArtifactRef | None]:
                 x1, y1 = space.from_screen(int(us.min()), int(vs.min()))
                 x2, y2 = space.from_screen(int(us.max()), int(vs.max()))
                 entry["box"] = [x1, y1, x2, y2]
-            lines.append(json.dumps(entry))
+            lines.append(entry)
         rt.extras["robot_seg"] = (lines, ref)
     return rt.extras["robot_seg"]
 
@@ -204,23 +204,35 @@ def _messages(rt: Runtime, state: EmbodiedState, question: str) -> list[Message]
     if state.get("feedback"):
         text.insert(1, f"Note: {state['feedback']}")
     images = [ArtifactRef.model_validate(state["camera"])]
-    lines, seg = _truth_lines(rt, (w, h))
+    lines, seg = _truth(rt, (w, h))
     if lines:
-        text += ["Scene truth:", *lines,
+        text += ["Scene truth:", *(json.dumps(o) for o in lines),
                  "Segmentation: the second image; pixel value = index + 1 of the object seen there, 0 for anything else."]
         images.append(seg)
     return [Message(role="system", content=SYSTEM_PROMPT), Message(role="user", content="\n".join(text), images=images)]
 
 
+def scene_observation(rt: Runtime, state: EmbodiedState, question: str):
+    """What a policy that observes the scene is handed besides the prompt (toolpath.observations)."""
+    from ..observations import SceneObservation
+
+    w, h = state["size"]
+    truth, seg = _truth(rt, (w, h))
+    return SceneObservation(task=rt.spec.instruction, question=question, image=state["camera"].get("path"),
+                            size=(w, h), truth=tuple(truth), segmentation=seg.path if seg else None)
+
+
 def _ask(rt: Runtime, state: dict, kind: str, question: str, images: list[ArtifactRef] | None = None):
     """One question to the policy, recorded as a policy step: (parsed answer, state update) or PolicyError."""
+    from ..policies.base import observation_kwargs
     from ..policies.formats.fsd import parse_fsd
 
     started, t0 = time.time(), time.perf_counter()
     step = state["steps"] + 1
     rt.emit({"type": "thinking", "step": step})
     resp = rt.policy.respond(_messages(rt, state, question), [], temperature=rt.spec.model.temperature,
-                             max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed + step, step=step)
+                             max_new_tokens=rt.spec.model.max_new_tokens, seed=rt.spec.seed + step, step=step,
+                             **observation_kwargs(rt.policy, lambda: scene_observation(rt, state, question)))
     text = resp.raw or resp.text
     parsed = parse_fsd(text)
     msg = Message(role="assistant", content=resp.text or text, images=images or [])
