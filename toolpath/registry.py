@@ -139,8 +139,9 @@ def _entry_point_entries() -> list[Entry]:
     from importlib.metadata import entry_points
 
     out = []
+    every = entry_points()  # one scan of the installed distributions; one per group costs a scan each
     for kind in KINDS:
-        for ep in entry_points(group=f"toolpath.{kind}"):
+        for ep in every.select(group=f"toolpath.{kind}"):
             dist = getattr(ep.dist, "name", None) or "an installed package"
             out.append(Entry(kind, ep.name, ep.value, f"entry point {ep.name!r} of {dist}"))
     return out
