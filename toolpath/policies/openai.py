@@ -23,7 +23,7 @@ from typing import Any
 
 from ..redact import redact, redact_data, register_secret, strip_url_credentials
 from ..spec import ModelSpec
-from ..state import Message, ToolCall
+from ..state import Message
 from .base import PolicyError, Response
 from .formats import FORMATS, loads_lenient, make_call, parse_tool_calls
 
