@@ -62,9 +62,10 @@ class Policy(Protocol):
         "screenshot", "image"   the current picture, attached to the last user message (every policy gets it)
         "dom"                   a page's elements (computer_use): as text in the prompt, and as `observation=`
         "truth"                 the simulator's scene truth (embodied): as `observation=`
-    `observation` is a typed object of toolpath.observations (ScreenObservation, SceneObservation), passed as
-    the keyword `observation` only to a policy whose `observes` names what it holds. A policy that declares no
-    `observes` reads the conversation alone (see `observes()` below).
+    A policy that declares `observes` is also handed the keyword `observation`: a typed object of
+    toolpath.observations (ScreenObservation, SceneObservation) whose optional parts follow what it declares
+    (the elements for "dom", the truth for "truth"). A policy that declares nothing gets exactly the call it
+    always got and reads the conversation alone (see `observes()` and `observation_kwargs()` below).
     """
 
     name: str
