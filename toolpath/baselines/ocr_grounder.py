@@ -109,7 +109,11 @@ def normal(text: str) -> str:
     return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())
 
 
-def similarity(read: str, query: str) -> float:
+def strict_similarity(read: str, query: str) -> float:
+    """1 for the same words, else difflib's ratio of their letters and digits. Unlike tools.image.text's
+    text_similarity it gives no credit for one text containing the other: a short OCR fragment inside the
+    query ("In" of "Window") must not count as a match, or a target that is not on the screen is clicked
+    instead of declined."""
     a, b = normal(read), normal(query)
     if not a or not b:
         return 0.0
@@ -210,7 +214,7 @@ def best_match(lines, queries: list[str]):
         nq = len(normal(q).split()) or 1
         for box, text in lines:
             for sbox, stext, whole in spans(box, text, nq + 1):
-                sc = similarity(stext, q)
+                sc = strict_similarity(stext, q)
                 sc -= 0.001 * abs(len(normal(stext).split()) - nq)  # fewer extra words first
                 sc += 0.0005 * whole  # then a line that is just the label
                 if sc > best[0]:
