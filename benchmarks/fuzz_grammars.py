@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from security.fuzz_replies import GRAMMARS, parse, replies, violations  # noqa: E402
 
 from toolpath.policies.formats import FORMATS, MAX_REPLY_CHARS, parse_tool_calls  # noqa: E402
-from toolpath.policies.fsd import parse_fsd  # noqa: E402
-from toolpath.policies.scalecua import ScaleCUAFormat  # noqa: E402
+from toolpath.policies.formats.fsd import parse_fsd  # noqa: E402
+from toolpath.policies.formats.scalecua import ScaleCUAFormat  # noqa: E402
 
 _SCAN = re.compile(r"</?[A-Za-z_]+>|[{}\[\]()]")  # the baseline: one linear pass of the tags and brackets
 

@@ -127,7 +127,7 @@ def timed(fn) -> float:
 
 def hit_test(box, site: Site, rects) -> tuple[dict, list[float]]:
     """{convention: (hits, max error px)} and every click's seconds, clicking each target's centre per convention."""
-    from toolpath.policies.coords import CONVENTIONS, CoordinateSpace
+    from toolpath.coords import CONVENTIONS, CoordinateSpace
 
     results, clicks = {}, []
     for conv in CONVENTIONS:

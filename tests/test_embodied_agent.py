@@ -10,8 +10,8 @@ import yaml
 
 from conftest import ROOT, toolpath_cli
 from toolpath.agents.episode import run_episode
-from toolpath.policies.fsd import question_kind
-from toolpath.policies.fsd_oracle import OraclePolicy
+from toolpath.policies.formats.fsd import question_kind
+from toolpath.baselines.fsd_oracle import OraclePolicy
 from toolpath.runs import Store
 from toolpath.spec import parse_spec
 

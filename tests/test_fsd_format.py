@@ -1,11 +1,11 @@
-"""FSD's grammar (policies.fsd): the questions and how they are recognised, the tolerant parser that reports
+"""FSD's grammar (policies.formats.fsd): the questions and how they are recognised, the tolerant parser that reports
 a bad block and keeps the others, and the writers the offline policies answer with."""
 
 from __future__ import annotations
 
 import pytest
 
-from toolpath.policies.fsd import (QUESTIONS, FSDAnswer, format_box, format_object, format_points, format_relation,
+from toolpath.policies.formats.fsd import (QUESTIONS, FSDAnswer, format_box, format_object, format_points, format_relation,
                                    identify_point, identify_question, parse_fsd, question_kind)
 
 TRACE = [[100, 200], [150, 180], [200, 160], [250, 150], [300, 150], [350, 160], [400, 180], [450, 200]]

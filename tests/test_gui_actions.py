@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from toolpath.policies.coords import CONVENTIONS, CoordinateSpace, smart_resize
-from toolpath.policies.scalecua import ScaleCUAFormat, split_calls
+from toolpath.coords import CONVENTIONS, CoordinateSpace, smart_resize
+from toolpath.policies.formats.scalecua import ScaleCUAFormat, split_calls
 from toolpath.tools.gui import ACTIONS, MAX_KEYS, MAX_WRITE_CHARS, PLATFORMS, point_fields
 from toolpath.tools.registry import ToolContext, ToolError, get_tool, load_tools
 

@@ -19,14 +19,14 @@ from toolpath.evals.benchmarks import gui_grounding as G
 from toolpath.evals.benchmarks.osworld_g import OSWorldG, read_records
 from toolpath.evals.benchmarks.screenspot import ScreenSpot
 from toolpath.evals.scorers import SCORERS, grounding, grounding_answer, point_in_box, point_in_polygon
-from toolpath.policies import ocr_grounder as O
-from toolpath.policies.ocr_grounder import OCRGrounder, query_of, read_prompt
-from toolpath.policies.scalecua import ScaleCUAFormat
+from toolpath.baselines import ocr_grounder as O
+from toolpath.baselines.ocr_grounder import OCRGrounder, query_of, read_prompt
+from toolpath.policies.formats.scalecua import ScaleCUAFormat
 from toolpath.runs import Store
 from toolpath.spec import parse_spec
 from toolpath.state import ArtifactRef, Message
 
-GROUNDER = "python:toolpath.policies.ocr_grounder:OCRGrounder"
+GROUNDER = "python:toolpath.baselines.ocr_grounder:OCRGrounder"
 POINT = lambda x, y: json.dumps({"point": [x, y]})  # noqa: E731
 REFUSED = json.dumps({"refused": True, "reason": "not there"})
 U_SHAPE = [0, 0, 30, 0, 30, 30, 20, 30, 20, 10, 10, 10, 10, 30, 0, 30]  # a concave "U", notch 10..20 × 10..30

@@ -11,8 +11,8 @@ import pytest
 
 from toolpath.evals.benchmarks import BenchmarkDataError
 from toolpath.evals.benchmarks import miniwob as mw
-from toolpath.policies.dom import DOMPolicy, read_message
-from toolpath.policies.scalecua import ScaleCUAFormat
+from toolpath.baselines.dom import DOMPolicy, read_message
+from toolpath.policies.formats.scalecua import ScaleCUAFormat
 from toolpath.state import Message
 
 HAVE_MINIWOB = importlib.util.find_spec("miniwob") is not None
@@ -204,7 +204,7 @@ def test_unknown_task_and_missing_package_are_named(monkeypatch):
 @needs_miniwob
 def test_task_spec_starts_a_seeded_episode_on_the_local_server():
     rec = next(iter(mw.MiniWoB(tasks=["enter-text"], episodes=1).records(seed=2)))
-    spec = mw.MiniWoB().to_task(rec, model="python:toolpath.policies.dom:DOMPolicy")
+    spec = mw.MiniWoB().to_task(rec, model="python:toolpath.baselines.dom:DOMPolicy")
     opts = spec.sandbox.options
     assert spec.agent.name == "computer_use" and spec.agent.params == {"platform": "web", "mode": "direct"}
     assert spec.sandbox.kind == "browser" and opts["allowed_hosts"] == ["127.0.0.1"]
@@ -248,13 +248,13 @@ def _browser_ready():
 
 def drive(task: str, seed: int, max_steps: int = 10) -> dict:
     """One episode with the DOM policy on a real BrowserSandbox, the message built as the agent builds it."""
-    from toolpath.policies.coords import CoordinateSpace
+    from toolpath.coords import CoordinateSpace
     from toolpath.sandboxes.base import SandboxLimits
     from toolpath.sandboxes.browser import BrowserSandbox
     from toolpath.tools.gui import ENDING
 
     rec = next(r for r in mw.MiniWoB(tasks=[task], episodes=seed + 1).records() if r.data["episode_seed"] == seed)
-    opts = mw.MiniWoB().to_task(rec, model="python:toolpath.policies.dom:DOMPolicy").sandbox.options
+    opts = mw.MiniWoB().to_task(rec, model="python:toolpath.baselines.dom:DOMPolicy").sandbox.options
     fmt, policy, ops = ScaleCUAFormat(mode="direct", platform="web"), DOMPolicy(), []
     with BrowserSandbox(SandboxLimits(), **opts) as box:
         box.start()
@@ -305,7 +305,7 @@ def test_an_eval_episode_through_the_agent_is_scored_by_the_page(store, monkeypa
 
     b = mw.MiniWoB(tasks=["enter-password", "click-button"], episodes=1)
     for rec in b.records():
-        run = episode.run_episode(b.to_task(rec, model="python:toolpath.policies.dom:DOMPolicy"), store)
+        run = episode.run_episode(b.to_task(rec, model="python:toolpath.baselines.dom:DOMPolicy"), store)
         state = final_state(store, run.run_id)
         assert state is not None and mw.probe_value(state)["done"] is True, (rec.id, run.status, run.error, state)
         assert score_run(b, rec, store, run.run_id, run.answer) == 1.0

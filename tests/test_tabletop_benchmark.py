@@ -8,7 +8,7 @@ from toolpath.agents.embodied import check_spec, task_objects
 from toolpath.agents.embodied_points import choose_points
 from toolpath.evals.benchmarks import BenchmarkDataError, get_benchmark
 from toolpath.evals.benchmarks.tabletop import Tabletop
-from toolpath.policies.fsd import parse_fsd
+from toolpath.policies.formats.fsd import parse_fsd
 from toolpath.spec import TaskSpec
 
 

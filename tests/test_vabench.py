@@ -12,8 +12,8 @@ from PIL import Image
 from toolpath.evals.benchmarks import BenchmarkDataError
 from toolpath.evals.benchmarks.vabench import (VABench, dtw, point_accuracy, read_records, resample_by_index,
                                                 task_of, trace_errors)
-from toolpath.policies.coords import CoordinateSpace
-from toolpath.policies.fsd import QUESTIONS, format_points, question_kind
+from toolpath.coords import CoordinateSpace
+from toolpath.policies.formats.fsd import QUESTIONS, format_points, question_kind
 from toolpath.tools.spatial import Box
 
 W, H = 640, 480

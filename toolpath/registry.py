@@ -6,7 +6,7 @@ asked for, so listing names costs no import (`toolpath --help` and `toolpath too
 
     registry.names("agent")             -> ["computer_use", "embodied", "fast_slow", "react", "visual_program"]
     registry.load("agent", "react")     -> the object at toolpath.agents.react:AGENT
-    registry.entry("policy", "hf").meta -> {"value": "required", "local": True, "cache": True}
+    registry.entry("policy", "hf").meta["value"] -> "required"
 
 Tools and edit tools are many per module and register themselves when their module is imported (`@tool`,
 `register_edit_tool`, which call `add`); for those kinds the registry lists *provider modules* and imports
@@ -51,26 +51,40 @@ class Entry:
 
 
 # ---- the built-in entries --------------------------------------------------------------------------------
-# Policy meta: `value` says whether the spec name carries a value after "kind:" (required, optional, none);
-# `local` that it costs nothing per token (prices); `cache` that a loaded instance is reused in the process.
-_LOCAL_MODEL = {"value": "optional", "local": True, "cache": True}
+# Policy meta: `value` says whether the spec name carries a value after "kind:" (required, optional, none)
+# and `form` how it is written; `local` that it costs nothing per token (prices); `cache` that a loaded
+# instance is reused in the process; `weights` that loading reads model weights (slow: the CLI says so).
+# `toolpath models list` shows `example` and asks `check` ("module:function" -> (available, why)), or the
+# modules it `needs` (saying `missing` when absent), or shows `about`.
+_LOCAL_MODEL = {"value": "optional", "local": True, "cache": True, "weights": True}
 _RULES = {"value": "none", "local": True, "cache": False}
 _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
     "agent": {name: (f"toolpath.agents.{name}:AGENT", {}) for name in
               ("react", "visual_program", "fast_slow", "computer_use", "embodied")},
     "policy": {
-        "local": ("toolpath.policies.local:load_local", _LOCAL_MODEL),
-        "hf": ("toolpath.policies.hf:HFPolicy.from_spec", {**_LOCAL_MODEL, "value": "required"}),
-        "openai": ("toolpath.policies.openai:OpenAIPolicy.from_spec", {"value": "required", "local": False,
-                                                                        "cache": True}),
-        "scripted": ("toolpath.policies.scripted:ScriptedPolicy.from_spec", {"value": "required", "local": True,
-                                                                              "cache": False}),
-        "python": ("toolpath.policies.python_policy:load_python", {"value": "required", "local": True,
-                                                                    "cache": False}),
-        "ocr-grounder": ("toolpath.baselines.ocr_grounder:OCRGrounder", _RULES),
-        "dom": ("toolpath.baselines.dom:DOMPolicy", _RULES),
-        "oracle": ("toolpath.baselines.fsd_oracle:OraclePolicy", _RULES),
-        "detector": ("toolpath.baselines.fsd_detector:DetectorPolicy", _RULES),
+        "local": ("toolpath.policies.local:load_local", {**_LOCAL_MODEL, "form": "local", "example": "local",
+                                                          "check": "toolpath.policies.local:availability"}),
+        "hf": ("toolpath.policies.hf:HFPolicy.from_spec", {
+            **_LOCAL_MODEL, "value": "required", "form": "hf:PATH", "example": "hf:/path/to/model",
+            "check": "toolpath.policies.local:hf_availability"}),
+        "openai": ("toolpath.policies.openai:OpenAIPolicy.from_spec", {
+            "value": "required", "local": False, "cache": True, "form": "openai:MODEL", "example": "openai:MODEL",
+            "check": "toolpath.policies.openai:availability"}),
+        "scripted": ("toolpath.policies.scripted:ScriptedPolicy.from_spec", {
+            "value": "required", "local": True, "cache": False, "form": "scripted:FILE",
+            "example": "scripted:responses.yaml", "about": "replays recorded responses"}),
+        "python": ("toolpath.policies.python_policy:load_python", {
+            "value": "required", "local": True, "cache": False, "form": "python:MODULE:ATTR",
+            "example": "python:module:Class", "about": "your own Policy class"}),
+        "ocr-grounder": ("toolpath.baselines.ocr_grounder:OCRGrounder", {
+            **_RULES, "about": "GUI grounding by OCR (rapidocr)", "needs": ("rapidocr_onnxruntime",),
+            "missing": "missing: rapidocr-onnxruntime (pip install 'toolpath[edit]')"}),
+        "dom": ("toolpath.baselines.dom:DOMPolicy", {
+            **_RULES, "about": "rule-based actions on a web page's elements (computer_use, browser)"}),
+        "oracle": ("toolpath.baselines.fsd_oracle:OraclePolicy", {
+            **_RULES, "about": "FSD answers from the robot simulator's ground truth (embodied)"}),
+        "detector": ("toolpath.baselines.fsd_detector:DetectorPolicy", {
+            **_RULES, "about": "FSD answers from a colour/shape detector (embodied, tabletop)"}),
     },
     "sandbox": {
         "process": ("toolpath.sandboxes.process:ProcessSandbox", {"code": True}),

@@ -5,7 +5,7 @@ what was expected. A spec may come from anyone (a downloaded example, a generate
 bounded (file size, nesting, values after YAML aliases, string and path lengths), and a spec may not hold
 secrets, reach pages outside its own folder or this machine unless it says so, or name inputs that are not
 what they claim. Reading the file itself is spec_reading.py's job. Nothing in this module imports the rest of
-toolpath but spec_reading and redact, which import nothing of ours either.
+toolpath but spec_reading, redact and registry, which import nothing of ours either.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from . import registry
 # The limits on the file and its shape live with the code that reads it; they are part of this module's API too.
 from .spec_reading import (MAX_NESTING, MAX_SPEC_BYTES, MAX_SPEC_VALUES, MAX_STRING_CHARS, Unreadable,  # noqa: F401
                            field_path, parse_text, read_text, shape_problems, shown_path, size_text)
@@ -53,13 +54,15 @@ class _Part(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-# Policies that decide without a language model: OCR grounding and DOM rules (computer_use agent); the
-# simulator's ground truth and a colour/shape detector (embodied agent).
-OFFLINE_POLICIES = ("ocr-grounder", "dom", "oracle", "detector")
+def _policy_forms() -> str:
+    """How each policy kind in the registry is written: `local, openai:MODEL, …, or detector`."""
+    forms = [e.meta.get("form", e.name) for e in registry.declared("policy").values()]
+    return ", ".join(forms[:-1]) + f", or {forms[-1]}" if len(forms) > 1 else "".join(forms)
 
 
 class ModelSpec(_Part):
-    """Which policy decides. `name` is `local`, `openai:MODEL`, `hf:PATH`, `scripted:FILE` or `python:MOD:ATTR`."""
+    """Which policy decides. `name` is a policy kind of the registry, with its value when it takes one:
+    `local`, `openai:MODEL`, `hf:PATH`, `scripted:FILE`, `python:MOD:ATTR`, or a rule-based one (`dom`)."""
 
     name: str = "local"
     temperature: float = Field(0.0, ge=0.0, le=2.0)
@@ -73,14 +76,14 @@ class ModelSpec(_Part):
     def _known_kind(cls, v: str) -> str:
         kind = v.split(":", 1)[0]
         if not v.strip():
-            raise ValueError("empty; expected local, openai:MODEL, hf:PATH, scripted:FILE, python:MODULE:ATTR, or "
-                             f"{' or '.join(OFFLINE_POLICIES)}")
-        if kind not in {"local", "openai", "hf", "scripted", "python", *OFFLINE_POLICIES}:
-            raise ValueError(f"unknown model kind {kind!r}; expected local, openai:MODEL, hf:PATH, scripted:FILE, "
-                             f"python:MODULE:ATTR, or {' or '.join(OFFLINE_POLICIES)}")
-        if kind in OFFLINE_POLICIES and v != kind:
+            raise ValueError(f"empty; expected {_policy_forms()}")
+        known = registry.declared("policy")
+        if kind not in known:
+            raise ValueError(f"unknown model kind {kind!r}; expected {_policy_forms()}")
+        value = known[kind].meta.get("value", "optional")
+        if value == "none" and v != kind:
             raise ValueError(f"model {kind!r} takes no value after it")
-        if kind not in ("local", *OFFLINE_POLICIES) and (":" not in v or v.endswith(":")):
+        if value == "required" and (":" not in v or v.endswith(":")):
             raise ValueError(f"model {v!r} needs a value after '{kind}:'")
         return v
 

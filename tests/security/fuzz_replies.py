@@ -24,8 +24,8 @@ import re
 from typing import Any, Iterator
 
 from toolpath.policies.formats import CLOSE, MAX_CALLS, MAX_ISSUES, MAX_REPLY_CHARS, OPEN, FORMATS
-from toolpath.policies.fsd import FSDAnswer, parse_fsd
-from toolpath.policies.scalecua import ScaleCUAFormat, _block, split_calls
+from toolpath.policies.formats.fsd import FSDAnswer, parse_fsd
+from toolpath.policies.formats.scalecua import ScaleCUAFormat, _block, split_calls
 from toolpath.state import MAX_ARGUMENT_DEPTH
 
 GRAMMARS = ("json", "deepeyes", "scalecua", "fsd")

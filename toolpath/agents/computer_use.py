@@ -12,7 +12,7 @@ current screenshot only; a policy that declares `observes = (..., "dom")` also g
 JSON lines, boxes in its own coordinates.
 
 The model's coordinates (agent.params.coordinates: absolute pixels of the smart-resized screenshot,
-normalized, or grid1000) are converted to screen pixels by policies.coords before an action runs, and the
+normalized, or grid1000) are converted to screen pixels by toolpath.coords before an action runs, and the
 step records both. A line that cannot be parsed or converted is reported back; the other lines still run.
 A step's actions share what is left of the run's max_seconds: each gets the deadline (a wait is cut short,
 typing stops), none starts once it has passed, and those are reported as not run before the run ends as
@@ -77,7 +77,7 @@ def initial_state() -> AgentState:
 
 def check_spec(spec) -> None:
     """ValueError naming the parameter, before the episode starts (episode._agent_params calls it)."""
-    from ..policies.coords import CONVENTIONS
+    from ..coords import CONVENTIONS
 
     p = _spec_params(spec)
     if p["coordinates"] not in CONVENTIONS:
@@ -95,7 +95,7 @@ def _spec_params(spec) -> dict:
     platform = str(p.get("platform", _SANDBOX_PLATFORM.get(kind, "desktop")))
     from ..tools.gui import PLATFORMS
 
-    from ..policies.scalecua import MODES
+    from ..policies.formats.scalecua import MODES
 
     if mode not in MODES:
         raise ValueError(f"agent.params.mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -110,8 +110,8 @@ def _spec_params(spec) -> dict:
 
 def _format(rt: Runtime):
     if rt.context.format is None:
-        from ..policies.coords import MAX_PIXELS, MIN_PIXELS
-        from ..policies.scalecua import ScaleCUAFormat
+        from ..coords import MAX_PIXELS, MIN_PIXELS
+        from ..policies.formats.scalecua import ScaleCUAFormat
 
         p = _params(rt)
         rt.context.format = ScaleCUAFormat(
@@ -166,8 +166,8 @@ def make_observe_node(rt: Runtime):
 
 # ---- policy -------------------------------------------------------------------------------------------
 
-def _element_lines(elements: list[dict], space) -> list[str]:
-    """The page's elements as JSON lines, boxes converted to the model's coordinates."""
+def _elements_in(elements: list[dict], space) -> list[dict]:
+    """The page's elements, boxes converted to the model's coordinates (those that cannot be, left out)."""
     out = []
     for e in elements:
         box = e.get("box")
@@ -176,8 +176,33 @@ def _element_lines(elements: list[dict], space) -> list[str]:
             x2, y2 = space.from_screen(max(box[0], box[2] - 1), max(box[1], box[3] - 1))
         except (TypeError, IndexError, ValueError, ZeroDivisionError):
             continue
-        out.append(json.dumps({**e, "box": [x1, y1, x2, y2]}, ensure_ascii=False))
+        out.append({**e, "box": [x1, y1, x2, y2]})
     return out
+
+
+def _element_lines(elements: list[dict], space) -> list[str]:
+    """The page's elements as JSON lines, boxes converted to the model's coordinates."""
+    return [json.dumps(e, ensure_ascii=False) for e in _elements_in(elements, space)]
+
+
+def _shown_operations(rt: Runtime, state: ComputerUseState) -> list[tuple[int, str]]:
+    """(step, operation) of the earlier steps the prompt shows: the last `history` of them (all when 0)."""
+    ops = state.get("operations") or []
+    keep = _params(rt)["history"]
+    return list(enumerate(ops, 1))[-int(keep):] if keep else list(enumerate(ops, 1))
+
+
+def screen_observation(rt: Runtime, state: ComputerUseState):
+    """What a policy that observes the screen is handed besides the prompt (toolpath.observations)."""
+    from ..observations import ScreenObservation
+    from ..policies.base import observes
+
+    w, h = state["screen"]
+    dom = "dom" in observes(rt.policy) and state.get("elements")
+    return ScreenObservation(task=rt.spec.instruction, history=tuple(op for _, op in _shown_operations(rt, state)),
+                             screenshot=state["shot"].get("path"), screen=(w, h),
+                             elements=tuple(_elements_in(state["elements"], _format(rt).space(w, h)) if dom else ()),
+                             urls=tuple(rt.spec.inputs.urls))
 
 
 def prompt_messages(rt: Runtime, state: ComputerUseState) -> list[Message]:
@@ -189,8 +214,7 @@ def prompt_messages(rt: Runtime, state: ComputerUseState) -> list[Message]:
     space = fmt.space(w, h)
     system = "\n\n".join([_PLATFORM_PROMPT[fmt.platform], fmt.guide(rt.schemas), space.describe()])
     ops = state.get("operations") or []
-    keep = _params(rt)["history"]
-    shown = list(enumerate(ops, 1))[-int(keep):] if keep else list(enumerate(ops, 1))
+    shown = _shown_operations(rt, state)
     text = [f"Task: {rt.spec.instruction}"]
     if rt.spec.inputs.urls:
         text.append("URLs: " + ", ".join(rt.spec.inputs.urls))
@@ -209,13 +233,14 @@ def prompt_messages(rt: Runtime, state: ComputerUseState) -> list[Message]:
 def make_policy_node(rt: Runtime):
     from langgraph.types import Command
 
-    from ..policies.base import PolicyError
+    from ..policies.base import PolicyError, observation_kwargs
 
     def policy_node(state: ComputerUseState, st: Step) -> Any:
         step = state["steps"] + 1
         fmt = _format(rt)
         try:
-            resp = rt.ask(prompt_messages(rt, state), rt.schemas, step=step, format=fmt)
+            resp = rt.ask(prompt_messages(rt, state), rt.schemas, step=step, format=fmt,
+                          **observation_kwargs(rt.policy, lambda: screen_observation(rt, state)))
         except PolicyError as err:
             update = st.record("policy", [], {}, error=str(err))
             return Command(update={**update, "steps": step, "status": "failed", "error": f"policy: {err}"},

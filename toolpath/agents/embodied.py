@@ -5,7 +5,7 @@
 
 observe   the robot's camera: RGB, depth, intrinsics and extrinsics (sandboxes/robot.py's protocol); the image
           is stored as the step's artifact.
-reason    FSD's questions to the policy, one at a time (policies/fsd.py): the relation graph (objects as
+reason    FSD's questions to the policy, one at a time (policies/formats/fsd.py): the relation graph (objects as
           <ref>/<box>, relations as <pred>), then the visual trace (8 points, object → destination) or, with
           `representation: affordance`, the grasp box, and the free-space points where the object may go. The
           image with the drawn trace, boxes and points is stored with the step.
@@ -78,7 +78,7 @@ def initial_state() -> AgentState:
 def task_objects(instruction: str) -> dict:
     """{"pick", "target"} named by a pick-and-place instruction ("put the red cube on the blue plate"), in the
     instruction's own words less articles; the one instruction grammar is the offline policies' (fsd_scene)."""
-    from ..policies.fsd_scene import INSTRUCTION
+    from ..baselines.fsd_scene import INSTRUCTION
 
     m = INSTRUCTION.search(" ".join(instruction.strip().rstrip(".!").split()))
     names = {role: " ".join(w for w in (m.group(role) if m else "").lower().split() if w not in ("the", "a", "an"))
@@ -171,7 +171,7 @@ def make_observe_node(rt: Runtime):
 
 # ---- asking the policy ---------------------------------------------------------------------------------
 
-def _truth_lines(rt: Runtime, size) -> tuple[list[str], ArtifactRef | None]:
+def _truth(rt: Runtime, size) -> tuple[list[dict], ArtifactRef | None]:
     """For a policy that reads the simulator's truth (the oracle): each object's box and the segmentation image."""
     box = rt.ctx.sandbox
     if "truth" not in getattr(rt.policy, "observes", ()) or not callable(getattr(box, "objects_truth", None)):
@@ -181,7 +181,7 @@ def _truth_lines(rt: Runtime, size) -> tuple[list[str], ArtifactRef | None]:
     import numpy as np
     from PIL import Image
 
-    from ..policies.coords import CoordinateSpace
+    from ..coords import CoordinateSpace
 
     if rt.context.seg is None:
         seg = np.asarray(box.segmentation())
@@ -197,7 +197,7 @@ def _truth_lines(rt: Runtime, size) -> tuple[list[str], ArtifactRef | None]:
                 x1, y1 = space.from_screen(int(us.min()), int(vs.min()))
                 x2, y2 = space.from_screen(int(us.max()), int(vs.max()))
                 entry["box"] = [x1, y1, x2, y2]
-            lines.append(json.dumps(entry))
+            lines.append(entry)
         rt.context.seg = (lines, ref)
     return rt.context.seg
 
@@ -209,21 +209,33 @@ def _messages(rt: Runtime, state: EmbodiedState, question: str) -> list[Message]
     if state.get("feedback"):
         text.insert(1, f"Note: {state['feedback']}")
     images = [ArtifactRef.model_validate(state["camera"])]
-    lines, seg = _truth_lines(rt, (w, h))
+    lines, seg = _truth(rt, (w, h))
     if lines:
-        text += ["Scene truth:", *lines,
+        text += ["Scene truth:", *(json.dumps(o) for o in lines),
                  "Segmentation: the second image; pixel value = index + 1 of the object seen there, 0 for anything else."]
         images.append(seg)
     return [Message(role="system", content=SYSTEM_PROMPT), Message(role="user", content="\n".join(text), images=images)]
 
 
+def scene_observation(rt: Runtime, state: EmbodiedState, question: str):
+    """What a policy that observes the scene is handed besides the prompt (toolpath.observations)."""
+    from ..observations import SceneObservation
+
+    w, h = state["size"]
+    truth, seg = _truth(rt, (w, h))
+    return SceneObservation(task=rt.spec.instruction, question=question, image=state["camera"].get("path"),
+                            size=(w, h), truth=tuple(truth), segmentation=seg.path if seg else None)
+
+
 def _ask(rt: Runtime, state: dict, kind: str, question: str, images: list[ArtifactRef] | None = None):
     """One question to the policy, recorded as a policy step: (parsed answer, state update) or PolicyError."""
-    from ..policies.fsd import parse_fsd
+    from ..policies.base import observation_kwargs
+    from ..policies.formats.fsd import parse_fsd
 
     st = Step(rt, state)
     step = state["steps"] + 1
-    resp = rt.ask(_messages(rt, state, question), [], step=step)
+    resp = rt.ask(_messages(rt, state, question), [], step=step,
+                  **observation_kwargs(rt.policy, lambda: scene_observation(rt, state, question)))
     text = resp.raw or resp.text
     parsed = parse_fsd(text)
     msg = Message(role="assistant", content=resp.text or text, images=images or [])
@@ -243,7 +255,7 @@ def make_reason_node(rt: Runtime):
     from langgraph.types import Command
 
     from ..policies.base import PolicyError
-    from ..policies.fsd import QUESTIONS
+    from ..policies.formats.fsd import QUESTIONS
 
     def reason_node(state: EmbodiedState, st: Step) -> Any:
         p = _spec_params(rt.spec)
@@ -319,7 +331,7 @@ def make_verify_node(rt: Runtime):
     from langgraph.types import Command
 
     from ..policies.base import PolicyError
-    from ..policies.fsd import identify_question
+    from ..policies.formats.fsd import identify_question
     from ..tools.spatial import same_object
 
     def verify_node(state: EmbodiedState, st: Step) -> Any:
@@ -475,7 +487,7 @@ def make_check_node(rt: Runtime):
     from langgraph.types import Command
 
     from ..policies.base import PolicyError
-    from ..policies.fsd import identify_question
+    from ..policies.formats.fsd import identify_question
     from ..sandboxes.base import SandboxError
     from ..tools.spatial import same_object
 

@@ -23,7 +23,7 @@ SYSTEM_PROMPT = ("You are a careful assistant that solves the user's task step b
 class ReAct(Agent):
     name = "react"
     # agent.params this agent accepts. `format: deepeyes` is DeepEyesV2's grammar (<think>, then one of <code>,
-    # <tool_call>, <answer>; 9 turns unless limits.max_steps says otherwise); see policies/formats.py.
+    # <tool_call>, <answer>; 9 turns unless limits.max_steps says otherwise); see policies/formats/deepeyes.py.
     params = {"format": "response grammar: json (default) or deepeyes"}
     default_tools = ["calculator", "read_file", "final_answer"]
     prompt = SYSTEM_PROMPT

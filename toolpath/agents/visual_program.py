@@ -189,9 +189,9 @@ def extract_program(text: str) -> tuple[str | None, str | None]:
 
 def parse_answer(text: str) -> tuple[str, str]:
     """(answer, reasoning) from a reply that should be {"reasoning", "answer"}; tolerant of what models write."""
-    from ..policies.formats import _json_objects
+    from ..policies.formats.json import json_objects
 
-    for _, _, obj in reversed(_json_objects(text or "")):
+    for _, _, obj in reversed(json_objects(text or "")):
         if isinstance(obj, dict) and "answer" in obj:
             return str(obj["answer"]).strip(), str(obj.get("reasoning", "")).strip()
     m = re.search(r"answer\s*[:=]\s*(.+)", text or "", re.I)

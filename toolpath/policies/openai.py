@@ -23,7 +23,7 @@ from typing import Any
 
 from ..redact import redact, redact_data, register_secret, strip_url_credentials
 from ..spec import ModelSpec
-from ..state import Message, ToolCall
+from ..state import Message
 from .base import PolicyError, Response
 from .formats import FORMATS, loads_lenient, make_call, parse_tool_calls
 
@@ -39,7 +39,20 @@ def _data_url(path: str, mime: str) -> str:
     return f"data:{mime};base64,{base64.b64encode(Path(path).read_bytes()).decode()}"
 
 
+def availability() -> tuple[bool, str]:
+    """Whether a server is configured (for `toolpath models list`); nothing is contacted."""
+    base = os.environ.get("OPENAI_BASE_URL")
+    if base or os.environ.get("OPENAI_API_KEY"):
+        return True, f"server {base or 'https://api.openai.com/v1'} (not contacted)"
+    return False, "set OPENAI_BASE_URL (and OPENAI_API_KEY if the server needs one), or base_url in the spec"
+
+
 class OpenAIPolicy:
+    @classmethod
+    def from_spec(cls, spec: ModelSpec) -> "OpenAIPolicy":
+        """`openai:MODEL` on any OpenAI-compatible server."""
+        return cls(spec.name.partition(":")[2], spec)
+
     def __init__(self, model: str, spec: ModelSpec, retries: int = 3, timeout: float = 120.0):
         self.model = model
         self.spec = spec

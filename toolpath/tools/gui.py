@@ -8,7 +8,7 @@
               open_app(name)  navigate_home()  navigate_back()  wait  call_user  response  terminate
 
 The tools take **screen pixels**: the computer-use agent converts the model's coordinates (absolute in the
-resized image, normalised, or a 0–1000 grid; policies/coords.py) before it calls them, and records both. Any
+resized image, normalised, or a 0–1000 grid; toolpath/coords.py) before it calls them, and records both. Any
 agent with a JSON-calling policy can call them directly in pixels too.
 
 A tool validates its arguments (pydantic: a bad button, a swipe without direction, a negative wait is an

@@ -1,7 +1,7 @@
 """FSD's intermediate representations as data, in image pixels: points, boxes, visual traces, relation graphs.
 
-A policy speaks a 0–1000 grid (policies.fsd); everything here is in pixels of the image it was shown, with
-pixel i's centre at i (OpenCV). The one conversion between the two is policies.coords'
+A policy speaks a 0–1000 grid (policies.formats.fsd); everything here is in pixels of the image it was shown, with
+pixel i's centre at i (OpenCV). The one conversion between the two is toolpath.coords'
 CoordinateSpace("grid1000", w, h): `from_grid` / `to_grid` below only apply it to points and boxes (a grid
 point goes to the integer pixel that holds it; a pixel comes back as the grid point of its centre).
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..policies.coords import CoordinateSpace
+from ..coords import CoordinateSpace
 
 # ---- points and boxes -----------------------------------------------------------------------------------
 
@@ -249,7 +249,7 @@ class RelationGraph:
 
     @classmethod
     def from_answer(cls, answer, width: int, height: int) -> "RelationGraph":
-        """From a parsed FSD answer (policies.fsd.FSDAnswer): its (name, grid box) objects in pixels, and its
+        """From a parsed FSD answer (policies.formats.fsd.FSDAnswer): its (name, grid box) objects in pixels, and its
         relations. A name given twice (ASMv2 lists several boxes under one name) gets "#2", "#3" …"""
         g = cls(relations=list(answer.relations))
         for name, box in answer.objects:

@@ -14,7 +14,7 @@ the page (#query). When the episode ends, the probe reads WOB_DONE_GLOBAL, WOB_R
 before MiniWoB's time discount), WOB_REWARD_GLOBAL and the utterance; a sample succeeds when the episode is
 done with a raw reward > 0, MiniWoB's own success criterion.
 
-Task lists: DOM_TASKS are the task types the rule-based DOM policy (policies/dom.py) is written to do;
+Task lists: DOM_TASKS are the task types the rule-based DOM policy (baselines/dom.py) is written to do;
 OTHER_TASKS are types it cannot do (drawing, dragging, colours, shapes, canvas, date pickers, ...), kept in
 the default list so a sweep shows them. Environment:
   TOOLPATH_MINIWOB_TASKS     comma-separated task types (default: DOM_TASKS + OTHER_TASKS), or "dom"

@@ -45,7 +45,7 @@ where to get it): a .json/.jsonl file, or a folder whose .json/.jsonl files are 
 are relative to the file's folder (or its images/). A malformed record stops the load with a
 BenchmarkDataError naming the file, the line or index, and the field.
 
-Each record asks the react agent (no tools but final_answer) our question of its kind (policies.fsd:
+Each record asks the react agent (no tools but final_answer) our question of its kind (policies.formats.fsd:
 "free_space" for a point record, "trace" for a trace record) about the task the record's problem names.
 Score per record: point → point_accuracy of the answer's first <point> block (grid → pixels through
 CoordinateSpace) in the target; trace → max(0, 1 − rmse / 1000), rmse on the grid, the ground truth taken to
@@ -309,7 +309,7 @@ def read_records(path: Path) -> list[Record]:
 # ---- scoring --------------------------------------------------------------------------------------------
 
 def _first_points(answer: str | None) -> list[list[float]] | None:
-    from ...policies.fsd import parse_fsd
+    from ...policies.formats.fsd import parse_fsd
 
     parsed = parse_fsd(answer)
     return parsed.points[0] if parsed.points else None
@@ -324,7 +324,7 @@ def _mask(path: str) -> np.ndarray:
 
 def evaluate(record: Record, answer: str | None) -> tuple[float, dict[str, float]]:
     """(score, metrics) of one answer; see the module docstring."""
-    from ...policies.coords import CoordinateSpace
+    from ...coords import CoordinateSpace
 
     d = record.data
     space = CoordinateSpace("grid1000", d["width"], d["height"])
@@ -354,7 +354,7 @@ class VABench(Benchmark):
         return pick(read_records(require(self.data, ENV, "VABench data", SOURCE)), limit, seed)
 
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
-        from ...policies.fsd import QUESTIONS
+        from ...policies.formats.fsd import QUESTIONS
 
         d = record.data
         text = (f"Task: {d['task']}\nImage: {d['width']}x{d['height']} pixels; coordinates on a 0-1000 grid (x to "

@@ -2,10 +2,12 @@
 
 The oracle (fsd_oracle.py) and the detector (fsd_detector.py) differ only in where the objects come from (the
 simulator's segmentation, or colour and shape in the rgb image); both hand a `Scene` (named objects, each a
-boolean mask over the image) to `answer`, which writes the reply in FSD's grammar (policies.fsd). Everything
+boolean mask over the image) to `answer`, which writes the reply in FSD's grammar (policies.formats.fsd). Everything
 here is in image pixels (u right, v down); the only conversion to the 0-1000 grid is coords.CoordinateSpace.
 
-The message (the last user message; see the contract of issue 7):
+What they read: the SceneObservation the embodied agent hands them (task, question, rgb image and its size;
+for a policy that observes "truth", the simulator's objects and the segmentation image). Called without
+one, they read the same from the last user message as the agent lays it out (`read_prompt`):
     Task: put the red cube on the blue plate
     Image: 640x480 pixels; coordinates on a 0-1000 grid (x to the right, y down).
     Question: <one of fsd.QUESTIONS, or fsd.identify_question(x, y)>
@@ -40,15 +42,19 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from ..coords import CoordinateSpace
+from ..observations import SceneObservation
+from ..policies.base import Response, word_count
+from ..policies.formats import fsd
+from ..sandboxes.robot_scene import COLORS as SCENE_COLORS
 from ..state import Message
-from . import fsd
-from .base import Response, word_count
-from .coords import CoordinateSpace
+from .masks import bbox, convex_hull, depth_map, dilate, interior_point
 
-COLORS = ("red", "green", "blue", "yellow", "purple", "orange")
+COLORS = tuple(SCENE_COLORS)  # the colour words an instruction may use: the simulated scene's palette
 KINDS = {"cube": "cube", "cubes": "cube", "block": "cube", "blocks": "cube", "plate": "plate",
          "plates": "plate", "dish": "plate", "dishes": "plate"}
 TRACE_POINTS = 8
@@ -75,6 +81,28 @@ class Prompt:
     truth: list[dict] = field(default_factory=list)  # the "Scene truth" objects, as given
     truth_issues: list[str] = field(default_factory=list)  # truth lines that could not be read
     words_in: int = 0
+
+
+def _truth_problem(obj: Any) -> str | None:
+    if (not isinstance(obj, dict) or not isinstance(obj.get("index"), int) or isinstance(obj["index"], bool)
+            or not isinstance(obj.get("name"), str)):
+        return "lacks an integer 'index' or a string 'name'"
+    return None
+
+
+def prompt_of(obs: SceneObservation, messages: list[Message]) -> Prompt:
+    """The Prompt of the agent's observation (the words of the messages still count as the tokens read)."""
+    truth, issues = [], []
+    for n, obj in enumerate(obs.truth, 1):
+        problem = _truth_problem(obj)
+        if problem:
+            issues.append(f"truth object {n} {problem}: {str(obj)[:80]!r}")
+        else:
+            truth.append(obj)
+    images = [p for p in (obs.image, obs.segmentation if obs.truth else None) if p]
+    return Prompt(task=obs.task.strip(), question=obs.question.strip(), kind=fsd.question_kind(obs.question),
+                  images=images, stated_size=tuple(obs.size) if obs.size else None, truth=truth, truth_issues=issues,
+                  words_in=sum(word_count(getattr(m, "content", "") or "") for m in messages))
 
 
 def read_prompt(messages: list[Message]) -> Prompt:
@@ -107,9 +135,9 @@ def read_prompt(messages: list[Message]) -> Prompt:
             except json.JSONDecodeError as err:
                 issues.append(f"truth line {n} is not JSON ({err.msg}): {stripped[:80]!r}")
                 continue
-            if (not isinstance(obj, dict) or not isinstance(obj.get("index"), int) or isinstance(obj["index"], bool)
-                    or not isinstance(obj.get("name"), str)):
-                issues.append(f"truth line {n} lacks an integer 'index' or a string 'name': {stripped[:80]!r}")
+            problem = _truth_problem(obj)
+            if problem:
+                issues.append(f"truth line {n} {problem}: {stripped[:80]!r}")
                 continue
             truth.append(obj)
     question = "\n".join(question_lines).strip()
@@ -182,125 +210,6 @@ def load_labels(path: str | None, shape: tuple[int, int]) -> np.ndarray:
         raise Unanswerable(f"the segmentation image is {labels.shape[1]}x{labels.shape[0]} but the rgb image is "
                            f"{shape[1]}x{shape[0]}")
     return labels
-
-
-# ---- masks ----------------------------------------------------------------------------------------------
-
-def _grow(mask: np.ndarray, r: int, value: bool) -> np.ndarray:
-    """Dilation (value=True) or erosion (value=False) by a (2r+1)-square, separably; outside the image is
-    background, so erosion also eats from the image border."""
-    out = mask.copy()
-    for axis in (0, 1):
-        src = out.copy()
-        n = src.shape[axis]
-        for k in range(1, min(r, n) + 1):
-            a = [slice(None)] * 2
-            b = [slice(None)] * 2
-            a[axis], b[axis] = slice(k, None), slice(None, n - k)
-            if value:
-                out[tuple(a)] |= src[tuple(b)]
-                out[tuple(b)] |= src[tuple(a)]
-            else:
-                out[tuple(a)] &= src[tuple(b)]
-                out[tuple(b)] &= src[tuple(a)]
-                # pixels within k of the edge see background beyond it
-                e1 = [slice(None)] * 2
-                e2 = [slice(None)] * 2
-                e1[axis], e2[axis] = slice(0, k), slice(n - k, None)
-                out[tuple(e1)] = False
-                out[tuple(e2)] = False
-    return out
-
-
-def dilate(mask: np.ndarray, r: int) -> np.ndarray:
-    return _grow(mask, r, True) if r > 0 else mask.copy()
-
-
-def erode(mask: np.ndarray, r: int) -> np.ndarray:
-    return _grow(mask, r, False) if r > 0 else mask.copy()
-
-
-def depth_map(mask: np.ndarray) -> np.ndarray:
-    """How many erosions each pixel survives (an approximate distance to the nearest background pixel, in
-    pixels; squares and crosses alternate so the distance is octagonal rather than square)."""
-    depth = np.zeros(mask.shape, np.int32)
-    cur = mask.copy()
-    step = 0
-    while cur.any():
-        depth += cur
-        if step % 2 == 0:  # cross (4-neighbour) erosion
-            nxt = cur.copy()
-            nxt[1:, :] &= cur[:-1, :]
-            nxt[:-1, :] &= cur[1:, :]
-            nxt[:, 1:] &= cur[:, :-1]
-            nxt[:, :-1] &= cur[:, 1:]
-            nxt[0, :] = nxt[-1, :] = False
-            nxt[:, 0] = nxt[:, -1] = False
-        else:
-            nxt = erode(cur, 1)
-        cur, step = nxt, step + 1
-    return depth
-
-
-def bbox(mask: np.ndarray) -> tuple[int, int, int, int]:
-    """(u0, v0, u1, v1), inclusive pixel indices of the mask's extent."""
-    vs, us = np.nonzero(mask)
-    return int(us.min()), int(vs.min()), int(us.max()), int(vs.max())
-
-
-def convex_hull(mask: np.ndarray, scale: float = 1.0) -> np.ndarray:
-    """The filled convex hull of a mask (pixel centres), as a mask; scaled about its centroid when scale < 1
-    (the hull alone then, without the mask)."""
-    from PIL import Image, ImageDraw
-
-    rows = np.nonzero(mask.any(axis=1))[0]
-    pts = []
-    for v in rows:
-        us = np.nonzero(mask[v])[0]
-        pts.append((int(us[0]), int(v)))
-        pts.append((int(us[-1]), int(v)))
-    pts = sorted(set(pts))
-    if len(pts) < 3:
-        return mask.copy()
-
-    def cross(o, a, b):
-        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
-
-    lower, upper = [], []
-    for p in pts:
-        while len(lower) >= 2 and cross(lower[-2], lower[-1], p) <= 0:
-            lower.pop()
-        lower.append(p)
-    for p in reversed(pts):
-        while len(upper) >= 2 and cross(upper[-2], upper[-1], p) <= 0:
-            upper.pop()
-        upper.append(p)
-    hull = lower[:-1] + upper[:-1]
-    img = Image.new("L", (mask.shape[1], mask.shape[0]), 0)
-    if scale != 1.0:  # about the hull's own centroid (the mask's is biased by what hides part of it)
-        ImageDraw.Draw(img).polygon(hull, fill=1, outline=1)
-        vs, us = np.nonzero(np.asarray(img))
-        cu, cv = us.mean(), vs.mean()
-        img = Image.new("L", (mask.shape[1], mask.shape[0]), 0)
-        hull = [(cu + scale * (u - cu), cv + scale * (v - cv)) for u, v in hull]
-        ImageDraw.Draw(img).polygon(hull, fill=1)
-        return np.asarray(img) > 0
-    ImageDraw.Draw(img).polygon(hull, fill=1, outline=1)
-    return (np.asarray(img) > 0) | mask
-
-
-def interior_point(mask: np.ndarray, share: float = 0.6) -> tuple[int, int]:
-    """A pixel deep inside the mask (depth ≥ share of its deepest), the one nearest the mask's centroid."""
-    u0, v0, u1, v1 = bbox(mask)
-    crop = np.zeros((v1 - v0 + 3, u1 - u0 + 3), bool)  # a background border so depth counts from the edge
-    crop[1:-1, 1:-1] = mask[v0:v1 + 1, u0:u1 + 1]
-    depth = depth_map(crop)
-    vs, us = np.nonzero(crop)
-    cv, cu = vs.mean(), us.mean()
-    deep = depth >= max(1, math.floor(share * depth.max()))
-    dv, du = np.nonzero(deep)
-    i = int(np.argmin((dv - cv) ** 2 + (du - cu) ** 2))
-    return int(du[i] - 1 + u0), int(dv[i] - 1 + v0)
 
 
 # ---- the scene ------------------------------------------------------------------------------------------
@@ -578,13 +487,15 @@ def _reply(think: list[str], body: str) -> str:
     return f"<think>{' '.join(think)}</think>\n<answer>\n{body}\n</answer>"
 
 
-def respond(messages: list[Message], make_scene) -> Response:
-    """The Response to the agent's question: `make_scene(prompt)` builds the Scene (or raises Unanswerable);
-    the reply's text is both `text` and `raw`; tokens are counted as words, as the other offline policies do."""
+def respond(messages: list[Message], make_scene, observation: Any = None) -> Response:
+    """The Response to the agent's question (its observation, else its last user message): `make_scene(prompt)`
+    builds the Scene (or raises Unanswerable); the reply's text is both `text` and `raw`; tokens are counted
+    as words, as the other offline policies do."""
     started = time.perf_counter()
     words_in = sum(word_count(getattr(m, "content", "") or "") for m in messages)
     try:
-        prompt = read_prompt(messages)
+        prompt = (prompt_of(observation, messages) if isinstance(observation, SceneObservation)
+                  else read_prompt(messages))
         words_in = prompt.words_in
         raw = answer(make_scene(prompt), prompt)
     except Unanswerable as err:

@@ -1,9 +1,9 @@
 """An offline GUI grounder: OCR the screenshot, find the text the instruction names, point at its element.
 
-Policy kind `ocr-grounder`. It reads what the computer-use agent sends (the last user message: the `Task:`
-line, the `Step i:` history, the screenshot in `images`), reads the screen's text with RapidOCR
-(rapidocr-onnxruntime, whose ONNX models ship in the wheel; tools/image/text.py loads the engine) or, where
-that is not installed, Debian's tesseract, and answers in ScaleCUA's grammar.
+Policy kind `ocr-grounder`. It reads the ScreenObservation the computer-use agent hands it (the task, the
+history of operations, the screenshot; without one, the same from the last user message), reads the
+screen's text with RapidOCR (rapidocr-onnxruntime, whose ONNX models ship in the wheel; tools/image/text.py
+loads the engine) or, where that is not installed, Debian's tesseract, and answers in ScaleCUA's grammar.
 
 Matching: the instruction's quoted strings first ('Export', "File"), else its content words (the
 instruction without verbs, articles and the element kind); each OCR line and each run of whole words in
@@ -31,8 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from ..observations import ScreenObservation
 from ..state import Message, ToolCall
-from .base import Response
+from ..policies.base import Response
 
 MATCH_MIN = 0.8
 KIND_WORDS = {"button": "button", "btn": "button", "menu": "menu", "field": "field", "input": "field",
@@ -56,8 +57,16 @@ class Unreadable(Exception):
 
 # ---- reading the agent's message ------------------------------------------------------------------------
 
+def read_observation(obs: ScreenObservation) -> tuple[str, list[str], str | None]:
+    """(instruction, history operations, screenshot path) from the agent's observation."""
+    instruction = " ".join(line.strip() for line in obs.task.splitlines() if line.strip())
+    return instruction, list(obs.history), obs.screenshot
+
+
 def read_prompt(messages: list[Message]) -> tuple[str, list[str], str | None]:
-    """(instruction, history operations, screenshot path) from the last user message."""
+    """(instruction, history operations, screenshot path) from the last user message, laid out as the
+    computer-use agent writes its prompt: for a call that comes with no observation (a recorded transcript,
+    a script or test that writes the message by hand)."""
     user = next((m for m in reversed(messages) if m.role == "user"), None)
     if user is None:
         return "", [], None
@@ -100,7 +109,11 @@ def normal(text: str) -> str:
     return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())
 
 
-def similarity(read: str, query: str) -> float:
+def strict_similarity(read: str, query: str) -> float:
+    """1 for the same words, else difflib's ratio of their letters and digits. Unlike tools.image.text's
+    text_similarity it gives no credit for one text containing the other: a short OCR fragment inside the
+    query ("In" of "Window") must not count as a match, or a target that is not on the screen is clicked
+    instead of declined."""
     a, b = normal(read), normal(query)
     if not a or not b:
         return 0.0
@@ -201,7 +214,7 @@ def best_match(lines, queries: list[str]):
         nq = len(normal(q).split()) or 1
         for box, text in lines:
             for sbox, stext, whole in spans(box, text, nq + 1):
-                sc = similarity(stext, q)
+                sc = strict_similarity(stext, q)
                 sc -= 0.001 * abs(len(normal(stext).split()) - nq)  # fewer extra words first
                 sc += 0.0005 * whole  # then a line that is just the label
                 if sc > best[0]:
@@ -326,9 +339,12 @@ class OCRGrounder:
     def __init__(self, spec: Any = None, name: str = "ocr-grounder"):
         self.spec, self.name = spec, name
 
-    def _answer(self, messages: list[Message], fmt: Any) -> str:
+    def _answer(self, messages: list[Message], fmt: Any, obs: Any = None) -> str:
         mode = getattr(fmt, "mode", "grounding")
-        instruction, history, path = read_prompt(messages)
+        if isinstance(obs, ScreenObservation):
+            instruction, history, path = read_observation(obs)
+        else:
+            instruction, history, path = read_prompt(messages)
         if mode != "grounding" and history:
             return ("<operation>The task is done</operation>\n"
                     "<action>terminate(status='success')</action>")
@@ -355,12 +371,12 @@ class OCRGrounder:
     def respond(self, messages: list[Message], tools: list[dict], **generation: Any) -> Response:
         started = time.perf_counter()
         fmt = generation.get("format")
-        raw = self._answer(messages, fmt)
+        raw = self._answer(messages, fmt, generation.get("observation"))
         if callable(getattr(fmt, "parse", None)) and getattr(fmt, "name", "") == "scalecua":
             parsed = fmt.parse(raw, id_prefix=f"ocr{sum(m.role == 'assistant' for m in messages) + 1}")
             text, calls, issues = parsed.content, parsed.calls, parsed.issues
         else:  # called outside the computer-use agent: read our own grammar directly
-            from .scalecua import ScaleCUAFormat
+            from ..policies.formats.scalecua import ScaleCUAFormat
 
             parsed = ScaleCUAFormat(mode=getattr(fmt, "mode", "grounding")).parse(raw, id_prefix="ocr")
             text, calls, issues = parsed.content, parsed.calls, parsed.issues

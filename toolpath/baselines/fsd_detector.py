@@ -31,13 +31,14 @@ from typing import Any
 
 import numpy as np
 
+from ..policies.base import PolicyError, Response
+from ..sandboxes.robot_scene import COLORS as SCENE_COLORS
 from ..state import Message
 from . import fsd_scene as S
-from .base import PolicyError, Response
+from . import masks as M
 
-# The RGB values the sandbox gives each colour (the contract of issue 7); their hues are the class centres.
-PALETTE = {"red": (0.85, 0.12, 0.12), "green": (0.15, 0.65, 0.20), "blue": (0.15, 0.30, 0.85),
-           "yellow": (0.95, 0.85, 0.15), "purple": (0.55, 0.25, 0.75), "orange": (1.00, 0.50, 0.05)}
+# The RGB values the simulated scene gives each colour (sandboxes.robot_scene); their hues are the class centres.
+PALETTE = {name: rgba[:3] for name, rgba in SCENE_COLORS.items()}
 HUES = {c: colorsys.rgb_to_hsv(*rgb)[0] * 360.0 for c, rgb in PALETTE.items()}
 HUE_TOLERANCE = 14.0  # degrees: orange sits 28° from red and 24° from yellow
 MIN_SATURATION = 0.35
@@ -135,8 +136,8 @@ def components(mask: np.ndarray) -> list[np.ndarray]:
 
 def _gap(a: np.ndarray, b: np.ndarray) -> float:
     """Distance between two masks' bounding boxes (0 when they overlap)."""
-    au0, av0, au1, av1 = S.bbox(a)
-    bu0, bv0, bu1, bv1 = S.bbox(b)
+    au0, av0, au1, av1 = M.bbox(a)
+    bu0, bv0, bu1, bv1 = M.bbox(b)
     du = max(0, bu0 - au1, au0 - bu1)
     dv = max(0, bv0 - av1, av0 - bv1)
     return float(np.hypot(du, dv))
@@ -152,7 +153,7 @@ def blobs(rgb: np.ndarray, min_saturation: float = MIN_SATURATION, min_value: fl
     for color, mask in color_masks(rgb, min_saturation, min_value).items():
         if not mask.any():
             continue
-        mask = S.dilate(S.erode(mask, 1), 1)
+        mask = M.dilate(M.erode(mask, 1), 1)
         parts = [m for m in components(mask) if m.sum() >= max(4, floor // 4)]
         merged: list[np.ndarray] = []
         for m in parts:  # largest first: each fragment joins the first object near enough
@@ -165,8 +166,8 @@ def blobs(rgb: np.ndarray, min_saturation: float = MIN_SATURATION, min_value: fl
         for m in merged:
             if m.sum() < floor:
                 continue
-            m = m | (S.erode(S.dilate(m, 2), 2) & S.convex_hull(m))  # close highlights' holes, not concavities
-            out.append(Blob(color, m, int(S.convex_hull(m).sum())))
+            m = m | (M.erode(M.dilate(m, 2), 2) & M.convex_hull(m))  # close highlights' holes, not concavities
+            out.append(Blob(color, m, int(M.convex_hull(m).sum())))
     out.sort(key=lambda b: -b.area)
     return out
 
@@ -197,7 +198,7 @@ class DetectorPolicy:
         if it is clear (a factor of SIZE_CLEAR from the threshold), else shape does."""
         share = blob.hull_area / float(width * height)
         big = share >= self.plate_area
-        u0, v0, u1, v1 = S.bbox(blob.mask)
+        u0, v0, u1, v1 = M.bbox(blob.mask)
         flat = (v1 - v0 + 1) / (u1 - u0 + 1) < FLAT_RATIO
         if big == flat or not SIZE_CLEAR > share / self.plate_area > 1 / SIZE_CLEAR:
             return "plate" if big else "cube"
@@ -214,4 +215,4 @@ class DetectorPolicy:
                        missing="The detector finds objects by colour and tells cubes from plates by size and shape.")
 
     def respond(self, messages: list[Message], tools: list[dict], **generation: Any) -> Response:
-        return S.respond(messages, self.scene)
+        return S.respond(messages, self.scene, generation.get("observation"))

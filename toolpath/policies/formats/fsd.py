@@ -33,7 +33,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from .formats import _snippet, cap_issues, read_reply
+from .common import cap_issues, read_reply, snippet
 
 GRID = 1000
 MAX_BLOCKS = 500         # <point>, <box>, <ref> and <pred> blocks read from one reply
@@ -204,20 +204,20 @@ def _groups(body: str, size: int) -> tuple[list[list[float]], str | None]:
         groups, rest = [body], ""  # a bare "512, 300"
     stray = re.sub(r"[\s,;\[\]()]", "", rest)
     if stray:
-        return [], f"unexpected text {_snippet(stray, 30)!r} between the coordinates"
+        return [], f"unexpected text {snippet(stray, 30)!r} between the coordinates"
     out = []
     for i, g in enumerate(groups, 1):
         parts = [p.strip() for p in g.split(",")]
         if not all(_NUMBER.fullmatch(p) for p in parts):
-            return [], f"item {i} `{_snippet(g, 30)}` is not {size} numbers"
+            return [], f"item {i} `{snippet(g, 30)}` is not {size} numbers"
         vals = [float(p) for p in parts]
         if len(vals) != size:
-            return [], f"item {i} `{_snippet(g, 30)}` has {len(vals)} number(s), expected {size}"
+            return [], f"item {i} `{snippet(g, 30)}` has {len(vals)} number(s), expected {size}"
         if not all(math.isfinite(v) for v in vals):
-            return [], f"item {i} `{_snippet(g, 30)}` is not finite"
+            return [], f"item {i} `{snippet(g, 30)}` is not finite"
         off = [v for v in vals if not 0 <= v <= GRID]
         if off:
-            return [], f"item {i} `{_snippet(g, 30)}`: {off[0]:g} is outside the 0-{GRID} grid"
+            return [], f"item {i} `{snippet(g, 30)}`: {off[0]:g} is outside the 0-{GRID} grid"
         out.append(vals)
     return out, None
 
@@ -267,7 +267,7 @@ def parse_fsd(text: str | None) -> FSDAnswer:
     issues: list[tuple[int, str]] = []  # (where the block starts, what is wrong): reported in reply order
 
     def issue(i: int, problem: str) -> None:
-        issues.append((blocks[i].start, f"{labels[i]} `{_snippet(blocks[i].body, 60)}`: {problem}"))
+        issues.append((blocks[i].start, f"{labels[i]} `{snippet(blocks[i].body, 60)}`: {problem}"))
 
     def following(i: int, tag: str) -> int | None:
         """The index of the block right after block i, when only whitespace separates them and it has `tag`."""

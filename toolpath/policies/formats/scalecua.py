@@ -13,7 +13,7 @@ line becomes an issue the model is told about, and the valid lines still run.
 Positional arguments take the action's parameters in schema order (`click(10, 20)` is x=10, y=20); a call to
 `hotkey` with several positional keys collects them into `keys`. Argument values must be literals: a call
 is data from a model, not code, and nothing in it is ever evaluated. Values must also be plain JSON data
-(no 1+2j, b'…', sets or NaN: state.plain_json), and the block is read up to the limits of formats.py
+(no 1+2j, b'…', sets or NaN: state.plain_json), and the block is read up to the limits of common.py
 (MAX_BLOCK_CHARS of it, MAX_CALLS calls), the rest reported as an issue.
 """
 
@@ -23,10 +23,10 @@ import ast
 import re
 from dataclasses import dataclass
 
-from ..state import ToolCall
-from .coords import MAX_PIXELS, MIN_PIXELS, CoordinateSpace
-from .formats import (MAX_BLOCK_CHARS, MAX_CALLS, Parsed, _snippet, cap_issues, make_call, python_literal,
-                      read_reply)
+from ...coords import MAX_PIXELS, MIN_PIXELS, CoordinateSpace
+from ...state import ToolCall
+from .common import (MAX_BLOCK_CHARS, MAX_CALLS, Parsed, cap_issues, make_call, python_literal, read_reply,
+                     snippet)
 
 MODES = ("grounding", "direct", "reasoned")
 _TAG = {t: (re.compile(rf"<{t}>", re.I), re.compile(rf"</{t}>", re.I)) for t in ("think", "operation", "action")}
@@ -198,7 +198,7 @@ class ScaleCUAFormat:
                 src = f"click(x={bare.group(1)}, y={bare.group(2)})"
             call, problem = self._call(src, order, f"{id_prefix}_{len(calls) + 1}")
             if problem:
-                issues.append(f"action line {lineno} `{_snippet(src, 60)}`: {problem}")
+                issues.append(f"action line {lineno} `{snippet(src, 60)}`: {problem}")
             else:
                 calls.append(call)
         if not calls and not issues:
@@ -222,9 +222,9 @@ class ScaleCUAFormat:
         for p in _PREFIXES:
             name = name.removeprefix(p)
         if not re.fullmatch(r"[A-Za-z_]\w*", name):
-            return None, f"{_snippet(name, 40)!r} is not an action name"
+            return None, f"{snippet(name, 40)!r} is not an action name"
         if order and name not in order:
-            return None, f"unknown action {_snippet(name, 40)!r}; available: {', '.join(order)}"
+            return None, f"unknown action {snippet(name, 40)!r}; available: {', '.join(order)}"
         try:
             args = [python_literal(ast.literal_eval, a) for a in node.args]
             kwargs = {k.arg: python_literal(ast.literal_eval, k.value) for k in node.keywords if k.arg}

@@ -1,10 +1,10 @@
 """Policy kind `oracle`: FSD's answers from the robot simulator's ground truth (embodied agent; tests the pipeline).
 
-It declares `observes = ("image", "truth")`, so the embodied agent appends the scene truth to each question:
-one JSON object a line ({"index", "name", "kind", "color", "box" in grid1000}) and, as the second image, the
-segmentation (pixel value = index + 1 of the object seen there, 0 elsewhere; 16-bit or 8-bit PNG). Each
+It declares `observes = ("image", "truth")`, so the embodied agent hands it the scene truth with each question
+(SceneObservation.truth: {"index", "name", "kind", "color", "box" in grid1000} per object) and the
+segmentation image (pixel value = index + 1 of the object seen there, 0 elsewhere; 16-bit or 8-bit PNG). Each
 object's mask is exactly its segmentation label, so every point it gives lies on the object it names, and its
-boxes are the truth's. How the answers are made from the masks: policies/fsd_scene.py.
+boxes are the truth's. How the answers are made from the masks: fsd_scene.py.
 
 An object named by the task that is absent from the truth, or listed but hidden in the segmentation, is
 answered in words (no coordinates), as are a missing or unreadable image.
@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..policies.base import Response
 from ..state import Message
 from . import fsd_scene as S
-from .base import Response
 
 
 def scene_from_truth(prompt: S.Prompt) -> S.Scene:
@@ -55,4 +55,4 @@ class OraclePolicy:
         self.spec = spec
 
     def respond(self, messages: list[Message], tools: list[dict], **generation: Any) -> Response:
-        return S.respond(messages, scene_from_truth)
+        return S.respond(messages, scene_from_truth, generation.get("observation"))
