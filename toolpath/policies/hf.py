@@ -10,7 +10,6 @@ fast `from_pretrained` of that folder.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import threading

@@ -353,7 +353,7 @@ class DesktopSandbox(ScreenSandbox):
         return self._size
 
     def screenshot(self) -> bytes:
-        from PIL import Image, ImageGrab
+        from PIL import ImageGrab
 
         w, h = self.screen_size()
         try:
