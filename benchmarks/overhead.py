@@ -1,6 +1,6 @@
 """Per-step overhead of toolpath's react graph against a hand-written LangGraph graph with the same two nodes.
 
-    python benchmarks/overhead.py [--steps 1000]
+    python benchmarks/overhead.py [--steps 1000] [--json]
 
 Measured in one run, on the same machine:
   A. bare LangGraph: StateGraph(policy ⇄ tool), trivial nodes, no checkpointer           (the baseline)
@@ -16,6 +16,7 @@ One "step" is one policy call plus one tool call: two LangGraph node steps.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -116,6 +117,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", action="store_true", help="print one JSON object (ms per step and the ratios) instead")
     args = ap.parse_args()
     n = args.steps
     tmp = Path(tempfile.mkdtemp(prefix="toolpath-bench-"))
@@ -173,6 +175,12 @@ def main() -> None:
     s.close()
     after, ck_after = db_bytes()
 
+    if args.json:
+        print(json.dumps({"steps": n, "repeats": args.repeats,
+                          "ms_per_step": {k: round(v * 1e3, 3) for k, v in zip("ABCED", (a, b, c, e, d))},
+                          "bytes_per_step_running": round(before / n), "bytes_per_step_pruned": round(after / n),
+                          "ratio_D_C": round(d / c, 3), "ratio_B_A": round(b / a, 3)}))
+        return
     print(f"steps per run: {n} (one step = policy node + tool node), best of {args.repeats}")
     print(f"A bare LangGraph, no checkpointer          {a * 1e3:7.3f} ms/step  {a * 5e2:7.3f} ms/node step")
     print(f"B toolpath react, no checkpointer          {b * 1e3:7.3f} ms/step  {b * 5e2:7.3f} ms/node step")

@@ -132,8 +132,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..runs import StoreError
-
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "fn", None):
@@ -143,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         error(problem)
         return EXIT_BAD_INPUT
+    # Imported once a command runs (they all open the store), so `toolpath --help` does not load it.
+    from ..runs import StoreError
+
     try:
         return args.fn(args)
     except BadInput as err:
