@@ -69,6 +69,20 @@ def imported(path: Path, root: Path = PACKAGE.parent) -> list[tuple[int, str]]:
     return out
 
 
+def imported_names(path: Path, root: Path = PACKAGE.parent) -> list[tuple[int, str, list[str]]]:
+    """(line, module, names) for every `from <package module> import names` in the file."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            if target.split(".")[0] == "toolpath":
+                out.append((node.lineno, target, [a.name for a in node.names]))
+    return out
+
+
 SOURCES = sorted(PACKAGE.rglob("*.py"))
 
 
@@ -85,6 +99,50 @@ def test_imports_flow_downward(path: Path):
              for line, target in imported(path)
              if unit_of(target) != unit and unit_of(target) not in ALLOWED.get(unit, set())
              and target != "toolpath"]
+    assert not wrong, "\n".join(wrong)
+
+
+def _exists(module: str, root: Path = PACKAGE.parent) -> bool:
+    path = root.joinpath(*module.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_every_import_names_a_module_that_exists(path: Path):
+    """An import inside a function runs only when the function does; a module that moved leaves it pointing
+    nowhere until then, so it is checked here."""
+    missing = [f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}, which does not exist"
+               for line, target in imported(path) if not _exists(target)]
+    assert not missing, "\n".join(missing)
+
+
+def _defined(module: str, root: Path = PACKAGE.parent) -> set[str]:
+    """The names a module binds at its top level (also under if/try), and its submodules' names."""
+    path = root.joinpath(*module.split("."))
+    source = path.with_suffix(".py") if path.with_suffix(".py").is_file() else path / "__init__.py"
+    names = {p.stem for p in path.glob("*.py")} | {p.parent.name for p in path.glob("*/__init__.py")}
+    body = list(ast.parse(source.read_text(encoding="utf-8")).body)
+    while body:
+        node = body.pop()
+        if isinstance(node, (ast.If, ast.Try)):
+            body += node.body + node.orelse + [x for h in getattr(node, "handlers", []) for x in h.body]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names |= {x.id for x in ast.walk(target) if isinstance(x, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE.parent)))
+def test_every_imported_name_is_defined(path: Path):
+    wrong = []
+    for line, target, names in imported_names(path):
+        if _exists(target):
+            wrong += [f"{path.relative_to(PACKAGE.parent)}:{line} imports {n} from {target}, which has no such name"
+                      for n in sorted(set(names) - _defined(target) - {"*"})]
     assert not wrong, "\n".join(wrong)
 
 

@@ -8,7 +8,7 @@ from .nodes import Runtime
 
 
 def to_pixels(points, size) -> list[list[int]]:
-    from ..policies.coords import CoordinateSpace
+    from ..coords import CoordinateSpace
 
     space = CoordinateSpace("grid1000", *size)
     return [list(space.to_screen(float(x), float(y))) for x, y in points]
