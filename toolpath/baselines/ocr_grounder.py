@@ -109,19 +109,6 @@ def normal(text: str) -> str:
     return " ".join(re.sub(r"[^a-z0-9]+", " ", text.lower()).split())
 
 
-def strict_similarity(read: str, query: str) -> float:
-    """1 for the same words, else difflib's ratio of their letters and digits. Unlike tools.image.text's
-    text_similarity it gives no credit for one text containing the other: a short OCR fragment inside the
-    query ("In" of "Window") must not count as a match, or a target that is not on the screen is clicked
-    instead of declined."""
-    a, b = normal(read), normal(query)
-    if not a or not b:
-        return 0.0
-    if a == b:
-        return 1.0
-    return difflib.SequenceMatcher(None, a.replace(" ", ""), b.replace(" ", "")).ratio()
-
-
 # ---- OCR ------------------------------------------------------------------------------------------------
 
 def load_image(path: str | None) -> np.ndarray:
@@ -208,13 +195,17 @@ def glued(box: tuple[int, int, int, int], text: str, query: str):
 
 
 def best_match(lines, queries: list[str]):
-    """(score, box, text) of the best-matching run of words over all queries; (0, None, '') when none."""
+    """(score, box, text) of the best-matching run of words over all queries; (0, None, '') when none. A text
+    containing the query gets no credit for that: a short OCR fragment inside the query ("In" of "Window")
+    must not count as a match, or a target that is not on the screen is clicked instead of declined."""
+    from ..tools.image.text import text_similarity
+
     best = (0.0, None, "")
     for q in queries:
         nq = len(normal(q).split()) or 1
         for box, text in lines:
             for sbox, stext, whole in spans(box, text, nq + 1):
-                sc = strict_similarity(stext, q)
+                sc = text_similarity(stext, q, contained=None)
                 sc -= 0.001 * abs(len(normal(stext).split()) - nq)  # fewer extra words first
                 sc += 0.0005 * whole  # then a line that is just the label
                 if sc > best[0]:

@@ -58,15 +58,18 @@ def _normal(text: str) -> str:
     return "".join(ch for ch in text.upper() if ch.isalnum())
 
 
-def text_similarity(read: str, query: str) -> float:
-    """1 for the same letters and digits; 0.9 when one contains the other; else difflib's ratio."""
+def text_similarity(read: str, query: str, contained: float | None = 0.9) -> float:
+    """1 for the same letters and digits (case and punctuation aside); `contained` when one contains the other
+    (None: no such credit); else difflib's ratio. An edit tool looking for a sign's text wants the credit (OCR
+    reads "SALE!" as "SALE 50%"); a grounder deciding whether a target is on screen must not get it, or a short
+    fragment ("In") inside the query ("Window") counts as a match."""
     a, b = _normal(read), _normal(query)
     if not a or not b:
         return 0.0
     if a == b:
         return 1.0
-    if (b in a or a in b) and min(len(a), len(b)) >= 2:
-        return 0.9
+    if contained is not None and (b in a or a in b) and min(len(a), len(b)) >= 2:
+        return contained
     return difflib.SequenceMatcher(None, a, b).ratio()
 
 
