@@ -1,6 +1,7 @@
 """The CLI as a user runs it: subprocesses, real store, exit codes and output shapes."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -203,3 +204,28 @@ def test_empty_agent_override_is_bad_input(tmp_path, home):
     task = scripted_task(tmp_path, GOOD)
     r = toolpath_cli("run", task, "--agent", "", home=home)  # --model '' is among the hostile specs
     assert r.returncode == 2 and "agent.name" in r.stderr and str(task) in r.stderr, r.stderr
+
+
+def test_a_plugin_that_cannot_load_is_named_not_a_traceback(tmp_path):
+    for args, plugin in ((("tools", "list"), "no_such_toolpath_plugin"),
+                         (("run", "examples/hello.yaml", "--model", "mine"), "policy:mine=no_such_toolpath_plugin:make")):
+        r = toolpath_cli(*args, home=tmp_path / "home", env={"TOOLPATH_PLUGINS": plugin})
+        assert r.returncode == 2, r.stderr
+        assert "no_such_toolpath_plugin" in r.stderr and "TOOLPATH_PLUGINS" in r.stderr
+        assert "Traceback" not in r.stderr
+
+
+def test_a_policy_kind_a_plugin_adds_runs_a_task(tmp_path):
+    write(tmp_path / "plug" / "echo_policy.py", (
+        "from toolpath.policies.base import Response\n\n\n"
+        "class Echo:\n    name = 'echo'\n\n"
+        "    def __init__(self, spec):\n        self.spec = spec\n\n"
+        "    def respond(self, messages, tools, **generation):\n"
+        "        return Response(text='echo: ' + messages[-1].content)\n"))
+    env = {"TOOLPATH_PLUGINS": "policy:echo=echo_policy:Echo",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path / "plug"), os.environ.get("PYTHONPATH", "")])}
+    listed = toolpath_cli("models", "list", home=tmp_path / "home", env=env)
+    assert listed.returncode == 0 and "echo" in listed.stdout
+    r = toolpath_cli("run", "examples/hello.yaml", "--model", "echo", "--json", home=tmp_path / "home", env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["answer"].startswith("echo: What is 2 + 3?")

@@ -14,9 +14,10 @@ import argparse
 import math
 import os
 import sqlite3
+import sys
 from pathlib import Path
 
-from .common import EXIT_BAD_INPUT, EXIT_FAILED, BadInput, error
+from .common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, error
 from .evals import cmd_eval, cmd_models_list, cmd_report, cmd_view
 from .run import cmd_resume, cmd_run
 from .runs import cmd_runs_list, cmd_runs_show
@@ -142,13 +143,17 @@ def main(argv: list[str] | None = None) -> int:
         error(problem)
         return EXIT_BAD_INPUT
     # Imported once a command runs (they all open the store), so `toolpath --help` does not load it.
+    from ..registry import RegistryError
     from ..runs import StoreError
 
     try:
         return args.fn(args)
-    except BadInput as err:
+    except (BadInput, RegistryError) as err:  # RegistryError: an unknown name, a plugin that cannot load
         error(str(err))
         return EXIT_BAD_INPUT
+    except BrokenPipeError:  # the reader went away (`toolpath runs list | head`): nothing more to say
+        sys.stdout = open(os.devnull, "w")  # so the interpreter's final flush does not fail again
+        return EXIT_OK
     except StoreError as err:  # TOOLPATH_DB names no reachable PostgreSQL server (the message names it)
         error(str(err))
         return EXIT_FAILED

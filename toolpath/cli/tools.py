@@ -11,9 +11,12 @@ from .common import EXIT_FAILED, EXIT_OK, BadInput, echo, echo_json, error, one_
 
 
 def cmd_tools_list(args) -> int:
-    from ..tools.registry import load_tools
+    from ..tools.registry import ToolError, load_tools
 
-    tools = load_tools()
+    try:
+        tools = load_tools()
+    except ToolError as err:  # a plugin's tool module that cannot be imported: its message names it
+        raise BadInput(str(err)) from None
     if args.json:
         echo_json([{"name": t.name, "description": t.description, "cost": t.cost, "quality": t.quality,
                       "timeout": t.timeout, "tags": list(t.tags)} for t in tools.values()])
