@@ -431,3 +431,13 @@ def test_eval_with_bad_data_says_which_file_and_variable(tmp_path, home):
 
 def test_both_are_registered():
     assert isinstance(get_benchmark("mindcube"), MindCube) and isinstance(get_benchmark("omni3d_bench"), Omni3DBench)
+
+
+@pytest.mark.parametrize("reply, gt, value", [
+    ("The answer is yes.", "yes", 1.0), ("I think yes", "yes", 1.0), ("It would be: No.", "no", 1.0),
+    ("The answer is true", "yes", 1.0), ("No, yes", "yes", 0.0), ("The answer is yes or no", "yes", 0.0),
+    ("Maybe yes", "yes", 0.0), ("I can't tell, yes", "yes", 0.0), ("The answer is yes.", "no", 0.0),
+    ("It is visible", "yes", 0.0),
+])
+def test_a_yes_or_no_is_read_wherever_the_reply_says_it_once(reply, gt, value):
+    assert short_answer(reply, gt, {}) == value

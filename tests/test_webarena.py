@@ -85,6 +85,14 @@ def test_must_include_single_character_is_a_token():
     assert we.evaluate(two, "10 Sprite")["score"] == 1.0
 
 
+@pytest.mark.parametrize("pred, score", [
+    ("6", 1.0), ("It has 6 stars.", 1.0), ("(6)", 1.0), ("6's", 1.0), ("Answer: 6.", 1.0),
+    ("6.5", 0.0), ("6,000", 0.0), ("a 6-star hotel", 0.0), ("rated 6/10", 0.0),
+])
+def test_a_one_character_reference_matches_only_a_whole_token_as_nltk_splits_them(pred, score):
+    assert we.evaluate(sm({"must_include": ["6"]}), pred)["score"] == score
+
+
 @needs_data
 def test_must_exclude_on_the_real_lite_v2_task():
     b = WebArenaLiteV2(env=LOCAL)

@@ -179,15 +179,33 @@ _ARTICLE = re.compile(r"^(?:the|a|an)\s+")
 _YES_NO = {"yes": "yes", "no": "no", "true": "yes", "false": "no"}
 
 
+# Words that take back the answer they come with ("not sure, yes"): a grader does not count a guess it was
+# told is one.
+# Matched on normalised text, where "can't" reads "can t".
+_HEDGE = re.compile(r"\b(?:not sure|unsure|uncertain|maybe|perhaps|possibly|can ?not tell|can t tell|"
+                    r"don t know|do not know|unclear|hard to say)\b")
+
+
+def yes_no(text: str) -> str | None:
+    """The yes or no a normalised reply gives: its first word when that is one ("Yes, it would not be seen."),
+    else the one polarity its words hold ("The answer is yes.", "I think yes"); None for a reply that hedges,
+    holds both or neither. true/false count as yes/no, since VADAR's prompt offers them."""
+    words = [w.strip(".,;:!?") for w in text.split()]
+    if words and words[0] in _YES_NO:
+        return _YES_NO[words[0]]
+    if _HEDGE.search(text):
+        return None
+    said = {_YES_NO[w] for w in words if w in _YES_NO}
+    return said.pop() if len(said) == 1 else None
+
+
 def short_answer(answer: str | None, expected: Any, options: dict) -> float:
     """Exact match of a short text answer after normalising case, punctuation, an "Answer:" label and a
-    leading article. For a yes/no answer the reply's first word decides ("Yes, it would." is yes;
-    true/false count as yes/no, since VADAR's prompt offers them)."""
+    leading article; a yes/no answer is read by `yes_no`."""
     got = _ARTICLE.sub("", _norm(_LABEL.sub("", answer_text(answer))))
     want = _ARTICLE.sub("", _norm(str(expected)))
     if want in ("yes", "no"):
-        first = got.split(" ", 1)[0].strip(".") if got else ""
-        return float(_YES_NO.get(first) == want)
+        return float(yes_no(got) == want)
     return float(bool(got) and got == want)
 
 

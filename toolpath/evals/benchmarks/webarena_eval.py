@@ -26,6 +26,7 @@ request log (only URL-only checks are scored, against the URLs the final state h
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
@@ -49,9 +50,21 @@ def clean_answer(text: Any) -> str:
     return s.lower()
 
 
+@functools.lru_cache(maxsize=1)
+def _tokenizers():
+    from nltk.tokenize import NLTKWordTokenizer
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+
+    return PunktSentenceTokenizer(), NLTKWordTokenizer()
+
+
 def _tokens(text: str) -> list[str]:
-    # A stand-in for nltk's word_tokenize, enough to keep a lone "0" from matching inside "10".
-    return re.findall(r"\w+|[^\w\s]", text)
+    """nltk's word_tokenize, as WebArena's must_include calls it: sentences, then the Treebank word rules, so
+    "6.5", "6,000" and "6-star" stay one token and a lone "6" does not match inside them. The sentence splitter
+    is Punkt without its trained English model (a data download, never made at run time); what the model adds
+    is mostly abbreviations ("Dr.") that do not end a sentence, which seldom touches a one-character match."""
+    sentences, words = _tokenizers()
+    return [tok for sentence in sentences.tokenize(text) for tok in words.tokenize(sentence)]
 
 
 def exact_match(ref: Any, pred: Any) -> float:
