@@ -298,6 +298,42 @@ def test_verified_agent_response():
     assert we.evaluate(dur, '{"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": ["65 minutes"]}')["score"] == 1.0
 
 
+def _retrieved(*data) -> str:
+    return json.dumps({"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": list(data)})
+
+
+def test_verified_formats_month_integer_and_array_properties_are_scored_not_raised():
+    month = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": [{"month": "May", "count": 8},
+                                                                               {"month": "September", "count": 10}]},
+               {"type": "array", "items": {"type": "object", "properties": {
+                   "month": {"type": "string", "format": "month"}, "count": {"type": "number"}}}})
+    assert we.evaluate(month, _retrieved({"month": "Sept", "count": 10}, {"month": "05", "count": "8"}))["score"] == 1.0
+    assert we.evaluate(month, _retrieved({"month": "June", "count": 8}, {"month": "Sep", "count": 10}))["score"] == 0.0
+    assert we.evaluate(month, _retrieved({"month": "Smarch", "count": 8}, {"month": "Sep", "count": 10}))["score"] == 0.0
+    integer = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": [{"relation_id": 2176999}]},
+                 {"type": "array", "items": {"type": "object", "properties": {"relation_id": {"type": "integer"}}}})
+    assert we.evaluate(integer, _retrieved({"relation_id": "2176999"}))["score"] == 1.0
+    assert we.evaluate(integer, _retrieved({"relation_id": 2176998}))["score"] == 0.0
+    names = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": [{"hotel": "Hyatt",
+                                                                               "shops": ["Giant Eagle", "ALDI"]}]},
+               {"type": "array", "items": {"type": "object", "properties": {
+                   "hotel": {"type": "string"}, "shops": {"type": "array", "items": {"type": "string"}}}}})
+    assert we.evaluate(names, _retrieved({"hotel": "hyatt", "shops": ["aldi", "Giant  Eagle"]}))["score"] == 1.0
+    assert we.evaluate(names, _retrieved({"hotel": "hyatt", "shops": ["aldi"]}))["score"] == 0.0
+    assert we.evaluate(names, _retrieved({"hotel": "hyatt", "shops": "aldi"}))["score"] == 0.0
+
+
+def test_verified_expected_value_the_scorer_cannot_read_scores_zero_with_the_reason():
+    broken = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": [{"shops": "not a list"}]},
+                {"type": "array", "items": {"type": "object", "properties": {
+                    "shops": {"type": "array", "items": {"type": "string"}}}}})
+    r = we.evaluate(broken, _retrieved({"shops": ["aldi"]}))
+    assert r["score"] == 0.0 and "expected value unreadable" in json.dumps(r)
+    odd = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": ["Blue"]},
+             {"type": "array", "items": {"type": "string", "format": "colour"}})  # a format we do not know
+    assert we.evaluate(odd, _retrieved("blue"))["score"] == 1.0
+
+
 def test_verified_network_events():
     nav = ar({"task_type": "navigate", "status": "SUCCESS", "retrieved_data": None}) + [
         {"evaluator": "NetworkEventEvaluator", "ignored_query_params_patterns": ["page", "sort"],

@@ -26,6 +26,7 @@ request log (only URL-only checks are scored, against the URLs the final state h
 
 from __future__ import annotations
 
+import calendar
 import functools
 import html
 import json
@@ -380,7 +381,23 @@ def _boolean(v: Any) -> bool:
     raise ValueError(f"not a boolean: {v!r}")
 
 
-NORMALIZERS = {"string": _text, "location-name": _text, "number": _number, "currency": _number, "boolean": _boolean,
+def _month(v: Any) -> int:
+    """A month as its number: 1-12 (as a number or digits) or a name or abbreviation ("Sept", "may 2023")."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if v != int(v) or not 1 <= int(v) <= 12:
+            raise ValueError(f"not a month: {v!r}")
+        return int(v)
+    s = str(v).strip().lower()
+    if s.isdigit():
+        return _month(int(s))
+    for word in re.findall(r"[a-z]+", s):
+        for number in range(1, 13):
+            if len(word) >= 3 and calendar.month_name[number].lower().startswith(word):
+                return number
+    raise ValueError(f"not a month: {v!r}")
+
+
+NORMALIZERS = {"string": _text, "month": _month, "integer": _number, "location-name": _text, "number": _number, "currency": _number, "boolean": _boolean,
                "duration": lambda v: _quantity(v, _UNITS_S), "distance": lambda v: _quantity(v, _UNITS_M),
                "date": _date, "url": _url, "coordinates": _coords}
 
@@ -393,11 +410,16 @@ def _norm(value: Any, schema: dict) -> Any:
         if not isinstance(value, dict):
             raise ValueError(f"expected an object, got {value!r}")
         return tuple((k, _norm_alts(value.get(k), s)) for k, s in sorted((schema.get("properties") or {}).items()))
+    if kind == "array":  # a property that is itself a list: the same items in any order
+        if isinstance(value, str):
+            value = json.loads(value)
+        if not isinstance(value, list):
+            raise ValueError(f"expected an array, got {value!r}")
+        return ("array", tuple(sorted((_norm(v, schema.get("items") or {}) for v in value), key=repr)))
     if value is None:
         return None
-    fn = NORMALIZERS.get(kind)
-    if fn is None:
-        raise ValueError(f"unknown results_schema type {kind!r}")
+    # A format this scorer does not know is compared as text: a valid task file must never make it raise.
+    fn = NORMALIZERS.get(kind, _text)
     try:
         return fn(value)
     except (ValueError, TypeError):
@@ -440,7 +462,14 @@ def agent_response(cfg: dict, answer: str | None) -> dict:
         elif not isinstance(have_data, list):
             s = 0.0
         else:
-            exp = [_norm_alts(v, schema) for v in want_data]
+            try:
+                exp = [_norm_alts(v, schema) for v in want_data]
+            except (ValueError, TypeError, json.JSONDecodeError) as err:
+                # The task's own expected value cannot be read: no answer can be checked against it, so the
+                # sample scores 0 and says why instead of stopping the eval.
+                items.append({"retrieved_data": want_data, "got": have_data, "score": 0.0,
+                              "error": f"expected value unreadable: {err}"})
+                return _result("AgentResponseEvaluator", 0.0, items)
             act = []
             for v in have_data:
                 try:
