@@ -397,7 +397,8 @@ def _month(v: Any) -> int:
     raise ValueError(f"not a month: {v!r}")
 
 
-NORMALIZERS = {"string": _text, "month": _month, "integer": _number, "location-name": _text, "number": _number, "currency": _number, "boolean": _boolean,
+NORMALIZERS = {"string": _text, "location-name": _text, "month": _month, "integer": _number, "number": _number,
+               "currency": _number, "boolean": _boolean,
                "duration": lambda v: _quantity(v, _UNITS_S), "distance": lambda v: _quantity(v, _UNITS_M),
                "date": _date, "url": _url, "coordinates": _coords}
 
