@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..deadline import BUDGET_SPENT
+from ..policies.base import observes
 from ..state import AgentState, Message, ToolCall, initial_state as _common_initial
 from .base import Agent
 from .nodes import (END, Runtime, Step, budget_exceeded, compile_graph, execute_calls, loop_update, node,
@@ -195,7 +196,6 @@ def _shown_operations(rt: Runtime, state: ComputerUseState) -> list[tuple[int, s
 def screen_observation(rt: Runtime, state: ComputerUseState):
     """What a policy that observes the screen is handed besides the prompt (toolpath.observations)."""
     from ..observations import ScreenObservation
-    from ..policies.base import observes
 
     w, h = state["screen"]
     dom = "dom" in observes(rt.policy) and state.get("elements")
@@ -222,7 +222,7 @@ def prompt_messages(rt: Runtime, state: ComputerUseState) -> list[Message]:
         text.append("Previous operations:\n" + "\n".join(f"Step {i}: {op}" for i, op in shown))
     if state.get("feedback"):
         text.append(state["feedback"])
-    if "dom" in getattr(rt.policy, "observes", ()) and state.get("elements"):
+    if "dom" in observes(rt.policy) and state.get("elements"):
         text.append("Elements (boxes as [x1, y1, x2, y2] in your coordinates):")
         text.extend(_element_lines(state["elements"], space))
     text.append(f"Step {len(ops) + 1}: the current screenshot is attached. " + fmt.shape())

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..deadline import BUDGET_SPENT, passed
+from ..policies.base import observes
 from ..state import AgentState, ArtifactRef, Message, ToolCall, initial_state as _common_initial
 from .embodied_outcome import final_state, simulator_judgement, truth_checks
 from .base import Agent
@@ -174,7 +175,7 @@ def make_observe_node(rt: Runtime):
 def _truth(rt: Runtime, size) -> tuple[list[dict], ArtifactRef | None]:
     """For a policy that reads the simulator's truth (the oracle): each object's box and the segmentation image."""
     box = rt.ctx.sandbox
-    if "truth" not in getattr(rt.policy, "observes", ()) or not callable(getattr(box, "objects_truth", None)):
+    if "truth" not in observes(rt.policy) or not callable(getattr(box, "objects_truth", None)):
         return [], None
     import io
 

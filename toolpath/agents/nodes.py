@@ -272,9 +272,9 @@ def execute_calls(rt: Runtime, state: AgentState, calls: list[ToolCall],
     """Run a step's calls in order under what is left of the run's time (nodes.step_deadline).
 
     `act(call)` carries one out: (observation, None), or (observation, ending) when the call ends the run; by
-    default the call runs its tool, and a final result ends the run with its content as the ending. Once the deadline has passed no call starts, nor any after it,
-    unless `exempt` says it takes no time (an answer); those are reported as not run. The first call that ends
-    the run ends the step too."""
+    default the call runs its tool, and a final result ends the run with its content as the ending. Once the
+    deadline has passed no call starts, nor any after it, unless `exempt` says it takes no time (an answer);
+    those are reported as not run. The first call that ends the run ends the step too."""
     def run_tool(call: ToolCall) -> tuple[Observation, Any]:
         obs, result = run_call(rt, call)
         return obs, result.content if result is not None and result.final else None
