@@ -88,3 +88,19 @@ class HangingPolicy:
         import time
 
         time.sleep(3600)
+
+
+from toolpath.evals.benchmarks import Score  # noqa: E402
+from toolpath.evals.benchmarks.arith import Arith  # noqa: E402
+
+
+class TwoModeArith(Arith):
+    """arith with a stricter 'official' scorer (half credit) and record weights 1, 2, 1, 2, …: the plumbing of
+    scoring modes and weighted scores, seen through a real eval."""
+
+    name = "two_mode_arith"
+
+    def score(self, record, answer):
+        base = Arith.score(self, record, answer).value
+        weight = 2.0 if int(record.id.rsplit("-", 1)[-1]) % 2 else 1.0
+        return Score(base / 2 if self.scoring == "official" else base, {"plain": base}, weight=weight)

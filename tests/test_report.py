@@ -196,14 +196,14 @@ def test_report_of_two_synthetic_evals(store, two):
 
     # scores and intervals, per category and overall
     assert cells(next(line for line in lines if line.startswith("| x | 4 |"))) == \
-        ["x", "4", "0.750", ci([1, 1, 0, 1]), "$0.002000"]
+        ["x", "4", "0.750", ci([1, 1, 0, 1]), "–", "0.750", "$0.002000"]  # stored without its official score
     odd = next(line for line in lines if line.startswith(r"| c$1 \| \<b\> |"))
-    assert cells(odd) == [r"c$1 \| \<b\>", "2", "0.500", ci([1, 0]), "$0.002000"]
+    assert cells(odd) == [r"c$1 \| \<b\>", "2", "0.500", ci([1, 0]), "–", "0.500", "$0.002000"]
     assert na["overall"]["score"] == pytest.approx(4 / 6)
     assert na["overall"]["ci"] == list(bootstrap_ci([1, 1, 0, 1, 1, 0]))
     assert f"| {a} | synth | openai:gpt-4.1-mini | 6 | 0.667 | {ci([1, 1, 0, 1, 1, 0])} | $0.0120 | 2 |" in text
     assert f"| {b} | synth | scripted:old.yaml | 4 | 1.000 | [1.000, 1.000] | not priced | 1 |" in text
-    assert f"<td class='n'>0.667</td><td class=''>{ci([1, 1, 0, 1, 1, 0])}</td>" in page
+    assert f"<td class='n'>0.667</td><td class=''>{ci([1, 1, 0, 1, 1, 0])}</td><td class='n'>–</td>" in page
     assert "<td class=''>c$1 | &lt;b&gt;</td>" in page
 
     # cost, time (seconds 1..6: total 21, mean 3.5, p90 5.5), tokens, retries
@@ -256,7 +256,7 @@ def test_an_eval_without_samples_says_so(store, tmp_path):
     text, page = open(out["markdown"]).read(), open(out["html"]).read()
     assert "0/5 samples, not finished" in text
     assert "This eval has no samples stored: nothing to report yet." in text and "no samples stored" in page
-    assert out["plots"] == {} and out["evals"][0]["overall"] == {"n": 0, "score": None, "ci": None}
+    assert out["plots"] == {} and out["evals"][0]["overall"] == {"n": 0, "score": None, "ci": None, "scores": {}}
 
 
 def test_long_failure_lists_are_cut_and_counted(store, two, monkeypatch):

@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--resume", metavar="EVAL_ID", help="continue an interrupted eval: its finished samples are kept")
     ev.add_argument("--timeout", type=float, metavar="S", help="time limit per episode, seconds")
     ev.add_argument("--retries", type=int, default=4, help="attempts per model call on transient errors (default 4)")
+    ev.add_argument("--scoring", choices=("toolpath", "official"), default="toolpath",
+                    help="which scorer is the score: ours (default) or the published one, bugs included; both "
+                         "are stored and shown")
     ev.add_argument("--json", action="store_true")
     ev.add_argument("-q", "--quiet", action="store_true")
     ev.set_defaults(fn=cmd_eval)

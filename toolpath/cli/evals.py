@@ -101,13 +101,14 @@ def cmd_eval(args) -> int:
     try:
         result = run_eval(args.benchmark, store, model=args.model, limit=args.limit, seed=args.seed, data=args.data,
                           on_sample=on_sample, on_event=on_event, workers=args.workers, executor=args.executor,
-                          resume=args.resume, timeout=args.timeout, retries=args.retries)
+                          resume=args.resume, timeout=args.timeout, retries=args.retries,
+                          scoring=args.scoring)
     except (BenchmarkDataError, ResumeError) as err:  # missing data (named file and variable), a bad --resume
         raise BadInput(str(err)) from None
     except ValueError as err:  # bad --workers, --timeout, --executor ray without ray
         raise BadInput(str(err)) from None
     summary = result.summary()
-    keys = ("eval_id", "benchmark", "n", "score", "by_category", "tokens", "seconds", "overall_excludes", "n_overall",
+    keys = ("eval_id", "benchmark", "n", "score", "scoring", "scores", "by_category", "tokens", "seconds", "overall_excludes", "n_overall",
             "metrics", "cost_usd", "unpriced", "retries", "timed_out")
     if args.json:
         echo_json({k: summary[k] for k in keys if k in summary})
@@ -124,6 +125,8 @@ def cmd_eval(args) -> int:
     n_all = summary.get("n_overall", summary["n"])
     echo(f"{'all':<12} {n_all:>4} {summary['score']:>7.3f}" + cells(summary.get("metrics", {}))
            + f"   tokens {summary['tokens']}  {summary['seconds']:.1f} s" + _cost_text(summary))
+    other = [f"{mode} {value:.3f}" for mode, value in summary["scores"].items() if mode != summary["scoring"]]
+    echo(f"scores are {summary['scoring']} scoring; the same answers scored otherwise: {', '.join(other)}")
     if summary.get("overall_excludes"):
         echo(f"(all leaves out {', '.join(summary['overall_excludes'])}, as {summary['benchmark']} reports it)")
     return EXIT_OK

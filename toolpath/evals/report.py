@@ -26,50 +26,15 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from ..redact import redact_data
+from .intervals import LEVEL, N_RESAMPLES, bootstrap_ci, weighted_ci
 
-# Bootstrap resamples per interval. Measured: an interval end moves by 0.002 (s.d. over seeds) at 300 0/1
-# samples, 0.01 at 20, so the printed third decimal is stable from a few hundred samples on.
-N_RESAMPLES = 2000
-LEVEL = 0.95
+MODES = ("official", "toolpath")  # the scoring modes, a column each beside the score (benchmarks/base.py)
+
 MAX_FAILURES = 500  # per eval in the report; the rest are counted (toolpath view pages through them all)
 CELL_CHARS = 300  # an answer or error longer than this is cut in the tables
 
 
 # ---- numbers -----------------------------------------------------------------------------------------
-
-def bootstrap_ci(values, n: int = N_RESAMPLES, seed: int = 0, level: float = LEVEL) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of `values`: (low, high).
-
-    A resample of k values drawn with replacement has the same mean as a multinomial draw of counts over
-    the distinct values, so for scores with few distinct values (0/1, graded) that is what is drawn: exact,
-    and n × (distinct values) of work instead of n × k, which matters for thousands of 0/1 samples.
-    """
-    import numpy as np
-
-    v = np.asarray(list(values), dtype=float)
-    if v.size == 0:
-        raise ValueError("bootstrap_ci: no values to resample")
-    if not np.all(np.isfinite(v)):
-        raise ValueError("bootstrap_ci: values must be finite numbers")
-    if n < 1 or not 0 < level < 1:
-        raise ValueError(f"bootstrap_ci: need n >= 1 and 0 < level < 1, got n={n}, level={level}")
-    uniq, counts = np.unique(v, return_counts=True)
-    if uniq.size == 1:
-        return float(uniq[0]), float(uniq[0])
-    rng = np.random.default_rng(seed)
-    k = v.size
-    if uniq.size <= 64:  # 0/1 or graded scores: draw counts per distinct value
-        chunk = max(1, 1_000_000 // uniq.size)  # bound the memory of one draw
-        means = np.concatenate([rng.multinomial(k, counts / k, size=min(chunk, n - i)) @ uniq / k
-                                for i in range(0, n, chunk)])
-    else:  # continuous scores: plain index resampling (the multinomial over k values would cost more)
-        chunk = max(1, 4_000_000 // k)
-        means = np.concatenate([v[rng.integers(0, k, size=(min(chunk, n - i), k))].mean(axis=1)
-                                for i in range(0, n, chunk)])
-    alpha = (1 - level) / 2
-    lo, hi = np.quantile(means, [alpha, 1 - alpha])
-    return float(lo), float(hi)
-
 
 def _detail(row: dict) -> dict:
     try:
@@ -92,10 +57,27 @@ def _cost(details: list[dict]) -> tuple[float | None, int]:
     return (sum(priced) if priced else None), len(details) - len(priced)
 
 
-def _scored(scores: list[float]) -> dict:
-    if not scores:
-        return {"n": 0, "score": None, "ci": None}
-    return {"n": len(scores), "score": sum(scores) / len(scores), "ci": list(bootstrap_ci(scores))}
+def _scored(rows: list[dict], details: list[dict], scoring: str) -> dict:
+    """n, the (weighted) mean score with its CI, and the mean in each scoring mode, over some samples; a sample
+    stored without its scores per mode (an older eval) has its score in the eval's mode and none in the
+    other, which then has no mean."""
+    if not rows:
+        return {"n": 0, "score": None, "ci": None, "scores": {}}
+    values = [float(r["score"]) for r in rows]
+    weights = [float(d.get("weight", 1.0)) for d in details]
+    total = sum(weights)
+
+    def mean(vals: list[float]) -> float:
+        return sum(w * v for w, v in zip(weights, vals)) / total if total else 0.0
+
+    scores = {}
+    for m in MODES:
+        per = [(d.get("scores") or {}).get(m, v if m == scoring else None) for d, v in zip(details, values)]
+        if all(isinstance(x, (int, float)) for x in per):
+            scores[m] = mean([float(x) for x in per])
+    plain = all(w == 1.0 for w in weights)
+    ci = bootstrap_ci(values) if plain else weighted_ci(values, weights)
+    return {"n": len(rows), "score": mean(values), "ci": list(ci), "scores": scores}
 
 
 def _natural(name: str) -> list:
@@ -152,7 +134,9 @@ def eval_numbers(store, ev: dict, viewer_url: str | None = None) -> dict:
            "planned": ev.get("n"), "finished": bool(ev.get("finished")), "created": ev.get("created"),
            "samples": len(rows), "overall_excludes": excludes, "ci_level": LEVEL, "resamples": N_RESAMPLES,
            "wall_seconds": summary.get("seconds")}
-    out["overall"] = _scored([r["score"] for r in rows if r["category"] not in excludes])
+    out["scoring"] = scoring = (ev.get("params") or {}).get("scoring", "toolpath")
+    kept = [i for i, r in enumerate(rows) if r["category"] not in excludes]
+    out["overall"] = _scored([rows[i] for i in kept], [details[i] for i in kept], scoring)
     cats: dict[str, list[int]] = {}
     for i, r in enumerate(rows):
         cats.setdefault(str(r["category"]), []).append(i)
@@ -160,7 +144,7 @@ def eval_numbers(store, ev: dict, viewer_url: str | None = None) -> dict:
     for cat in sorted(cats, key=_natural):
         idx = cats[cat]
         cost, unpriced = _cost([details[i] for i in idx])
-        out["by_category"][cat] = {**_scored([rows[i]["score"] for i in idx]),
+        out["by_category"][cat] = {**_scored([rows[i] for i in idx], [details[i] for i in idx], scoring),
                                    "cost_per_sample": None if cost is None else cost / (len(idx) - unpriced)}
     cost, unpriced = _cost(details)
     out["cost_usd"] = cost
@@ -392,6 +376,15 @@ def _token_line(n: dict) -> str:
             f"retries {n['retries']}, timed out {n['timed_out']}")
 
 
+def _modes(v: dict) -> list[str]:
+    return [_f(v.get("scores", {}).get(m)) for m in MODES]
+
+
+def _scoring_line(n: dict) -> str:
+    return (f"score: {n['scoring']} scoring; columns official and toolpath: the same answers scored by the "
+            "published scorer and by ours")
+
+
 def _overall_name(n: dict) -> str:
     return "overall" + (f" (without {', '.join(n['overall_excludes'])})" if n["overall_excludes"] else "")
 
@@ -416,12 +409,15 @@ def _markdown(nums: list[dict], plots: list[dict], created: str) -> str:
         if not n["samples"]:
             out += ["This eval has no samples stored: nothing to report yet.", ""]
             continue
-        out += ["| category | n | score | 95% CI | cost per sample |", "|---|---:|---:|---|---|"]
+        out += [md(_scoring_line(n)), "",
+                "| category | n | score | 95% CI | official | toolpath | cost per sample |",
+                "|---|---:|---:|---|---:|---:|---|"]
         for c, v in n["by_category"].items():
-            out.append(f"| {md(c)} | {v['n']} | {_f(v['score'])} | {_ci(v['ci'])} | {md(usd(v['cost_per_sample']))} |")
+            out.append(f"| {md(c)} | {v['n']} | {_f(v['score'])} | {_ci(v['ci'])} | {' | '.join(_modes(v))} | "
+                       f"{md(usd(v['cost_per_sample']))} |")
         o = n["overall"]
         out += [f"| **{md(_overall_name(n))}** | {o['n']} | **{_f(o['score'])}** | {_ci(o['ci'])} | "
-                f"{md(usd(n['cost_per_sample']))} |", ""]
+                f"{' | '.join(_modes(o))} | {md(usd(n['cost_per_sample']))} |", ""]
         out += [f"- {md(_cost_line(n))}", f"- {md(_time_line(n))}", f"- {md(_token_line(n))}", ""]
         out += [f"![{md(p['title'])}]({p['file']})" for p in plots if p["eval_id"] == n["id"]] + [""]
         out += [f"### Failures ({n['n_failures']})", ""]
@@ -484,13 +480,15 @@ def _html(nums: list[dict], plots: list[dict], created: str) -> str:
         if not n["samples"]:
             out.append("<p>This eval has no samples stored: nothing to report yet.</p>")
             continue
-        out.append("<table><tr><th>category</th><th>n</th><th>score</th><th>95% CI</th><th>cost per sample</th></tr>")
+        out.append(f"<p class='muted'>{h(_scoring_line(n))}</p>")
+        out.append("<table><tr><th>category</th><th>n</th><th>score</th><th>95% CI</th><th>official</th>"
+                   "<th>toolpath</th><th>cost per sample</th></tr>")
         for c, v in n["by_category"].items():
             out.append(row([("", h(c)), ("n", str(v["n"])), ("n", _f(v["score"])), ("", _ci(v["ci"])),
-                            ("", h(usd(v["cost_per_sample"])))]))
+                            *[("n", x) for x in _modes(v)], ("", h(usd(v["cost_per_sample"])))]))
         o = n["overall"]
         out.append(row([("", h(_overall_name(n))), ("n", str(o["n"])), ("n", _f(o["score"])), ("", _ci(o["ci"])),
-                        ("", h(usd(n["cost_per_sample"])))], "all") + "</table>")
+                        *[("n", x) for x in _modes(o)], ("", h(usd(n["cost_per_sample"])))], "all") + "</table>")
         out.append(f"<ul><li>{h(_cost_line(n))}</li><li>{h(_time_line(n))}</li><li>{h(_token_line(n))}</li></ul>")
         out += [img(p) for p in plots if p["eval_id"] == n["id"]]
         out.append(f"<h3>Failures ({n['n_failures']})</h3>")

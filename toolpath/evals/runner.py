@@ -1,7 +1,7 @@
 """Run a benchmark's records as episodes and store each sample the moment it is scored.
 
     run_eval(benchmark, store, model=None, limit=None, seed=0, data=None, workers=1, executor="local",
-             resume=None, timeout=None, retries=4, on_sample=None, on_event=None) -> EvalResult
+             resume=None, timeout=None, retries=4, scoring="toolpath", on_sample=None, on_event=None) -> EvalResult
 
 Samples run in this process (workers 1), in a pool of local worker processes, or as Ray tasks
 (evals/executors.py); whichever runs them, each finished sample's row is appended to the store at once, so an
@@ -11,7 +11,8 @@ numbers as an uninterrupted run. A run the kill left unfinished (or finished, bu
 sample's) is adopted: the resumed eval continues it instead of starting the sample over, and any other run of
 the eval that no sample refers to is marked abandoned, so each sample has exactly one run. Per sample: a time
 limit (`timeout`), transient model errors retried with backoff (`retries` attempts, counted), tokens and cost
-(evals/prices.py).
+(evals/prices.py). Every sample is scored in both scoring modes (benchmarks/base.py); `scoring` names the one
+that is its score, and the summary holds both (`scores`).
 """
 
 from __future__ import annotations
@@ -25,10 +26,22 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..runs import Store
-from .benchmarks import Record, get_benchmark
+from .benchmarks import SCORING_MODES, Record, check_scoring, get_benchmark
 from .sample import SAMPLE_KEY, SampleResult
 
 EXECUTORS = ("local", "ray")
+
+
+def weighted_score(samples: list[SampleResult], mode: str | None = None) -> float:
+    """The samples' weighted mean score (in scoring `mode`, else their own score); 0 when no weight."""
+    total = sum(s.weight for s in samples)
+    if not total:
+        return 0.0
+    return sum(s.weight * (s.scores.get(mode, s.score) if mode else s.score) for s in samples) / total
+
+
+def _scores(samples: list[SampleResult]) -> dict[str, float]:
+    return {mode: round(weighted_score(samples, mode), 6) for mode in SCORING_MODES}
 
 
 def _means(samples: list[SampleResult]) -> dict[str, float]:
@@ -48,20 +61,22 @@ class EvalResult:
     samples: list[SampleResult] = field(default_factory=list)
     seconds: float = 0.0
     overall_excludes: tuple[str, ...] = ()  # categories with a row of their own but not in the overall score
+    scoring: str = "toolpath"  # the mode of `score`; `scores` has both
 
     def summary(self) -> dict:
         by_cat: dict[str, list[SampleResult]] = defaultdict(list)
         for s in self.samples:
             by_cat[s.category].append(s)
         kept = [s for s in self.samples if s.category not in self.overall_excludes]
-        counted = [s.score for s in kept]
         out = {
             "eval_id": self.eval_id,
             "benchmark": self.benchmark,
             "model": self.model,
             "n": len(self.samples),
-            "score": (sum(counted) / len(counted)) if counted else 0.0,
-            "by_category": {k: {"n": len(v), "score": sum(s.score for s in v) / len(v),
+            "score": weighted_score(kept),
+            "scoring": self.scoring,
+            "scores": _scores(kept),
+            "by_category": {k: {"n": len(v), "score": weighted_score(v), "scores": _scores(v),
                                 **({"metrics": _means(v)} if any(s.metrics for s in v) else {})}
                             for k, v in sorted(by_cat.items())},
             "tokens": sum(s.tokens for s in self.samples),
@@ -75,7 +90,7 @@ class EvalResult:
         if any(s.metrics for s in kept):
             out["metrics"] = _means(kept)
         if self.overall_excludes:  # say what the overall score is over, when it is not every sample
-            out.update(overall_excludes=list(self.overall_excludes), n_overall=len(counted))
+            out.update(overall_excludes=list(self.overall_excludes), n_overall=len(kept))
         return out
 
 
@@ -122,8 +137,9 @@ def abandon_left_behind(store: Store, eval_id: str) -> None:
 
 
 def _job(store: Store, bench_name: str, data, rec: Record, model, eval_id: str, timeout, retries: int,
-         run_id: str | None = None) -> dict:
+         run_id: str | None = None, scoring: str = "toolpath") -> dict:
     return {"home": str(store.home), "benchmark": bench_name, "data": str(data) if data else None,
+            "scoring": scoring,
             "record": {"id": rec.id, "category": rec.category, "data": rec.data}, "model": model,
             "eval_id": eval_id, "timeout": timeout, "retries": retries, "run_id": run_id,
             # what the sample's process must see as this one does (TOOLPATH_DB, prices, the benchmarks' own
@@ -134,7 +150,8 @@ def _job(store: Store, bench_name: str, data, rec: Record, model, eval_id: str, 
 def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int | None = None, seed: int = 0,
              on_sample: Callable[[int, int, SampleResult], None] | None = None, on_event=None,
              data: str | None = None, workers: int = 1, executor: str = "local", resume: str | None = None,
-             timeout: float | None = None, retries: int = 4) -> EvalResult:
+             timeout: float | None = None, retries: int = 4, scoring: str = "toolpath") -> EvalResult:
+    check_scoring(scoring)
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if workers < 0 or (workers == 0 and executor != "ray"):
@@ -150,6 +167,7 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
             raise ResumeError(f"--resume {row['id']}: that eval is of benchmark {row['benchmark']!r}, not {benchmark!r}")
         eval_id, params = row["id"], row["params"]
         limit, seed, data = params.get("limit"), params.get("seed", 0), params.get("data")
+        scoring = params.get("scoring", "toolpath")
         model = row["model"] if params.get("model_given", True) else None
         done = {r["sample_id"]: SampleResult.from_row(r) for r in store.eval_samples(eval_id)}
     bench = get_benchmark(benchmark, data=data)
@@ -157,13 +175,15 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
     model_name = model or bench.model or "local"  # a benchmark's own default (dom, detector)
     if not resume:
         eval_id = store.create_eval(bench.name, model_name, {"limit": limit, "seed": seed, "model_given": bool(model),
+                                                              "scoring": scoring,
                                                               **({"data": str(data)} if data else {})}, len(records))
     result = EvalResult(eval_id=eval_id, benchmark=bench.name, model=model_name,
-                        overall_excludes=tuple(bench.overall_excludes))
+                        overall_excludes=tuple(bench.overall_excludes), scoring=scoring)
     started = time.perf_counter()
     todo = [r for r in records if r.id not in done]
     adopted = adopt_runs(store, eval_id, {r.id for r in todo}) if resume else {}
-    jobs = [_job(store, benchmark, data, r, model, eval_id, timeout, retries, adopted.get(r.id)) for r in todo]
+    jobs = [_job(store, benchmark, data, r, model, eval_id, timeout, retries, adopted.get(r.id), scoring)
+            for r in todo]
     if executor == "ray":
         from .executors import run_ray
 

@@ -5,7 +5,8 @@ or as a Ray task — so all three give the same results. A job is plain data (pi
 
     {"home": store folder, "benchmark": name, "data": path or None, "record": {"id", "category", "data"},
      "model": model string or None, "eval_id": id, "timeout": seconds or None, "retries": attempts,
-     "run_id": a run of this sample that a killed eval left, to continue instead of starting over (or absent)}
+     "run_id": a run of this sample that a killed eval left, to continue instead of starting over (or absent),
+     "scoring": the scoring mode of the sample's score, "toolpath" or "official" (absent: "toolpath")}
 
 The sample's run is written to the store by the process that runs it; the eval's process stores the sample's
 row (so one writer appends to eval_samples, and a killed eval keeps every row written). The run's spec names
@@ -38,14 +39,19 @@ class SampleResult:
     cost_usd: float | None = None  # None: the model has no price (evals/prices.py)
     retries: int = 0  # transient model errors retried
     timed_out: bool = False
+    scores: dict[str, float] = field(default_factory=dict)  # scoring mode → score (both, whichever is `score`)
+    weight: float = 1.0  # in the eval's weighted mean (benchmarks/base.py)
 
     def detail(self) -> dict:
         """What the eval_samples row keeps beyond its columns."""
         d = asdict(self)
         for k in ("sample_id", "category", "run_id", "status", "score", "tokens", "seconds"):
             d.pop(k)
-        if not d["metrics"]:
-            d.pop("metrics")
+        for key in ("metrics", "scores"):
+            if not d[key]:
+                d.pop(key)
+        if d["weight"] == 1.0:
+            d.pop("weight")
         return d
 
     @classmethod
@@ -54,7 +60,7 @@ class SampleResult:
 
         d = json.loads(row.get("detail") or "{}")
         known = {k: d[k] for k in ("answer", "error", "metrics", "tokens_in", "tokens_out", "cost_usd", "retries",
-                                   "timed_out") if k in d}
+                                   "timed_out", "scores", "weight") if k in d}
         return cls(row["sample_id"], row["category"], row["run_id"], row["status"], row["score"], row["tokens"],
                    row["seconds"], **known)
 
@@ -121,7 +127,7 @@ def run_sample(job: dict, store=None, on_event=None) -> SampleResult:
     if store is None:
         with open_store(Path(job["home"])) as own:
             return run_sample(job, own, on_event)
-    bench = benchmark(job["benchmark"], job.get("data"))
+    bench = benchmark(job["benchmark"], job.get("data")).scored_as(job.get("scoring") or "toolpath")
     r = job["record"]
     rec = Record(r["id"], r["category"], r.get("data") or {})
     started = time.perf_counter()
@@ -143,4 +149,4 @@ def run_sample(job: dict, store=None, on_event=None) -> SampleResult:
     return SampleResult(rec.id, rec.category, run.run_id, run.status, value, run.tokens, run.seconds, run.answer,
                         run.error, metrics, tokens_in=run.tokens_in, tokens_out=run.tokens_out,
                         cost_usd=cost_usd(model, run.tokens_in, run.tokens_out, load_prices(Path(job["home"]))),
-                        retries=getattr(policy, "retries", 0))
+                        retries=getattr(policy, "retries", 0), scores=scored.scores, weight=scored.weight)

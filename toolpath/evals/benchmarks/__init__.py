@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from ... import registry
-from .base import Benchmark, Record, Score, as_score
+from .base import SCORING_MODES, Benchmark, Record, Score, as_score, check_scoring
 
-__all__ = ["Benchmark", "BenchmarkDataError", "Record", "Score", "UnknownBenchmark", "as_score", "data_path",
-           "get_benchmark", "pick", "read_json", "require", "task_id"]
+__all__ = ["SCORING_MODES", "Benchmark", "BenchmarkDataError", "Record", "Score", "UnknownBenchmark", "as_score",
+           "check_scoring", "data_path", "get_benchmark", "pick", "read_json", "require", "task_id"]
 
 class UnknownBenchmark(ValueError):
     pass

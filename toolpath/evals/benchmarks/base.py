@@ -13,10 +13,22 @@ runner calls each hook directly instead of asking whether it exists:
     score_final(record, answer, final_state) -> Score (default: `score`)
     metrics(record, answer)  -> dict (default: `score(...).metrics`)
     final_metrics(record, answer, final_state) -> dict: numbers measured on the final state (default: none)
+    scoring                  "toolpath" (default) or "official": which scorer `score` applies where ours and
+                             the published one differ; `scored_as(mode)` is the same benchmark in the other
+                             mode, so an eval stores both scores of every sample
+
+Scoring modes. `official` reproduces the benchmark's published scoring code exactly, its known bugs included
+(each named where it is reproduced, with the case that shows it); `toolpath` is what a careful human grader
+would accept. A benchmark whose scorer has no such differences scores the same in both.
+
+A sample's weight. The eval's score is the weighted mean of its samples' scores, weight 1 unless the score
+says otherwise: a benchmark whose published figure is pooled over the set (VABench: points inside over all
+points) gives each record's fraction with its number of points as the weight.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -37,11 +49,16 @@ class Score(float):
 
     metrics: dict[str, float]
     explanation: str
+    weight: float  # the sample's weight in the eval's (weighted) mean score
+    scores: dict[str, float]  # scoring mode → the value in that mode, when both were computed (scoring.score_run)
 
-    def __new__(cls, value: float, metrics: dict[str, float] | None = None, explanation: str = "") -> "Score":
+    def __new__(cls, value: float, metrics: dict[str, float] | None = None, explanation: str = "",
+                weight: float = 1.0, scores: dict[str, float] | None = None) -> "Score":
         self = super().__new__(cls, value)
         self.metrics = dict(metrics or {})
         self.explanation = explanation
+        self.weight = float(weight)
+        self.scores = dict(scores or {})
         return self
 
     @property
@@ -49,7 +66,18 @@ class Score(float):
         return float(self)
 
     def __repr__(self) -> str:
-        return f"Score({float(self)!r}, metrics={self.metrics!r}, explanation={self.explanation!r})"
+        return (f"Score({float(self)!r}, metrics={self.metrics!r}, explanation={self.explanation!r}, "
+                f"weight={self.weight!r}, scores={self.scores!r})")
+
+
+SCORING_MODES = ("toolpath", "official")
+
+
+def check_scoring(mode: Any, where: str = "scoring") -> str:
+    """The scoring mode, or a ValueError naming `where` and the modes there are."""
+    if mode not in SCORING_MODES:
+        raise ValueError(f"{where} must be one of {', '.join(SCORING_MODES)}, got {mode!r}")
+    return mode
 
 
 def as_score(value: Any) -> Score:
@@ -63,6 +91,17 @@ class Benchmark:
     model: str | None = None
     overall_excludes: tuple[str, ...] = ()
     scores_final_state: bool = False
+    scoring: str = "toolpath"
+
+    def scored_as(self, mode: str) -> "Benchmark":
+        """This benchmark scoring in `mode` (itself when it already does): a shallow copy, so the data it
+        read once is shared."""
+        check_scoring(mode)
+        if mode == self.scoring:
+            return self
+        other = copy.copy(self)
+        other.scoring = mode
+        return other
 
     def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
         raise NotImplementedError
