@@ -7,8 +7,8 @@ import json
 import os
 
 import pytest
-
 from conftest import ROOT, toolpath_cli
+
 from toolpath.evals.benchmarks import SCORING_MODES, Record, check_scoring
 from toolpath.evals.benchmarks.arith import Arith
 from toolpath.evals.report import write_report
