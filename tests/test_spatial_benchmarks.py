@@ -284,7 +284,8 @@ def test_omni3d_task_spec_and_score_agree():
         assert [str(p) for p in spec.inputs.images] == [rec.data["image_path"]]
         assert spec.instruction.startswith(rec.data["question"])
         assert {"int": "whole number", "float": "single number", "str": "short phrase"}[kind] in spec.instruction
-        assert (spec.evaluator.name, spec.evaluator.options) == ("omni3d", {"answer_type": kind})
+        assert (spec.evaluator.name, spec.evaluator.options) == ("omni3d", {"answer_type": kind, "scoring": "toolpath",
+                                                                        "official": "vadar"})
         assert spec.metadata["category"] == kind and spec.metadata["benchmark"] == "omni3d_bench"
         for reply in ("yes", "3", str(rec.data["answer"]), "1.2", None, "nothing"):
             assert bench.score(rec, reply) == score(spec.evaluator, reply)
@@ -441,3 +442,55 @@ def test_both_are_registered():
 ])
 def test_a_yes_or_no_is_read_wherever_the_reply_says_it_once(reply, gt, value):
     assert short_answer(reply, gt, {}) == value
+
+
+# ---- scoring modes: the published scorers, bugs included, beside ours --------------------------------------
+
+@pytest.mark.parametrize("answer, expected, kind, official, vlmevalkit, ours", [
+    ("3", 3, "int", 1.0, 1.0, 1.0),
+    ("3.0", 3, "int", 0.0, 0.0, 1.0),           # int("3.0") raises in both published scorers
+    ("<ans>3</ans>", 3, "int", 0.0, 1.0, 1.0),  # VADAR reads no tags
+    ("Yes.", "yes", "str", 0.0, 1.0, 1.0),       # VADAR: exact; VLMEvalKit: substring
+    ("not sure", "no", "str", 0.0, 1.0, 0.0),    # VLMEvalKit's substring: "no" is in "not"
+    ("ne", "NE", "str", 0.0, 0.0, 1.0),          # the ground truth is never lowercased: "NE" cannot be matched
+    ("approximately 0.623 meters", 0.623, "float", 0.0, 0.0, 1.0),
+    ("40", -2.0, "float", 1.0, 1.0, 0.0),        # a negative ground truth passes every threshold
+    ("0", 0.0, "float", 0.0, 0.0, 1.0),          # the published code divides by zero here
+])
+def test_omni3d_official_scorers_beside_ours(answer, expected, kind, official, vlmevalkit, ours):
+    from toolpath.evals.benchmarks.omni3d_bench import score_case
+
+    case = {"answer": answer, "expected": expected, "answer_type": kind}
+    assert score_case({**case, "official": "vadar"}, "official") == official
+    assert score_case({**case, "official": "vlmevalkit"}, "official") == vlmevalkit
+    assert score_case(case, "toolpath") == ours
+
+
+def test_omni3d_names_an_unknown_published_scorer(monkeypatch):
+    monkeypatch.setenv("TOOLPATH_OMNI3D_OFFICIAL", "lmms-eval")
+    with pytest.raises(BenchmarkDataError, match="TOOLPATH_OMNI3D_OFFICIAL='lmms-eval'.*vadar, vlmevalkit"):
+        Omni3DBench()
+
+
+@pytest.mark.parametrize("reply, official, ours", [
+    ("B", 1.0, 1.0),
+    ("Not C. The answer is B", 0.0, 1.0),   # MindCube takes the last "X." anywhere first: C
+    ("<Answer>B</Answer>", 1.0, 1.0),
+    ("Between C and B, B", 0.0, 1.0),       # its last resort is the first lone capital of the last line
+    ("b", 0.0, 0.0),
+])
+def test_mindcube_official_extractor_beside_ours(reply, official, ours):
+    from toolpath.evals.benchmarks.mindcube import score_case
+
+    assert score_case({"answer": reply, "gt_answer": "B"}, "official") == official
+    assert score_case({"answer": reply, "gt_answer": "B"}, "toolpath") == ours
+
+
+def test_a_spec_names_a_bad_scoring_mode():
+    from pydantic import ValidationError
+
+    from toolpath.spec import TaskSpec
+
+    with pytest.raises(ValidationError, match="options.scoring must be one of toolpath, official, got 'strict'"):
+        TaskSpec.model_validate({"id": "x", "instruction": "q",
+                                 "evaluator": {"name": "omni3d", "options": {"scoring": "strict"}}})

@@ -105,12 +105,24 @@ class Limits(_Part):
     loop_repeats: int = Field(3, ge=2, description="identical consecutive tool calls that end the run as looping")
 
 
+# How a benchmark's scorer scores: ours ("toolpath") or the published one, bugs included ("official").
+SCORING_MODES = ("toolpath", "official")
+
+
 class EvaluatorSpec(_Part):
-    """How the answer is scored. `name` is one of the scorers in toolpath.evals.scorers."""
+    """How the answer is scored. `name` is one of the scorers in toolpath.evals.scorers; `options.scoring`, where
+    a scorer has both, picks toolpath (default) or official scoring."""
 
     name: str
     expected: Any = None
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("options")
+    @classmethod
+    def _scoring(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if "scoring" in v and v["scoring"] not in SCORING_MODES:
+            raise ValueError(f"options.scoring must be one of {', '.join(SCORING_MODES)}, got {v['scoring']!r}")
+        return v
 
 
 class Inputs(_Part):

@@ -11,11 +11,21 @@ import math
 import re
 from typing import Any, Callable
 
+from ..spec import SCORING_MODES
 from .grounding_scorers import grounding, grounding_answer, point_in_box, point_in_polygon, xywh_to_xyxy
+from .official_qa import OMNI3D_SCORERS, mindcube_official
 
 Scorer = Callable[[str | None, Any, dict], float]
 
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def scoring_of(options: dict) -> str:
+    """The scoring mode an evaluator's options ask for: "toolpath" (default) or "official"."""
+    mode = options.get("scoring", "toolpath")
+    if mode not in SCORING_MODES:
+        raise ValueError(f"evaluator options.scoring must be one of {', '.join(SCORING_MODES)}, got {mode!r}")
+    return mode
 
 
 def _norm(text: str) -> str:
@@ -117,7 +127,11 @@ def mindcube_letter(text: str | None) -> str | None:
 
 
 def mindcube_choice(answer: str | None, expected: Any, options: dict) -> float:
-    """1 if the reply's option letter (mindcube_letter) is the expected letter."""
+    """1 if the reply's option letter (mindcube_letter) is the expected letter. With `options.scoring:
+    official`, MindCube's own extractor and comparison (official_qa.mindcube_official) against the answer as
+    the file wrote it (`options.file_answer`, else `expected`)."""
+    if scoring_of(options) == "official":
+        return mindcube_official(answer, options.get("file_answer", expected))
     return float(mindcube_letter(answer) == str(expected).strip().upper())
 
 
@@ -179,7 +193,7 @@ def integer(answer: str | None, expected: Any, options: dict) -> float:
 
 _LABEL = re.compile(r"^\s*(?:final\s+)?answer\s*[:：]\s*", re.IGNORECASE)
 _ARTICLE = re.compile(r"^(?:the|a|an)\s+")
-_YES_NO = {"yes": "yes", "no": "no", "true": "yes", "false": "no"}
+_YES_NO = {"yes": "yes", "no": "no", "true": "yes", "false": "no", "yep": "yes", "yeah": "yes", "nope": "no"}
 
 
 # Words that take back the answer they come with ("not sure, yes"): a grader does not count a guess it was
@@ -190,16 +204,15 @@ _HEDGE = re.compile(r"\b(?:not sure|unsure|uncertain|maybe|perhaps|possibly|can 
 
 
 def yes_no(text: str) -> str | None:
-    """The yes or no a normalised reply gives: its first word when that is one ("Yes, it would not be seen."),
-    else the one polarity its words hold ("The answer is yes.", "I think yes"); None for a reply that hedges,
-    holds both or neither. true/false count as yes/no, since VADAR's prompt offers them."""
+    """The yes or no a normalised reply gives, or None for a reply that hedges, holds both ("yes and no") or
+    neither. Its first word when that is one and the other polarity is not said ("Yes, it would not be
+    seen."), else the one polarity its words hold ("The answer is yes.", "I think yes"). true/false count as
+    yes/no, since VADAR's prompt offers them, and so do yep/yeah/nope."""
     words = [w.strip(".,;:!?") for w in text.split()]
-    if words and words[0] in _YES_NO:
-        return _YES_NO[words[0]]
-    if _HEDGE.search(text):
-        return None
     said = {_YES_NO[w] for w in words if w in _YES_NO}
-    return said.pop() if len(said) == 1 else None
+    if _HEDGE.search(text) or len(said) != 1:
+        return None
+    return said.pop()
 
 
 def short_answer(answer: str | None, expected: Any, options: dict) -> float:
@@ -216,10 +229,18 @@ OMNI3D_TYPES = {"int": integer, "float": mra, "str": short_answer}
 
 
 def omni3d(answer: str | None, expected: Any, options: dict) -> float:
-    """Omni3D-Bench (VADAR): by `options.answer_type`, int → exact integer, float → MRA, str → exact text."""
+    """Omni3D-Bench (VADAR): by `options.answer_type`, int → exact integer, float → MRA, str → exact text.
+    With `options.scoring: official`, the published scorer `options.official` names: vadar (default, the
+    benchmark's authors') or vlmevalkit (official_qa.py)."""
     kind = options.get("answer_type")
     if kind not in OMNI3D_TYPES:
         raise ValueError(f"evaluator omni3d: options.answer_type must be one of {', '.join(OMNI3D_TYPES)}, got {kind!r}")
+    if scoring_of(options) == "official":
+        which = options.get("official", "vadar")
+        if which not in OMNI3D_SCORERS:
+            raise ValueError(f"evaluator omni3d: options.official must be one of {', '.join(OMNI3D_SCORERS)}, "
+                             f"got {which!r}")
+        return OMNI3D_SCORERS[which](answer, expected, kind)
     return OMNI3D_TYPES[kind](answer, expected, options)
 
 

@@ -32,7 +32,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ...spec import TaskSpec
+from ...spec import SCORING_MODES, TaskSpec
 
 
 @dataclass
@@ -69,8 +69,6 @@ class Score(float):
         return (f"Score({float(self)!r}, metrics={self.metrics!r}, explanation={self.explanation!r}, "
                 f"weight={self.weight!r}, scores={self.scores!r})")
 
-
-SCORING_MODES = ("toolpath", "official")
 
 
 def check_scoring(mode: Any, where: str = "scoring") -> str:

@@ -13,6 +13,13 @@ file and line: a benchmark that silently drops questions changes its own denomin
 The setting (around, among, rotation, translation) comes from the id, and is the category each sample is
 tabled under. The overall score leaves translation out, as MindCube reports it.
 
+Scoring modes (benchmarks/base.py). `toolpath` reads the option letter as a grader would
+(scorers.mindcube_letter): a reply that opens with "B." or "(B)", else the <Answer> section, else the last
+"Answer: X" / "answer is X", else the last lone capital. `official` is MindCube's extract_answer
+(evals/official_qa.mindcube_extract), which takes the last "X." anywhere in the reply before anything else,
+so "Not C. The answer is B" is read as C there and as B here. tests/data/scoring_cases/mindcube.json holds
+the cases.
+
 Where the data is:
   TOOLPATH_MINDCUBE_FILE  the question file; default: the small hand-made sample shipped here
                           (data/mindcube_sample.jsonl, `among` scenes only; see its own note below)
@@ -45,7 +52,7 @@ SETTINGS = ("around", "among", "rotation", "translation")
 REQUIRED = ("id", "question", "gt_answer", "images")
 LETTERS = "ABCDE"
 
-extract_answer = mindcube_letter  # MindCube's name for it
+extract_answer = mindcube_letter  # the toolpath mode's reader; MindCube's own is official_qa.mindcube_extract
 
 
 def setting_of(item_id: str) -> str:
@@ -117,6 +124,7 @@ def to_record(item: dict, root: Path) -> Record:
     setting = setting_of(item["id"])
     return Record(id=item["id"], category=setting, data={
         "question": item["question"], "gt_answer": item["gt_answer"].strip().upper(), "images": item["images"],
+        "file_answer": item["gt_answer"],
         "image_paths": [str((root / rel).resolve()) for rel in item["images"]], "setting": setting,
         "category": item.get("category", []), "type": item.get("type", ""), "meta_info": item.get("meta_info", [])})
 
@@ -138,7 +146,9 @@ class MindCube(Benchmark):
         return pick([to_record(item, root) for _, item in read_questions(path, root)], limit, seed)
 
     def _evaluator(self, record: Record) -> dict:
-        return {"name": "mindcube_choice", "expected": record.data["gt_answer"]}
+        return {"name": "mindcube_choice", "expected": record.data["gt_answer"],
+                "options": {"scoring": self.scoring,
+                            "file_answer": record.data.get("file_answer", record.data["gt_answer"])}}
 
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
         n = len(record.data["image_paths"])
@@ -162,3 +172,11 @@ class MindCube(Benchmark):
     def score(self, record: Record, answer: str | None) -> Score:
         ev = self._evaluator(record)  # the same evaluator the task carries, so run and eval scores agree
         return Score(SCORERS[ev["name"]](answer, ev["expected"], ev.get("options", {})))
+
+
+def score_case(case: dict, scoring: str) -> float:
+    """One case of tests/data/scoring_cases/mindcube.json: {"answer", "gt_answer"} scored through the
+    benchmark's own evaluator."""
+    gt = case["gt_answer"]
+    record = Record("case", "among", {"gt_answer": gt.strip().upper(), "file_answer": gt})
+    return MindCube().scored_as(scoring).score(record, case["answer"]).value

@@ -10,10 +10,18 @@ Scoring (VADAR's metric): int → exact match of the number, float → MRA (the 
 read tolerantly from the reply (its last number, or a number word); a reply without one scores 0.
 Categories, and so the table's rows, are the answer types.
 
+Scoring modes (benchmarks/base.py). `toolpath`, as above, is what a careful grader accepts: the answer inside
+<ans>/<answer> tags when there are tags, the last number of "approximately 0.623 meters", "3 chairs",
+"three", "Yes." and "The answer is yes." (hedged yes/no replies score 0), "ne" for "NE". `official` is the
+published scorer, VADAR's by default or VLMEvalKit's (`TOOLPATH_OMNI3D_OFFICIAL=vlmevalkit`): the reply must
+be the bare value (int("3.0") fails), str answers are compared as gt == reply.lower(), and each one's bugs are
+kept (evals/official_qa.py names them). tests/data/scoring_cases/omni3d_bench*.json hold the cases.
+
 Where the data is:
   TOOLPATH_OMNI3D_DIR    the root holding images/ (or `--data PATH`); no default: get it from SOURCE below
   TOOLPATH_OMNI3D_FILE   the annotation file; default <root>/annotations_sample.json (156 questions)
   TOOLPATH_OMNI3D_AGENT  the agent that answers (default visual_program)
+  TOOLPATH_OMNI3D_OFFICIAL  the published scorer `--scoring official` reproduces: vadar (default) or vlmevalkit
 """
 
 from __future__ import annotations
@@ -23,10 +31,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ...spec import TaskSpec
+from ..official_qa import OMNI3D_SCORERS
 from ..scorers import SCORERS
 from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, read_json, require
 
 FILE_ENV, DIR_ENV, AGENT_ENV = "TOOLPATH_OMNI3D_FILE", "TOOLPATH_OMNI3D_DIR", "TOOLPATH_OMNI3D_AGENT"
+OFFICIAL_ENV = "TOOLPATH_OMNI3D_OFFICIAL"
 SOURCE = "the VADAR release of Omni3D-Bench (Marsili et al. 2025)"
 ANSWER_TYPES = ("int", "float", "str")
 # What the instruction asks for, by answer type: only the form, never a hint of the answer itself.
@@ -85,8 +95,12 @@ class Omni3DBench(Benchmark):
     description = "Omni3D-Bench (VADAR): 3D questions on one image; int exact, float MRA, str exact"
 
     def __init__(self, agent: str | None = None, annotations: str | Path | None = None,
-                 data_dir: str | Path | None = None, data: str | Path | None = None):
+                 data_dir: str | Path | None = None, data: str | Path | None = None, official: str | None = None):
         self.agent = agent or os.environ.get(AGENT_ENV, "").strip() or "visual_program"
+        self.official = official or os.environ.get(OFFICIAL_ENV, "").strip() or "vadar"
+        if self.official not in OMNI3D_SCORERS:
+            raise BenchmarkDataError(f"{OFFICIAL_ENV}={self.official!r}: the published Omni3D-Bench scorers are "
+                                     f"{', '.join(OMNI3D_SCORERS)}")
         self.data_dir = data_path(DIR_ENV, data_dir or data)  # `data`: `toolpath eval omni3d_bench --data PATH`
         self.annotations = data_path(FILE_ENV, annotations,
                                      self.data_dir / "annotations_sample.json" if self.data_dir else None)
@@ -98,7 +112,8 @@ class Omni3DBench(Benchmark):
 
     def _evaluator(self, record: Record) -> dict:
         return {"name": "omni3d", "expected": record.data["answer"],
-                "options": {"answer_type": record.data["answer_type"]}}
+                "options": {"answer_type": record.data["answer_type"], "scoring": self.scoring,
+                            "official": self.official}}
 
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
         spec = {
@@ -118,3 +133,11 @@ class Omni3DBench(Benchmark):
     def score(self, record: Record, answer: str | None) -> Score:
         ev = self._evaluator(record)  # the same evaluator the task carries, so run and eval scores agree
         return Score(SCORERS[ev["name"]](answer, ev["expected"], ev["options"]))
+
+
+def score_case(case: dict, scoring: str) -> float:
+    """One case of tests/data/scoring_cases/omni3d_bench*.json: {"answer", "expected", "answer_type",
+    "official": "vadar" | "vlmevalkit"} scored through the benchmark's own evaluator."""
+    bench = Omni3DBench(official=case.get("official", "vadar")).scored_as(scoring)
+    record = Record("case", case["answer_type"], {"answer": case["expected"], "answer_type": case["answer_type"]})
+    return bench.score(record, case["answer"]).value
