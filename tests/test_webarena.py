@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -25,7 +26,8 @@ CLASSES = {"webarena": (WebArena, 812), "webarena_lite": (WebArenaLite, 165),
            "webarena_verified_hard": (WebArenaVerifiedHard, 258)}
 LOCAL = {var: f"http://127.0.0.1:{8001 + i}" + ("/admin" if var == "SHOPPING_ADMIN" else "")
          for i, var in enumerate(PLACEHOLDER_VARS.values())}
-DEFAULT_DATA = SHARED_DATA / "webarena"  # where conftest points TOOLPATH_WEBARENA_DATA when it is there
+# where conftest points TOOLPATH_WEBARENA_DATA when it is there (a user's own setting wins, as in the package)
+DEFAULT_DATA = Path(os.environ.get("TOOLPATH_WEBARENA_DATA") or SHARED_DATA / "webarena")
 needs_data = pytest.mark.skipif(not DEFAULT_DATA.is_dir(), reason=f"WebArena task configs not at {DEFAULT_DATA}")
 
 
