@@ -581,3 +581,33 @@ def test_program_html_probes_in_chromium(site):
     assert b.score_final(task, None, state) == 1.0
     pages["/byteblaze/nvidia-patch"] = "<html><body><h1>nvidia-patch</h1></body></html>"  # not deleted
     assert b.score_final(task, None, _final_state(sync_playwright, base + "/start", probes)) == 0.0
+
+
+# ---- webarena-verified: expected values that are regular expressions -----------------------------------------
+
+def _verified_task(task_id: int) -> list:
+    for r in WebArenaVerified(env=LOCAL).records():
+        if r.data["config"]["task_id"] == task_id:
+            return [c for c in r.data["config"]["eval"] if c["evaluator"] == "AgentResponseEvaluator"]
+    raise LookupError(task_id)
+
+
+@needs_data
+@pytest.mark.parametrize("task_id, data, score", [
+    (231, ["#170"], 1.0), (231, ["170"], 1.0), (231, ["# 000170"], 1.0), (231, ["#171"], 0.0), (231, ["#1700"], 0.0),
+    (349, ["@yjlou"], 1.0), (349, ["YJLOU"], 1.0), (349, ["yjlou2"], 0.0),
+    (358, ["Flat Rate - Fixed"], 1.0), (358, ["flat rate fixed"], 1.0), (358, ["Flat Rate - Per Item"], 0.0),
+    (146, [{"width": "16 inches", "height": "24 inches"}], 1.0), (146, [{"width": "16in", "height": '24"'}], 1.0),
+    (146, [{"width": "24 inches", "height": "16 inches"}], 0.0),
+    (361, [{"order_number": "#189", "status": "pending"}, {"order_number": "000170", "status": "Canceled"}], 1.0),
+    (361, [{"order_number": "#189", "status": "canceled"}, {"order_number": "170", "status": "pending"}], 0.0),
+])
+def test_verified_expected_patterns_are_matched_not_compared_as_text(task_id, data, score):
+    answer = json.dumps({"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": data})
+    assert we.evaluate(_verified_task(task_id), answer)["score"] == score
+
+
+def test_verified_a_pattern_in_the_answer_is_text_in_toolpath_mode():
+    ev = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": ["yjlou"]},
+            {"type": "array", "items": {"type": "string"}})
+    assert we.evaluate(ev, _retrieved("^.*$"))["score"] == 0.0

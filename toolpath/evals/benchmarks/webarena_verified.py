@@ -136,41 +136,75 @@ NORMALIZERS = {"string": _text, "location-name": _text, "month": _month, "intege
                "date": _date, "url": _url, "coordinates": _coords}
 
 
-def _norm(value: Any, schema: dict) -> Any:
+def is_pattern(value: Any) -> bool:
+    """webarena-verified's test for an expected value that is a regular expression: a string that starts with
+    "^" and ends with "$" (e.g. "^#?\\s*0*170$" for order #170). Such a value is matched, not compared."""
+    return isinstance(value, str) and len(value) >= 2 and value.startswith("^") and value.endswith("$")
+
+
+def _norm(value: Any, schema: dict, expected: bool = False) -> Any:
     kind = schema.get("format") or schema.get("type") or "string"
     if kind == "object":
         if isinstance(value, str):
             value = json.loads(value)
         if not isinstance(value, dict):
             raise ValueError(f"expected an object, got {value!r}")
-        return tuple((k, _norm_alts(value.get(k), s)) for k, s in sorted((schema.get("properties") or {}).items()))
+        return tuple((k, _norm_alts(value.get(k), s, expected))
+                     for k, s in sorted((schema.get("properties") or {}).items()))
     if kind == "array":  # a property that is itself a list: the same items in any order
         if isinstance(value, str):
             value = json.loads(value)
         if not isinstance(value, list):
             raise ValueError(f"expected an array, got {value!r}")
-        return ("array", tuple(sorted((_norm(v, schema.get("items") or {}) for v in value), key=repr)))
+        return ("array", tuple(sorted((_norm(v, schema.get("items") or {}, expected) for v in value), key=repr)))
     if value is None:
         return None
     # A format this scorer does not know is compared as text: a valid task file must never make it raise.
     fn = NORMALIZERS.get(kind, _text)
+    if expected and fn is _text and is_pattern(value):
+        # Only the task's own value is a pattern: an agent answering "^.*$" is text, not a wildcard.
+        return ("regex", value.strip())
     try:
         return fn(value)
     except (ValueError, TypeError):
         return ("raw", _text(value))  # the agent's value, unnormalised: it matches only itself
 
 
-def _norm_alts(value: Any, schema: dict) -> frozenset:
+def _norm_alts(value: Any, schema: dict, expected: bool = True) -> frozenset:
     """A value and its alternatives (an expected list is a set of acceptable values), normalised."""
     values = value if isinstance(value, list) and schema.get("type") != "array" else [value]
-    return frozenset(_norm(v, schema) for v in values)
+    return frozenset(_norm(v, schema, expected) for v in values)
+
+
+def _same(want: Any, have: Any) -> bool:
+    """One expected alternative against one normalised actual value: a pattern must match the whole text
+    (case-insensitively, as webarena-verified applies it), anything else must be equal."""
+    if isinstance(want, tuple) and len(want) == 2 and want[0] == "regex":
+        text = have[1] if isinstance(have, tuple) and len(have) == 2 and have[0] == "raw" else have
+        if not isinstance(text, str):
+            return False
+        try:
+            return re.fullmatch(want[1], text, re.IGNORECASE) is not None
+        except re.error:  # not a valid pattern after all: compared as text
+            return _text(want[1]) == text
+    return want == have
+
+
+def _matches(alternatives: frozenset, have: Any) -> bool:
+    return any(_same(want, have) for want in alternatives)
+
+
+def _is_object(value: Any) -> bool:
+    return isinstance(value, tuple) and bool(value) and all(
+        isinstance(p, tuple) and len(p) == 2 and isinstance(p[1], frozenset) for p in value)
 
 
 def _match(expected: frozenset, actual: Any) -> bool:
-    if isinstance(actual, tuple) and actual and isinstance(actual[0], tuple) and actual[0] and actual[0][0] != "raw":
-        exp_items = [dict(e) for e in expected if isinstance(e, tuple)]
-        return any(all(dict(actual).get(k, frozenset()) & alts for k, alts in e.items()) for e in exp_items)
-    return actual in expected
+    if _is_object(actual):
+        exp_items = [dict(e) for e in expected if _is_object(e)]
+        return any(all(any(_matches(alts, a) for a in dict(actual).get(k, frozenset())) for k, alts in e.items())
+                   for e in exp_items)
+    return _matches(expected, actual)
 
 
 def agent_response(cfg: dict, answer: str | None) -> dict:
@@ -207,7 +241,7 @@ def agent_response(cfg: dict, answer: str | None) -> dict:
             act = []
             for v in have_data:
                 try:
-                    act.append(_norm(v, schema))
+                    act.append(_norm(v, schema, expected=False))
                 except (ValueError, TypeError, json.JSONDecodeError):
                     act.append(("raw", _text(v)))
             if len(exp) != len(act):
