@@ -604,10 +604,62 @@ def _verified_task(task_id: int) -> list:
 ])
 def test_verified_expected_patterns_are_matched_not_compared_as_text(task_id, data, score):
     answer = json.dumps({"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": data})
-    assert we.evaluate(_verified_task(task_id), answer)["score"] == score
+    for mode in ("toolpath", "official"):
+        assert we.evaluate(_verified_task(task_id), answer, scoring=mode)["score"] == score, mode
 
 
 def test_verified_a_pattern_in_the_answer_is_text_in_toolpath_mode():
     ev = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": ["yjlou"]},
             {"type": "array", "items": {"type": "string"}})
     assert we.evaluate(ev, _retrieved("^.*$"))["score"] == 0.0
+
+
+# ---- scoring modes: where the published evaluators differ ---------------------------------------------------------
+
+def test_official_string_match_keeps_or_references_whole_and_ignores_must_exclude():
+    alt = sm({"must_include": ["65 |OR| 3"]})
+    assert we.evaluate(alt, "65")["score"] == 1.0 and we.evaluate(alt, "65", scoring="official")["score"] == 0.0
+    assert we.evaluate(alt, "65 |OR| 3", scoring="official")["score"] == 1.0
+    ex = sm({"must_include": ["Teofila"], "must_exclude": ["Emerald"]})
+    assert we.evaluate(ex, "Teofila, Emerald")["score"] == 0.0
+    assert we.evaluate(ex, "Teofila, Emerald", scoring="official")["score"] == 1.0
+    six = sm({"must_include": ["6"]})
+    for pred, score in (("6", 1.0), ("6.5", 0.0), ("6,000", 0.0), ("a 6-star hotel", 0.0)):
+        assert we.evaluate(six, pred, scoring="official")["score"] == score
+
+
+def test_official_url_match_keeps_the_paths_trailing_slash():
+    ev = um("http://h:1/p/-/issues/?sort=created_asc")
+    st = {"url": "http://h:1/p/-/issues?sort=created_asc"}
+    assert we.evaluate(ev, None, st)["score"] == 1.0
+    assert we.evaluate(ev, None, st, scoring="official")["score"] == 0.0
+    assert we.evaluate(um("http://h:1/a", note="EXACT"), None, {"url": "http://h:1/a"}, scoring="official")["score"] == 0.0
+
+
+def test_official_verified_reads_no_json_in_prose_and_fails_retrieve_errors():
+    ev = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": [6]},
+            {"type": "array", "items": {"type": "number"}})
+    prose = 'Done. {"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": [6]}'
+    assert we.evaluate(ev, prose)["score"] == 1.0 and we.evaluate(ev, prose, scoring="official")["score"] == 0.0
+    nf = ar({"task_type": "retrieve", "status": "NOT_FOUND_ERROR", "retrieved_data": None})
+    ok = '{"task_type": "RETRIEVE", "status": "NOT_FOUND_ERROR", "retrieved_data": null}'
+    assert we.evaluate(nf, ok)["score"] == 1.0 and we.evaluate(nf, ok, scoring="official")["score"] == 0.0
+    for junk in (None, "", "{", "[1, 2]", '{"status": null}', {"task_type": 3}):
+        assert we.evaluate(ev, junk, scoring="official")["score"] == 0.0
+
+
+def test_the_benchmark_scores_in_its_scoring_mode():
+    b = WebArena(env=LOCAL)
+    r = rec(cfg(sm({"must_include": ["65 |OR| 3"]})))
+    assert b.score(r, "3") == 1.0 and b.scored_as("official").score(r, "3") == 0.0
+    assert b.scored_as("official").to_task(r, model="scripted:x").evaluator.options["scoring"] == "official"
+
+
+@pytest.mark.parametrize("table", ["webarena", "webarena_verified"])
+def test_scoring_case_tables_agree_in_both_modes(table):
+    from toolpath.evals.benchmarks.webarena_eval import score_case
+
+    data = json.loads((Path(__file__).parent / "data" / "scoring_cases" / f"{table}.json").read_text())
+    for c in data["cases"]:
+        for mode in ("official", "toolpath"):
+            assert abs(score_case(c["case"], mode) - c[mode]) < 1e-9, (c["id"], mode)

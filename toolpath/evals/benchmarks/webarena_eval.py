@@ -37,6 +37,7 @@ from typing import Any
 from .webarena_probes import html_target, reddit_get_post_url
 from .webarena_result import result as _result
 from .webarena_verified import agent_response, network_event
+from .webarena_verified_official import agent_response as official_agent_response
 
 OR = " |OR| "
 
@@ -70,10 +71,13 @@ def exact_match(ref: Any, pred: Any) -> float:
     return float(clean_answer(pred) == clean_answer(ref))
 
 
-def must_include(ref: str, pred: str, tokenize: bool = False) -> float:
-    """1 if any " |OR| " alternative of `ref` occurs in `pred` (a token of it, for a lone character)."""
+def must_include(ref: str, pred: str, tokenize: bool = False, split_or: bool = True) -> float:
+    """1 if any " |OR| " alternative of `ref` occurs in `pred` (a token of it, for a lone character).
+
+    split_or=False is WebArena's StringEvaluator as published: it never splits a string_match reference, so
+    "65 |OR| 3" (task 386's shape) is looked for as that literal text and no answer contains it."""
     p = clean_answer(pred)
-    for alt in str(ref).split(OR):
+    for alt in str(ref).split(OR) if split_or else [str(ref)]:
         r = clean_answer(alt)
         if tokenize and len(r) == 1:
             if r in _tokens(p):
@@ -137,7 +141,10 @@ def _fuzzy(ref: str, pred: str, intent: str, judge, items: list) -> float:
     return s
 
 
-def string_match(block: dict, answer: str | None, intent: str = "", judge=None) -> dict:
+def string_match(block: dict, answer: str | None, intent: str = "", judge=None, scoring: str = "toolpath") -> dict:
+    """WebArena's StringEvaluator. Where the published code (scoring="official") differs from what a careful
+    grader accepts (the default), the official branch is marked with the case that shows it."""
+    official = scoring == "official"
     pred = clean_answer(answer or "")
     refs = block.get("reference_answers") or {}
     score, items = 1.0, []
@@ -150,10 +157,13 @@ def string_match(block: dict, answer: str | None, intent: str = "", judge=None) 
             elif kind == "must_include":
                 values = value if isinstance(value, list) else [value]
                 for v in values:
-                    s = must_include(v, pred, tokenize=len(values) == 1)
+                    s = must_include(v, pred, tokenize=len(values) == 1, split_or=not official)
                     items.append({"must_include": v, "score": s})
                     score *= s
             elif kind == "must_exclude":
+                if official:  # the published match statement has no must_exclude case: "Teofila, Emerald" passes
+                    items.append({"must_exclude": value, "score": None, "note": "ignored by WebArena's code"})
+                    continue
                 for v in value if isinstance(value, list) else [value]:
                     s = 1.0 - must_include(v, pred)
                     items.append({"must_exclude": v, "score": s})
@@ -168,13 +178,15 @@ def string_match(block: dict, answer: str | None, intent: str = "", judge=None) 
                                               f"string_note {note!r} needs a judge policy")
                         s = judge_unachievable(judge, intent, note, pred)
                     items.append({"fuzzy_match": "N/A", "score": s})
-                    score *= s
+                    # Official: after a failed exact "N/A" the judge's verdict replaces the score so far instead
+                    # of multiplying it (`score = 1.0 * ua_match(...)`).
+                    score = s if official and not exact_match("N/A", pred) else score * s
                 else:
                     for v in value if isinstance(value, list) else [value]:
                         if score == 0:
                             break  # already failed: don't spend judge calls
                         score *= _fuzzy(str(v), pred, intent, judge, items)
-            else:
+            elif not official:  # the published match statement skips an approach it does not know
                 raise _Unscorable(f"unknown string_match approach {kind!r}")
     except _Unscorable as err:
         return _result("string_match", score, items, str(err))
@@ -188,9 +200,11 @@ def _url_parts(url: str) -> tuple[str, dict[str, list[str]]]:
     return p.netloc + p.path.rstrip("/"), urllib.parse.parse_qs(p.query)
 
 
-def url_match(block: dict, final_url: str | None) -> dict:
+def url_match(block: dict, final_url: str | None, scoring: str = "toolpath") -> dict:
     if not final_url:
         return _result("url_match", None, [], "the final state has no URL")
+    if scoring == "official":
+        return _official_url_match(block, final_url)
     pred = str(final_url).rstrip("/")
     refs = [u.strip().rstrip("/") for u in str(block.get("reference_url") or "").split(OR.strip())]
     refs = [r for r in refs if r]
@@ -214,6 +228,30 @@ def url_match(block: dict, final_url: str | None) -> dict:
                    [{"rule": rule, "pred": pred, "refs": refs, "base": base_score, "query": query_score}])
 
 
+def _official_url_match(block: dict, final_url: str) -> dict:
+    """WebArena's URLEvaluator as published: only the whole URL's trailing slash is dropped, so a reference
+    ".../issues/?sort=x" (base ".../issues/") is not found in ".../issues?sort=x"; a url_note other than
+    "GOLD in PRED" raises ValueError there (scored 0 here, with the reason)."""
+    rule = block.get("url_note") or "GOLD in PRED"
+    if rule != "GOLD in PRED":
+        return _result("url_match", 0.0, [{"rule": rule, "error": "WebArena's URLEvaluator raises on this rule"}])
+    pred = str(final_url).rstrip("/")
+    refs = [u.rstrip("/") for u in str(block.get("reference_url") or "").split(OR)]
+    ref_q: dict[str, set[str]] = defaultdict(set)
+    ref_bases = []
+    for r in refs:
+        p = urllib.parse.urlparse(r)
+        ref_bases.append(p.netloc + p.path)
+        for k, v in urllib.parse.parse_qs(p.query).items():
+            ref_q[k].update(v)
+    p = urllib.parse.urlparse(pred)
+    pred_base, pred_q = p.netloc + p.path, urllib.parse.parse_qs(p.query)
+    base_score = float(any(b in pred_base for b in ref_bases))
+    query_score = float(all(any(v in pred_q.get(k, []) for v in vals) for k, vals in ref_q.items()))
+    return _result("url_match", base_score * query_score,
+                   [{"rule": rule, "pred": pred, "refs": refs, "base": base_score, "query": query_score}])
+
+
 def _py_str(value: Any) -> str:
     """What WebArena's str(page.evaluate(...)) gives for a JSON value (True, None, [1, 2] …)."""
     if isinstance(value, float) and value.is_integer() and not math.isinf(value):
@@ -230,7 +268,8 @@ def _probe_value(probes: list, want: dict) -> tuple[bool, str]:
     return False, ""
 
 
-def program_html(block: dict, final_state: dict | None, intent: str = "", judge=None) -> dict:
+def program_html(block: dict, final_state: dict | None, intent: str = "", judge=None,
+                 scoring: str = "toolpath") -> dict:
     if not final_state:
         return _result("program_html", None, [], "no final state of the browser")
     probes = final_state.get("probes") or []
@@ -257,6 +296,11 @@ def program_html(block: dict, final_state: dict | None, intent: str = "", judge=
                 s = 1.0
                 for phrase in rc["must_include"]:
                     s *= must_include(phrase, text)
+            elif "fuzzy_match" in rc and scoring == "official":
+                # WebArena's HTMLContentEvaluator knows only exact_match and must_include: it raises
+                # ValueError("Unknown required_contents") here, and the task fails.
+                s = 0.0
+                item["error"] = "WebArena's HTMLContentEvaluator has no fuzzy_match"
             elif "fuzzy_match" in rc:
                 s, sub = 1.0, []
                 for ref in rc["fuzzy_match"]:
@@ -276,8 +320,11 @@ def program_html(block: dict, final_state: dict | None, intent: str = "", judge=
 # ---- entry point ------------------------------------------------------------------------------------------
 
 def evaluate(eval_block: Any, answer: str | None, final_state: dict | None = None, *, intent: str = "",
-             judge=None) -> dict:
+             judge=None, scoring: str = "toolpath") -> dict:
     """Every evaluator of a task: {"score": product or None when unscorable, "evaluators": [details...]}.
+
+    scoring="official" applies the published evaluators (WebArena's evaluation_harness, webarena-verified's
+    package) with their known bugs; the default is what a careful grader accepts (see each evaluator).
 
     A zero from any evaluator decides the score even when another one is unscorable."""
     results: list[dict] = []
@@ -285,7 +332,8 @@ def evaluate(eval_block: Any, answer: str | None, final_state: dict | None = Non
         for cfg in eval_block:
             name = cfg.get("evaluator") if isinstance(cfg, dict) else None
             if name == "AgentResponseEvaluator":
-                results.append(agent_response(cfg, answer))
+                results.append(official_agent_response(cfg, answer) if scoring == "official"
+                               else agent_response(cfg, answer))
             elif name == "NetworkEventEvaluator":
                 results.append(network_event(cfg, final_state))
             else:
@@ -293,11 +341,11 @@ def evaluate(eval_block: Any, answer: str | None, final_state: dict | None = Non
     elif isinstance(eval_block, dict):
         for kind in eval_block.get("eval_types") or []:
             if kind == "string_match":
-                results.append(string_match(eval_block, answer, intent, judge))
+                results.append(string_match(eval_block, answer, intent, judge, scoring))
             elif kind == "url_match":
-                results.append(url_match(eval_block, (final_state or {}).get("url")))
+                results.append(url_match(eval_block, (final_state or {}).get("url"), scoring))
             elif kind == "program_html":
-                results.append(program_html(eval_block, final_state, intent, judge))
+                results.append(program_html(eval_block, final_state, intent, judge, scoring))
             else:
                 results.append(_result(kind, None, [], f"unknown eval type {kind!r}"))
     else:
@@ -323,3 +371,13 @@ def eval_types(eval_block: Any) -> list[str]:
     if isinstance(eval_block, dict):
         return list(eval_block.get("eval_types") or [])
     return []
+
+
+def score_case(case: dict, scoring: str) -> float:
+    """One case of the scoring tables (tests/data/scoring_cases/webarena*.json), through `evaluate`:
+    {"eval": a WebArena eval block, "answer": …, "url": the final URL (url_match)} or {"agent_response": a
+    WebArena-Verified AgentResponseEvaluator config, "answer": …}. Unscorable counts 0, as in the benchmark."""
+    block = [{"evaluator": "AgentResponseEvaluator", **case["agent_response"]}] if "agent_response" in case \
+        else case["eval"]
+    state = {"url": case["url"], "probes": []} if case.get("url") else None
+    return float(evaluate(block, case.get("answer"), state, scoring=scoring)["score"] or 0.0)
