@@ -23,6 +23,16 @@ function that needs the real site's REST API (shopping_get_latest_order_url, sho
 a probe missing from the final state, and webarena-verified's NetworkEventEvaluator checks that need the
 request log (only URL-only checks are scored, against the URLs the final state has).
 `evaluate()` returns the details; its "score" is None when the outcome depends on something unscorable.
+
+Scoring modes (evaluate(..., scoring=)): "official" is the published code, "toolpath" (default) differs where
+a careful grader would:
+  - must_include "65 |OR| 3": toolpath accepts either alternative; official looks for the literal text;
+  - must_exclude: toolpath fails an answer naming an excluded phrase; official has no such case and ignores it;
+  - url_match: toolpath drops the path's trailing slash (".../issues/?s=x" is ".../issues?s=x"); official does not;
+  - program_html fuzzy_match: toolpath asks the judge; official raises (scored 0);
+  - WebArena-Verified (webarena_verified_official.py): toolpath reads a JSON object inside prose, passes a
+    RETRIEVE task whose expected status is an error when the answer says so, accepts an answer without a
+    retrieved_data key for MUTATE / NAVIGATE tasks, and reads values with its own normalisers.
 """
 
 from __future__ import annotations
