@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import threading
 from pathlib import Path
 
@@ -25,7 +26,8 @@ CLASSES = {"webarena": (WebArena, 812), "webarena_lite": (WebArenaLite, 165),
            "webarena_verified_hard": (WebArenaVerifiedHard, 258)}
 LOCAL = {var: f"http://127.0.0.1:{8001 + i}" + ("/admin" if var == "SHOPPING_ADMIN" else "")
          for i, var in enumerate(PLACEHOLDER_VARS.values())}
-DEFAULT_DATA = SHARED_DATA / "webarena"  # where conftest points TOOLPATH_WEBARENA_DATA when it is there
+# where conftest points TOOLPATH_WEBARENA_DATA when it is there (a user's own setting wins, as in the package)
+DEFAULT_DATA = Path(os.environ.get("TOOLPATH_WEBARENA_DATA") or SHARED_DATA / "webarena")
 needs_data = pytest.mark.skipif(not DEFAULT_DATA.is_dir(), reason=f"WebArena task configs not at {DEFAULT_DATA}")
 
 
@@ -579,3 +581,85 @@ def test_program_html_probes_in_chromium(site):
     assert b.score_final(task, None, state) == 1.0
     pages["/byteblaze/nvidia-patch"] = "<html><body><h1>nvidia-patch</h1></body></html>"  # not deleted
     assert b.score_final(task, None, _final_state(sync_playwright, base + "/start", probes)) == 0.0
+
+
+# ---- webarena-verified: expected values that are regular expressions -----------------------------------------
+
+def _verified_task(task_id: int) -> list:
+    for r in WebArenaVerified(env=LOCAL).records():
+        if r.data["config"]["task_id"] == task_id:
+            return [c for c in r.data["config"]["eval"] if c["evaluator"] == "AgentResponseEvaluator"]
+    raise LookupError(task_id)
+
+
+@needs_data
+@pytest.mark.parametrize("task_id, data, score", [
+    (231, ["#170"], 1.0), (231, ["170"], 1.0), (231, ["# 000170"], 1.0), (231, ["#171"], 0.0), (231, ["#1700"], 0.0),
+    (349, ["@yjlou"], 1.0), (349, ["YJLOU"], 1.0), (349, ["yjlou2"], 0.0),
+    (358, ["Flat Rate - Fixed"], 1.0), (358, ["flat rate fixed"], 1.0), (358, ["Flat Rate - Per Item"], 0.0),
+    (146, [{"width": "16 inches", "height": "24 inches"}], 1.0), (146, [{"width": "16in", "height": '24"'}], 1.0),
+    (146, [{"width": "24 inches", "height": "16 inches"}], 0.0),
+    (361, [{"order_number": "#189", "status": "pending"}, {"order_number": "000170", "status": "Canceled"}], 1.0),
+    (361, [{"order_number": "#189", "status": "canceled"}, {"order_number": "170", "status": "pending"}], 0.0),
+])
+def test_verified_expected_patterns_are_matched_not_compared_as_text(task_id, data, score):
+    answer = json.dumps({"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": data})
+    for mode in ("toolpath", "official"):
+        assert we.evaluate(_verified_task(task_id), answer, scoring=mode)["score"] == score, mode
+
+
+def test_verified_a_pattern_in_the_answer_is_text_in_toolpath_mode():
+    ev = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": ["yjlou"]},
+            {"type": "array", "items": {"type": "string"}})
+    assert we.evaluate(ev, _retrieved("^.*$"))["score"] == 0.0
+
+
+# ---- scoring modes: where the published evaluators differ ---------------------------------------------------------
+
+def test_official_string_match_keeps_or_references_whole_and_ignores_must_exclude():
+    alt = sm({"must_include": ["65 |OR| 3"]})
+    assert we.evaluate(alt, "65")["score"] == 1.0 and we.evaluate(alt, "65", scoring="official")["score"] == 0.0
+    assert we.evaluate(alt, "65 |OR| 3", scoring="official")["score"] == 1.0
+    ex = sm({"must_include": ["Teofila"], "must_exclude": ["Emerald"]})
+    assert we.evaluate(ex, "Teofila, Emerald")["score"] == 0.0
+    assert we.evaluate(ex, "Teofila, Emerald", scoring="official")["score"] == 1.0
+    six = sm({"must_include": ["6"]})
+    for pred, score in (("6", 1.0), ("6.5", 0.0), ("6,000", 0.0), ("a 6-star hotel", 0.0)):
+        assert we.evaluate(six, pred, scoring="official")["score"] == score
+
+
+def test_official_url_match_keeps_the_paths_trailing_slash():
+    ev = um("http://h:1/p/-/issues/?sort=created_asc")
+    st = {"url": "http://h:1/p/-/issues?sort=created_asc"}
+    assert we.evaluate(ev, None, st)["score"] == 1.0
+    assert we.evaluate(ev, None, st, scoring="official")["score"] == 0.0
+    assert we.evaluate(um("http://h:1/a", note="EXACT"), None, {"url": "http://h:1/a"}, scoring="official")["score"] == 0.0
+
+
+def test_official_verified_reads_no_json_in_prose_and_fails_retrieve_errors():
+    ev = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": [6]},
+            {"type": "array", "items": {"type": "number"}})
+    prose = 'Done. {"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": [6]}'
+    assert we.evaluate(ev, prose)["score"] == 1.0 and we.evaluate(ev, prose, scoring="official")["score"] == 0.0
+    nf = ar({"task_type": "retrieve", "status": "NOT_FOUND_ERROR", "retrieved_data": None})
+    ok = '{"task_type": "RETRIEVE", "status": "NOT_FOUND_ERROR", "retrieved_data": null}'
+    assert we.evaluate(nf, ok)["score"] == 1.0 and we.evaluate(nf, ok, scoring="official")["score"] == 0.0
+    for junk in (None, "", "{", "[1, 2]", '{"status": null}', {"task_type": 3}):
+        assert we.evaluate(ev, junk, scoring="official")["score"] == 0.0
+
+
+def test_the_benchmark_scores_in_its_scoring_mode():
+    b = WebArena(env=LOCAL)
+    r = rec(cfg(sm({"must_include": ["65 |OR| 3"]})))
+    assert b.score(r, "3") == 1.0 and b.scored_as("official").score(r, "3") == 0.0
+    assert b.scored_as("official").to_task(r, model="scripted:x").evaluator.options["scoring"] == "official"
+
+
+@pytest.mark.parametrize("table", ["webarena", "webarena_verified"])
+def test_scoring_case_tables_agree_in_both_modes(table):
+    from toolpath.evals.benchmarks.webarena_eval import score_case
+
+    data = json.loads((Path(__file__).parent / "data" / "scoring_cases" / f"{table}.json").read_text())
+    for c in data["cases"]:
+        for mode in ("official", "toolpath"):
+            assert abs(score_case(c["case"], mode) - c[mode]) < 1e-9, (c["id"], mode)

@@ -28,7 +28,8 @@ done here: point the browser at a deployment whose sessions and state you manage
 
 Scoring (webarena_eval.py): the runner calls `score_final(record, answer, final_state)` with the browser's
 final state (its URL and the probes the spec asked for); `score(record, answer)` scores answer-only tasks and
-gives 0 to the rest. `evaluate()` returns the per-evaluator details. fuzzy_match uses the judge policy
+gives 0 to the rest. `evaluate()` returns the per-evaluator details. `scoring` ("toolpath" or "official", see
+webarena_eval.evaluate) picks the published evaluators, bugs included, or a careful grader's reading. fuzzy_match uses the judge policy
 $TOOLPATH_WEBARENA_JUDGE (a model spec such as openai:gpt-4.1-mini) or `judge=`; without one, fuzzy items
 are unscorable. Anything unscorable scores 0 and is logged with the reason.
 """
@@ -261,7 +262,8 @@ class WebArena(Benchmark):
             "sandbox": {"kind": "browser", "options": {"start_url": starts[0] if starts else urls[
                 f"__{SITE_VARS[config['sites'][0]]}__"], "allowed_hosts": hosts}},
             "limits": {"max_steps": 30},
-            "evaluator": {"name": "webarena", "options": {"eval": block, "probes": probes_for(block)}},
+            "evaluator": {"name": "webarena", "options": {"eval": block, "probes": probes_for(block),
+                                                          "scoring": self.scoring}},
             "metadata": {"benchmark": self.name, "category": record.category, "record_id": record.id,
                          "task_id": config["task_id"], "sites": config["sites"],
                          "eval_types": webarena_eval.eval_types(config["eval"]),
@@ -286,7 +288,7 @@ class WebArena(Benchmark):
     def evaluate(self, record: Record, answer: str | None, final_state: dict | None = None) -> dict:
         """Per-evaluator details (see webarena_eval.evaluate); "score" is None when something was unscorable."""
         return webarena_eval.evaluate(self.eval_block(record), answer, final_state,
-                                      intent=record.data["config"]["intent"], judge=self.judge())
+                                      intent=record.data["config"]["intent"], judge=self.judge(), scoring=self.scoring)
 
     def score_final(self, record: Record, answer: str | None, final_state: dict | None) -> Score:
         result = self.evaluate(record, answer, final_state)

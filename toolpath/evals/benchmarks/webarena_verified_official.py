@@ -1,0 +1,380 @@
+"""webarena-verified's AgentResponseEvaluator as published (the `webarena-verified` package, 1.0.0), for
+scoring="official": its parsing, normalisation and comparison rules, its known bugs included.
+
+    agent_response(cfg, answer) -> {"type", "score", "items"}
+
+Each bug is named where it is reproduced, with the case that shows it:
+  - a RETRIEVE task whose expected status is an error (NOT_FOUND_ERROR …, retrieved_data null) raises
+    "Expected retrieved_data must be set" for every parsed answer, so no answer passes it;
+  - a JSON object inside prose is not read (only the whole answer or a ``` block is parsed);
+  - task_type / status that are not strings (null, a number) raise, and the task scores 0;
+  - an answer's value that is itself a list of two or more values is taken as alternatives: ["#170", "#189"]
+    for one expected order number passes;
+  - an answer's string that looks like a pattern ("^.*$") is matched against the expected value as one.
+The normalisers the package builds on other libraries (price-parser, word2number, pint, pytimeparse, geopy)
+are followed as far as their published behaviour on realistic answers goes: amounts with currency symbols,
+number words up to the hundreds, month names and numbers, dates dateutil parses. Durations, distances,
+coordinates, URLs and location names reuse the toolpath normalisers (webarena_verified.NORMALIZERS).
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import re
+import unicodedata
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from .webarena_result import result as _result
+from .webarena_verified import NORMALIZERS, is_pattern
+
+_HYPHEN = re.compile(r"(?<=[a-zA-Z])[\u002D\u2010-\u2015\u2212\u00AD]|[\u002D\u2010-\u2015\u2212\u00AD](?=[a-zA-Z])")
+_STRIP = "'\"`.,;:!?"
+
+
+class _Bad(Exception):
+    """A value the package's normaliser rejects (it raises; strict for expected values, raw for answers)."""
+
+
+def _clean(s: str) -> str:
+    """The package's string pipeline: marks dropped, NFKC, hyphens beside letters to spaces, ASCII, casefold."""
+    if not s or is_pattern(s):
+        return s
+    s = s.translate({0x2122: None, 0x00AE: None, 0x2120: None, 0x00A9: None})
+    s = _HYPHEN.sub(" ", unicodedata.normalize("NFKC", s))
+    s = "".join(" " if c in "\t\n\r" else c for c in s if not unicodedata.category(c).startswith("C") or c in "\t\n\r")
+    s = unicodedata.normalize("NFKD", s).encode("ascii", "ignore").decode("ascii")  # unidecode, for Latin text
+    return re.sub(r"\s+", " ", s.strip()).casefold()
+
+
+_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen "
+                                     "fourteen fifteen sixteen seventeen eighteen nineteen".split())}
+_WORDS.update({w: 10 * (i + 2) for i, w in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split())})
+
+
+def _word_number(s: str) -> float:
+    words = [w for w in re.split(r"[\s-]+", s) if w and w != "and"]
+    if not words or any(w not in _WORDS and w != "hundred" for w in words):
+        raise _Bad(s)
+    total = 0
+    for w in words:
+        total = total * 100 if w == "hundred" else total + _WORDS[w]
+    return float(total)
+
+
+def _number(v: Any) -> float:
+    if not v and not isinstance(v, (int, float)):
+        raise _Bad("empty")
+    if isinstance(v, (int, float)):  # a JSON true is 1.0 here, as in the package
+        return float(v)
+    s = str(v).replace(",", "").replace(" ", "")
+    try:
+        return float(s)
+    except ValueError:
+        return _word_number(str(v))
+
+
+def _currency(v: Any) -> Decimal:
+    if not v and not isinstance(v, (int, float)):
+        raise _Bad("empty")
+    s = str(v)
+    negative = s.startswith("-")
+    s = s.replace("-", "") if negative else s
+    m = re.search(r"\d[\d,.]*", s)
+    if not m:
+        raise _Bad(s)
+    digits = m.group(0).rstrip(".,")
+    point = "." if digits.rfind(".") > digits.rfind(",") else ","
+    whole, _, frac = digits.rpartition(point) if point in digits else (digits, "", "")
+    if point in digits and len(frac) == 3 and point == ",":  # "6,000": a thousands separator
+        whole, frac = digits, ""
+    try:
+        amount = Decimal(re.sub(r"[.,]", "", whole) + ("." + frac if frac else "") if whole else "0." + frac)
+    except InvalidOperation as err:
+        raise _Bad(s) from err
+    amount = Decimal(str(float(amount)))
+    return -amount if negative else amount
+
+
+def _boolean(v: Any) -> bool:
+    if isinstance(v, (bool, int, float)):
+        return bool(v)
+    s = str(v).strip().lower() if v else ""
+    if s in ("true", "yes", "y", "1", "t", "on"):
+        return True
+    if s in ("false", "no", "n", "0", "f", "off"):
+        return False
+    raise _Bad(s)
+
+
+def _month(v: Any) -> str:
+    if isinstance(v, (int, float)) and not isinstance(v, bool) or isinstance(v, bool):
+        if v != int(v) or not 1 <= int(v) <= 12:
+            raise _Bad(v)
+        return calendar.month_name[int(v)]
+    s = str(v or "").strip()
+    if not s:
+        raise _Bad("empty")
+    if re.fullmatch(r"[+-]?\d+", s):
+        if not 1 <= int(s) <= 12:
+            raise _Bad(s)
+        return calendar.month_name[int(s)]
+    from dateutil import parser
+
+    try:
+        return calendar.month_name[parser.parse(s, default=parser.parse("2000-01-01")).month]
+    except (ValueError, OverflowError) as err:
+        raise _Bad(s) from err
+
+
+def _date(v: Any) -> str:
+    if not v:
+        raise _Bad("empty")
+    from dateutil import parser
+
+    try:
+        return parser.parse(re.sub(r",(?! )", ", ", str(v)), dayfirst=False).date().isoformat()
+    except (ValueError, OverflowError, TypeError) as err:
+        raise _Bad(str(v)) from err
+
+
+def _borrowed(kind: str):
+    def normalise(v: Any) -> Any:
+        if v is None or v == "":
+            raise _Bad("empty")
+        try:
+            return NORMALIZERS[kind](v)
+        except (ValueError, TypeError) as err:
+            raise _Bad(str(v)) from err
+    return normalise
+
+
+_TYPES = {"number": _number, "integer": _number, "currency": _currency, "boolean": _boolean, "month": _month,
+          "date": _date, **{k: _borrowed(k) for k in ("duration", "distance", "coordinates", "url", "location-name")}}
+
+
+class Value:
+    """A normalised value with its alternatives (a list of 2+ raw values), compared as the package does."""
+
+    def __init__(self, kind: str, raw: Any):
+        self.kind = kind
+        if isinstance(raw, (list, tuple)):
+            if len(raw) < 2:  # the package refuses a one-item list as alternatives
+                raise _Bad("alternatives need 2+ items")
+            self.alts = tuple(self._one(v) for v in raw)
+        else:
+            self.alts = (self._one(raw),)
+
+    def _one(self, v: Any) -> Any:
+        if isinstance(v, str):
+            v = _clean(v)
+        if self.kind == "string":
+            return "" if not v else str(v).strip() if is_pattern(v) else str(v).lower().strip()
+        if self.kind == "null":
+            raise _Bad("null")
+        if isinstance(v, (dict, list)):
+            raise _Bad("not a scalar")
+        return _TYPES[self.kind](v)
+
+    def equals(self, other: Any) -> bool:
+        if self.kind == "string" and isinstance(other, str) and not isinstance(other, Value):
+            try:
+                other = Value("string", other)  # the package normalises a raw string on the fly
+            except _Bad:
+                return False
+        if not isinstance(other, Value) or other.kind != self.kind:
+            return False
+        if self.kind == "currency":  # a 0.1 tolerance, first alternatives only
+            return abs(self.alts[0] - other.alts[0]) <= Decimal("0.1")
+        if self.kind == "string":
+            for a, b in ((x, y) for x in self.alts for y in other.alts):
+                for pattern, text in ((a, b), (b, a)):
+                    if is_pattern(pattern):
+                        try:
+                            if re.fullmatch(pattern, text, re.IGNORECASE):
+                                return True
+                        except re.error:
+                            pass
+            if set(self.alts) & set(other.alts):
+                return True
+            return bool({a.strip(_STRIP) for a in self.alts} & {b.strip(_STRIP) for b in other.alts})
+        return bool(set(self.alts) & set(other.alts))
+
+
+def _kind(schema: Any) -> Any:
+    """(type name or object schema, is_array), as the package's _extract_type_from_schema."""
+    if not isinstance(schema, dict):
+        raise _Bad("schema")
+    if schema.get("type") == "array":
+        return _kind(schema.get("items", {}))[0], True
+    if schema.get("type") == "object":
+        return schema, False
+    return schema.get("format") or schema.get("type") or "string", False
+
+
+def _known(kind: str) -> str:
+    if kind != "string" and kind not in _TYPES and kind != "null":
+        raise _Bad(f"unknown type {kind!r}")
+    return kind
+
+
+def _object(obj: Any, schema: dict, strict: bool) -> Any:
+    if isinstance(obj, str):
+        try:
+            parsed = json.loads(obj)
+            obj = parsed if isinstance(parsed, dict) else obj
+        except json.JSONDecodeError:
+            pass
+    if not isinstance(obj, dict):
+        if strict:
+            raise _Bad("not an object")
+        return obj
+    props, out = schema.get("properties", {}), {}
+    for name, raw in obj.items():
+        if raw is None:
+            out[name] = None
+            continue
+        try:
+            if name not in props:
+                out[name] = Value("string", raw)
+                continue
+            kind, is_array = _kind(props[name])
+            if is_array:
+                out[name] = _array(raw, kind, strict)
+            elif isinstance(kind, dict):
+                out[name] = _object(raw, kind, strict)
+            else:
+                out[name] = Value(kind if kind in _TYPES or kind == "null" else "string", raw)
+        except (_Bad, ValueError, TypeError):
+            if strict:
+                raise
+            out[name] = raw
+    return out
+
+
+def _array(value: Any, kind: Any, strict: bool) -> Any:
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+            value = parsed if isinstance(parsed, list) else value
+        except json.JSONDecodeError:
+            pass
+    elif not isinstance(value, (list, tuple)):
+        if strict:
+            raise _Bad("not an array")
+        return value
+    if isinstance(kind, dict):
+        return tuple(_object(v, kind, strict) for v in value) if isinstance(value, (list, tuple)) \
+            else _object(value, kind, strict)
+    out = []
+    for item in value:
+        try:
+            out.append(Value(_known(kind), item))
+        except (_Bad, ValueError, TypeError):
+            if strict:
+                raise
+            out.append(item)
+    return tuple(out)
+
+
+def _retrieved(raw: Any, schema: Any, strict: bool) -> Any:
+    if not raw and not isinstance(raw, (int, float, bool)):
+        return None
+    items = tuple(raw) if isinstance(raw, (list, tuple)) else (raw,)
+    if not isinstance(schema, dict) or schema.get("type", "array") != "array":
+        raise _Bad(f"results schema is not an array: {schema!r}")
+    item_schema = schema.get("items", {})
+    if item_schema.get("type", "string") == "object":
+        return tuple(_object(v, item_schema, strict) if not isinstance(v, (list, tuple))
+                     else tuple(_object(o, item_schema, strict) for o in v) for v in items)
+    out = []
+    for item in items:
+        try:
+            out.append(Value(_known(item_schema.get("format") or item_schema.get("type", "string")), item))
+        except (_Bad, ValueError, TypeError):
+            if strict:
+                raise
+            out.append(item)
+    return tuple(out)
+
+
+def _equal(actual: Any, expected: Any, ordered: bool) -> bool:
+    """The package's ValueComparator: dispatched on the expected value's shape."""
+    if expected is None or actual is None:
+        return expected is None and actual is None
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and set(actual) == set(expected) and \
+            all(_equal(actual[k], expected[k], ordered) for k in expected)
+    if isinstance(expected, tuple):
+        if not isinstance(actual, (list, tuple)):
+            return False
+        if ordered:
+            return len(actual) == len(expected) and all(_equal(a, e, ordered) for a, e in zip(actual, expected))
+        used = [False] * len(actual)  # greedy: each expected item takes the first unused actual that matches
+        for e in expected:
+            j = next((j for j, a in enumerate(actual) if not used[j] and _equal(a, e, ordered)), None)
+            if j is None:
+                return False
+            used[j] = True
+        return all(used)
+    return expected.equals(actual) if isinstance(expected, Value) else expected == actual
+
+
+def _parse(answer: Any) -> Any:
+    value = answer.strip() if isinstance(answer, str) else answer
+    if isinstance(answer, str):
+        m = re.search(r"```(?:json)?\s*\n?(.*?)\n?```", answer, re.DOTALL)
+        if m:
+            value = m.group(1).strip()
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            pass
+    return value or None
+
+
+def agent_response(cfg: dict, answer: Any) -> dict:
+    expected = cfg.get("expected") or {}
+    schema = cfg.get("results_schema")
+    try:
+        kind = Value("string", expected.get("task_type"))
+        is_retrieve = str(expected.get("task_type", "")).lower() == "retrieve"
+        want = {"task_type": kind, "status": Value("string", expected.get("status")),
+                "retrieved_data": _retrieved(expected.get("retrieved_data"), schema, strict=True)}
+    except (_Bad, ValueError, TypeError) as err:
+        return _result("AgentResponseEvaluator", 0.0, [{"error": f"expected value unreadable: {err}"}])
+    got = _parse(answer)
+    if not isinstance(got, dict):
+        return _result("AgentResponseEvaluator", 0.0, [{"error": "the answer is not a JSON object"}])
+    try:
+        have: dict[str, Any] = {}
+        for key in [k for k in ("task_type", "status", "retrieved_data") if k in expected]:
+            name = "performed_operation" if key == "task_type" and key not in got and "performed_operation" in got \
+                else key
+            if name not in got:
+                continue
+            if key == "retrieved_data":
+                have[key] = _retrieved(got.get(key, ""), schema, strict=False) if is_retrieve else None
+                continue
+            text = got.get(name, "").strip()  # a null or a number here raises in the package: the task fails
+            normalised: Any = None
+            if text:
+                try:
+                    normalised = Value("string", text)
+                except _Bad:
+                    normalised = text
+            have[key] = normalised or None
+    except (AttributeError, _Bad, ValueError, TypeError) as err:  # the package's evaluation errors: the task fails
+        return _result("AgentResponseEvaluator", 0.0, [{"error": f"the package raises on this answer: {err}"}])
+    ok = set(have) == set(want) and all(_equal(have[k], want[k], False) for k in ("task_type", "status"))
+    items: list[dict] = [{"task_type/status": ok}]
+    if is_retrieve and have:
+        if want["retrieved_data"] is None:  # the package raises: a RETRIEVE task with an error status never passes
+            return _result("AgentResponseEvaluator", 0.0, items + [{"error": "Expected retrieved_data must be set"}])
+        data_ok = have.get("retrieved_data") is not None and _equal(
+            have.get("retrieved_data"), want["retrieved_data"], bool(cfg.get("ordered")))
+        items.append({"retrieved_data": expected.get("retrieved_data"), "got": got.get("retrieved_data"),
+                      "score": float(data_ok)})
+        ok = ok and data_ok
+    return _result("AgentResponseEvaluator", float(ok), items)
