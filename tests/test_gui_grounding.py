@@ -215,7 +215,8 @@ def test_screenspot_pro_boxes_are_corners_and_groups_categorise(tmp_path):
     assert r.id == "autocad_windows:autocad_1" and r.category == "CAD/icon"
     assert bench.score(r, POINT(140, 120)) == 1 and bench.score(r, POINT(200, 200)) == 0  # 200 is in x+w, not x2
     assert set(bench.metrics(r, POINT(140, 120))) == {"type:CAD", "type:icon", "type:app:autocad"}
-    assert bench.to_task(r, model=GROUNDER).evaluator.options == {"bbox_format": "xyxy"}
+    assert bench.to_task(r, model=GROUNDER).evaluator.options == {
+        "bbox_format": "xyxy", "scoring": "toolpath", "evaluator": "screenspot_pro", "image_size": [400, 300]}
     for change, says in [({"bbox": [100, 100, 50, 130]}, "bbox: ScreenSpot-Pro's bbox is [x1, y1, x2, y2]"),
                          ({"ui_type": None}, "ui_type: missing"),
                          ({"img_filename": "nope.png"}, "img_filename: image not found")]:
