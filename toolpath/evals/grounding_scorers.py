@@ -77,7 +77,8 @@ def xywh_to_xyxy(box: Any) -> list[float]:
 def _toolpath_verdict(point: tuple[float, float] | None, refused: bool, kind: Any, coords: Any,
                       options: dict) -> tuple[float, str]:
     if kind == "refusal":
-        return float(refused), "declined, as the item asks" if refused else "the item asks to decline; the answer did not"
+        why = "declined, as the item asks" if refused else "the item asks to decline; the answer did not"
+        return float(refused), why
     if refused:
         return 0.0, "declined, but the element is on the screen"
     if point is None:

@@ -209,7 +209,8 @@ def read_records(path: Path) -> list[Record]:
                                          f"{actual[0]}x{actual[1]} (its boxes would be read at the wrong scale)")
         types = groups.get(rid) or list(item.get("GUI_types") or [])
         out.append(Record(id=rid, category=types[0] if types else "unclassified", data={
-            "instruction": item["instruction"].strip(), "image": str(image), "image_size": size or (list(actual) if actual else None),
+            "instruction": item["instruction"].strip(), "image": str(image),
+            "image_size": size or (list(actual) if actual else None),
             "box_type": item["box_type"], "box_coordinates": item["box_coordinates"], "types": types,
             "index": i}))
     return out
