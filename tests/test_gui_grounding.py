@@ -18,6 +18,7 @@ from toolpath.evals.benchmarks import BenchmarkDataError
 from toolpath.evals.benchmarks import gui_grounding as G
 from toolpath.evals.benchmarks.osworld_g import OSWorldG, read_records
 from toolpath.evals.benchmarks.screenspot import ScreenSpot
+from toolpath.evals.grounding_scorers import grounding_verdict
 from toolpath.evals.scorers import SCORERS, grounding, grounding_answer, point_in_box, point_in_polygon
 from toolpath.baselines import ocr_grounder as O
 from toolpath.baselines.ocr_grounder import OCRGrounder, query_of, read_prompt
@@ -175,6 +176,93 @@ def test_osworld_data_from_the_environment_and_a_missing_path(tmp_path, monkeypa
         list(OSWorldG(data=tmp_path / "nowhere").records())
 
 
+# ---- scoring modes: official reproduces each published evaluator, toolpath keeps every edge ---------------
+
+OFFICIAL = {"scoring": "official", "evaluator": "osworld_g", "image_size": [1920, 1080]}
+SQUARE = {"box_type": "polygon", "box_coordinates": [0, 0, 10, 0, 10, 10, 0, 10]}
+
+
+def test_osworld_g_official_ray_cast_is_half_open_on_polygon_edges():
+    # OSWorld-G's `(yi > y) != (yj > y) and x < crossing`: left and top edges in, right and bottom edges out
+    for (x, y), official in [((0, 5), 1), ((5, 0), 1), ((0, 0), 1), ((10, 5), 0), ((5, 10), 0), ((10, 10), 0),
+                             ((0, 10), 0), ((10, 0), 0), ((5, 5), 1), ((10.01, 5), 0)]:
+        assert grounding(POINT(x, y), SQUARE, OFFICIAL) == official, (x, y)
+        assert grounding(POINT(x, y), SQUARE, {}) == float(x <= 10 and y <= 10), (x, y)  # toolpath: edges in
+    # the concave U (y grows downwards): the notch's ceiling y = 10 bounds the shape from below, so it is out;
+    # of the notch's sides, the right arm's left edge (x = 20) is in and the left arm's right edge (x = 10) out
+    u = {"box_type": "polygon", "box_coordinates": U_SHAPE}
+    for (x, y), official in [((15, 10), 0), ((20, 20), 1), ((10, 20), 0), ((25, 30), 0), ((15, 20), 0)]:
+        assert grounding(POINT(x, y), u, OFFICIAL) == official, (x, y)
+        assert grounding(POINT(x, y), u, {}) == float((x, y) != (15, 20)), (x, y)
+
+
+def test_osworld_g_official_reads_unit_clicks_as_relative_and_no_point_as_the_origin():
+    corner = {"box_type": "bbox", "box_coordinates": [1890, 1050, 30, 30]}  # the screen's bottom-right corner
+    assert grounding(POINT(1, 1), corner, OFFICIAL) == 1 and grounding(POINT(1, 1), corner, {}) == 0
+    origin = {"box_type": "bbox", "box_coordinates": [0, 0, 120, 40]}
+    assert grounding(POINT(0.5, 0.5), origin, OFFICIAL) == 0 and grounding(POINT(0.5, 0.5), origin, {}) == 1
+    for garbled in (None, "", "click(5, 5)", '{"point": [1]}', "[5, 5]"):  # read as a click at (0, 0)
+        assert grounding(garbled, origin, OFFICIAL) == 1 and grounding(garbled, origin, {}) == 0, garbled
+        assert grounding(garbled, {"box_type": "bbox", "box_coordinates": [5, 5, 10, 10]}, OFFICIAL) == 0
+    # the size is needed to read a unit click; without it the item cannot be scored that way: 0 with the reason
+    value, why = grounding_verdict(POINT(1, 1), corner, {**OFFICIAL, "image_size": None})
+    assert value == 0 and "size is unknown" in why
+    assert grounding(POINT(1, 1), corner, {}) == 0  # toolpath never needs it
+
+
+def test_osworld_g_official_refusal_is_any_click_above_and_left_of_the_screen():
+    refusal = {"box_type": "refusal", "box_coordinates": []}
+    assert grounding(REFUSED, refusal, OFFICIAL) == 1 and grounding(REFUSED, refusal, {}) == 1
+    assert grounding(POINT(-5, -3), refusal, OFFICIAL) == 1 and grounding(POINT(-5, -3), refusal, {}) == 0
+    for answer in (POINT(-5, 3), POINT(0, 0), POINT(640, 360), None, "garbage"):
+        assert grounding(answer, refusal, OFFICIAL) == 0 and grounding(answer, refusal, {}) == 0, answer
+    box = {"box_type": "bbox", "box_coordinates": [100, 100, 50, 50]}
+    assert grounding(REFUSED, box, OFFICIAL) == 0 and grounding(REFUSED, box, {}) == 0
+    # a box with a negative width is empty to OSWorld-G; toolpath reads the rectangle it spans
+    back = {"box_type": "bbox", "box_coordinates": [700, 400, -60, 30]}
+    assert grounding(POINT(670, 410), back, OFFICIAL) == 0 and grounding(POINT(670, 410), back, {}) == 1
+
+
+def test_seeclick_and_screenspot_pro_official_compare_fractions_of_the_image():
+    seeclick = {"scoring": "official", "evaluator": "seeclick", "image_size": [1920, 1080]}
+    box = {"box_type": "bbox", "box_coordinates": [247, 553, 149, 11]}  # [x, y, w, h]
+    hair = 246.99999999999997  # one float step left of the box: the same fraction of 1920 as 247
+    assert grounding(POINT(hair, 558.5), box, seeclick) == 1 and grounding(POINT(hair, 558.5), box, {}) == 0
+    assert grounding(POINT(246.5, 558.5), box, seeclick) == 0
+    for (x, y) in ((247, 553), (396, 564), (300, 560)):  # edges inclusive in both
+        assert grounding(POINT(x, y), box, seeclick) == 1 and grounding(POINT(x, y), box, {}) == 1
+    pro = {"scoring": "official", "evaluator": "screenspot_pro", "image_size": [3840, 2160], "bbox_format": "xyxy"}
+    corners = {"box_type": "bbox", "box_coordinates": [100, 100, 150, 130]}
+    assert grounding(POINT(150, 130), corners, pro) == 1 and grounding(POINT(151, 130), corners, pro) == 0
+    swapped = {"box_type": "bbox", "box_coordinates": [150, 130, 100, 100]}
+    assert grounding(POINT(120, 120), swapped, pro) == 0
+    assert grounding(POINT(120, 120), swapped, {"bbox_format": "xyxy"}) == 1
+    for answer in (REFUSED, None, "(0.5, 0.5)", '{"point": [NaN, 1]}'):  # no point: "wrong format"
+        assert grounding(answer, corners, pro) == 0 and grounding(answer, box, seeclick) == 0, answer
+    for bad in ({**pro, "evaluator": "nope"}, {**pro, "image_size": None}, {**pro, "image_size": [0, 0]}):
+        value, why = grounding_verdict(POINT(120, 120), corners, bad)
+        assert value == 0 and why, bad
+
+
+def test_benchmarks_score_in_their_mode_and_tasks_carry_it(tmp_path):
+    from toolpath.evals.scoring import score_answer
+
+    _osworld(tmp_path, [{"id": "sq", "image_path": "a.png", "instruction": "the square", "box_type": "polygon",
+                         "box_coordinates": [0, 0, 10, 0, 10, 10, 0, 10], "GUI_types": ["Tab"]}])
+    bench = OSWorldG(data=tmp_path)
+    (rec,) = bench.records()
+    assert rec.data["image_size"] == [200, 100]  # from the image's header when the record has none
+    official = bench.scored_as("official")
+    task = official.to_task(rec, model=GROUNDER)
+    assert task.evaluator.options == {"scoring": "official", "evaluator": "osworld_g", "image_size": [200, 100]}
+    assert SCORERS["grounding"](POINT(10, 5), task.evaluator.expected, task.evaluator.options) == 0
+    assert official.score(rec, POINT(10, 5)) == 0 and bench.score(rec, POINT(10, 5)) == 1
+    got = score_answer(bench, rec, POINT(10, 5))
+    assert got.scores == {"toolpath": 1.0, "official": 0.0} and got.metrics == {"type:Tab": 1.0}
+    assert official.score(rec, POINT(10, 5)).explanation == "official osworld_g: miss"
+    assert bench.score(rec, POINT(10, 5)).explanation == "point [10.0, 5.0] in the polygon"
+
+
 # ---- ScreenSpot v1/v2 and Pro ---------------------------------------------------------------------------
 
 def test_screenspot_v2_platform_by_text_icon(tmp_path):
@@ -195,6 +283,11 @@ def test_screenspot_v2_platform_by_text_icon(tmp_path):
     assert bench.to_task(m, model=GROUNDER).agent.params == {"mode": "grounding", "platform": "phone"}
     assert bench.score(m, POINT(40, 30)) == 1 and bench.score(m, POINT(41, 30)) == 0  # [x, y, w, h]
     assert bench.metrics(m, POINT(40, 30)) == {"type:mobile": 1.0, "type:icon": 1.0}
+    # official: SeeClick's test, on the image's own size (read from its header, as SeeClick reads it with PIL)
+    assert bench.scored_as("official").to_task(m, model=GROUNDER).evaluator.options == {
+        "bbox_format": "xywh", "scoring": "official", "evaluator": "seeclick", "image_size": [200, 100]}
+    seeclick = bench.scored_as("official")
+    assert seeclick.score(m, POINT(40, 30)) == 1 and seeclick.score(m, POINT(41, 30)) == 0
     # a single v1 file: the platform from data_source when the file name has none
     _png(tmp_path / "v1" / "screenspot_imgs" / "d.png")
     (tmp_path / "v1" / "desk.json").write_text(json.dumps([
@@ -215,7 +308,8 @@ def test_screenspot_pro_boxes_are_corners_and_groups_categorise(tmp_path):
     assert r.id == "autocad_windows:autocad_1" and r.category == "CAD/icon"
     assert bench.score(r, POINT(140, 120)) == 1 and bench.score(r, POINT(200, 200)) == 0  # 200 is in x+w, not x2
     assert set(bench.metrics(r, POINT(140, 120))) == {"type:CAD", "type:icon", "type:app:autocad"}
-    assert bench.to_task(r, model=GROUNDER).evaluator.options == {"bbox_format": "xyxy"}
+    assert bench.to_task(r, model=GROUNDER).evaluator.options == {
+        "bbox_format": "xyxy", "scoring": "toolpath", "evaluator": "screenspot_pro", "image_size": [400, 300]}
     for change, says in [({"bbox": [100, 100, 50, 130]}, "bbox: ScreenSpot-Pro's bbox is [x1, y1, x2, y2]"),
                          ({"ui_type": None}, "ui_type: missing"),
                          ({"img_filename": "nope.png"}, "img_filename: image not found")]:

@@ -1,4 +1,5 @@
-"""GUI grounding scorers: OSWorld-G, ScreenSpot v1/v2/Pro. A point answer against a box, a polygon or a refusal.
+"""GUI grounding scorers: OSWorld-G, ScreenSpot v1/v2/Pro. A point answer against a box, a polygon or a refusal,
+in toolpath's way or (options["scoring"] == "official") as the published evaluator does (grounding_official).
 
 The answer is model output: untrusted text of any shape. Scorers never raise on it; they score it 0.
 """
@@ -8,6 +9,8 @@ from __future__ import annotations
 import json
 import math
 from typing import Any
+
+from .grounding_official import official_verdict
 
 
 def _finite_pair(value: Any) -> tuple[float, float] | None:
@@ -71,25 +74,62 @@ def xywh_to_xyxy(box: Any) -> list[float]:
     return [x, y, x + w, y + h]
 
 
-def grounding(answer: str | None, expected: Any, options: dict) -> float:
-    """OSWorld-G / ScreenSpot: `expected` is {"box_type": "bbox" | "polygon" | "refusal", "box_coordinates":
-    ...} with bbox as [x, y, w, h] (`options.bbox_format: "xyxy"` for ScreenSpot-Pro's [x1, y1, x2, y2]).
-    A point inside the box or polygon scores 1; a refusal item scores 1 only when the answer declines,
-    and a declined answer scores 0 everywhere else."""
+def _toolpath_verdict(point: tuple[float, float] | None, refused: bool, kind: Any, coords: Any,
+                      options: dict) -> tuple[float, str]:
+    if kind == "refusal":
+        why = "declined, as the item asks" if refused else "the item asks to decline; the answer did not"
+        return float(refused), why
+    if refused:
+        return 0.0, "declined, but the element is on the screen"
+    if point is None:
+        return 0.0, "no point in the answer"
+    if kind == "bbox":
+        box = list(coords) if options.get("bbox_format") == "xyxy" else xywh_to_xyxy(coords)
+        hit = point_in_box(point, box)
+    elif kind == "polygon":
+        hit = point_in_polygon(point, coords)
+    else:
+        return 0.0, f"unreadable expected value: box_type {kind!r}"
+    return float(hit), f"point {list(point)} {'in' if hit else 'outside'} the {kind}"
+
+
+def grounding_verdict(answer: Any, expected: Any, options: dict) -> tuple[float, str]:
+    """(score, why) of a grounding answer in the scoring mode options["scoring"] names ("toolpath" default).
+
+    `expected` is {"box_type": "bbox" | "polygon" | "refusal", "box_coordinates": ...}, bbox as [x, y, w, h]
+    (`options.bbox_format: "xyxy"` for ScreenSpot-Pro's [x1, y1, x2, y2]).
+
+    toolpath: a point inside the box or polygon, its boundary included, scores 1 (boxes in either corner
+    order); a refusal item scores 1 only when the answer declines ({"refused": true}), and a decline scores 0
+    everywhere else; anything that is neither a point nor a decline scores 0.
+    official: the evaluator options["evaluator"] names (osworld_g, seeclick, screenspot_pro), reproduced in
+    grounding_official with each of its quirks; options["image_size"] is the image's [width, height], which
+    all three read. Where they part from toolpath, case by case:
+      - OSWorld-G's half-open ray cast puts points on a polygon's right and bottom edges outside (toolpath:
+        inside, as on every edge);
+      - OSWorld-G reads a pixel click with both coordinates in [0, 1] as relative to the image (toolpath:
+        pixels, as the answer says);
+      - OSWorld-G scores an answer with no point as a click at (0, 0) (toolpath: 0);
+      - on an OSWorld-G refusal item, OSWorld-G takes any click above and left of the screen as a decline
+        (toolpath: only {"refused": true});
+      - a box with a negative width or height, or ScreenSpot-Pro corners swapped, is empty (toolpath: the
+        same rectangle with its corners ordered);
+      - SeeClick and ScreenSpot-Pro compare fractions of the image, so a point outside an edge by less than the
+        rounding of that division counts as inside (toolpath: compared in pixels).
+    An unreadable expected value scores 0 with the reason, in either mode; the answer never raises."""
     point, refused = grounding_answer(answer)
     if not isinstance(expected, dict):
-        return 0.0
+        return 0.0, f"unreadable expected value: {type(expected).__name__}, not a dict"
     kind, coords = expected.get("box_type"), expected.get("box_coordinates")
-    if kind == "refusal":
-        return float(refused)
-    if point is None:
-        return 0.0
     try:
-        if kind == "bbox":
-            box = list(coords) if options.get("bbox_format") == "xyxy" else xywh_to_xyxy(coords)
-            return float(point_in_box(point, box))
-        if kind == "polygon":
-            return float(point_in_polygon(point, coords))
-    except (TypeError, ValueError):
-        return 0.0
-    return 0.0
+        if options.get("scoring", "toolpath") == "official":
+            value = official_verdict(point, refused, expected, options)
+            return value, f"official {options.get('evaluator', 'osworld_g')}: {'hit' if value else 'miss'}"
+        return _toolpath_verdict(point, refused, kind, coords, options)
+    except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError) as err:
+        return 0.0, f"unreadable expected value {expected!r}: {err}"
+
+
+def grounding(answer: str | None, expected: Any, options: dict) -> float:
+    """The evaluator "grounding": the score of grounding_verdict (its docstring says how, in both modes)."""
+    return grounding_verdict(answer, expected, options)[0]

@@ -492,4 +492,5 @@ class GUIGrounding(OSWorldG):
         return pick(records, limit, 0)
 
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
-        return grounding_task(self.name, record, model, record.data.get("platform", "desktop"))
+        return grounding_task(self.name, record, model, record.data.get("platform", "desktop"),
+                              self.task_options(record))

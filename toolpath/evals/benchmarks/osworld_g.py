@@ -9,7 +9,9 @@ A data file is OSWorld-G's JSON: a list of records
 bbox is [x, y, w, h] in pixels of the image; polygon a flat [x1, y1, x2, y2, …] list; a refusal item names
 an element that is not on the screen (its coordinates are not used). A predicted point inside the box or
 polygon (edges included) scores 1; a refusal item scores 1 only when the model declines, and a decline
-scores 0 on every other item (scorers.grounding).
+scores 0 on every other item (grounding_scorers.grounding). `--scoring official` scores as OSWorld-G's own
+GroundingEval._eval does, its quirks included (grounding_official says which, and how our answer maps onto
+the box it reads); the records keep the image's size for it (from the header when the record has none).
 
 Categories. A record may list several GUI_types. Each sample is tabled under ONE category, its first
 GUI_type ("unclassified" when it lists none), so the table's rows add up to the whole set; every type the
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ...spec import TaskSpec
-from ..scorers import SCORERS
+from ..grounding_scorers import grounding_verdict
 from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, read_json, require, task_id
 
 ENV = "TOOLPATH_OSWORLD_G"
@@ -105,11 +107,13 @@ def grounding_task(bench: str, record: Record, model: str | None, platform: str,
     return TaskSpec.model_validate(spec)
 
 
-def grounding_score(record: Record, answer: str | None, options: dict | None = None) -> float:
-    """The same scorer the task's evaluator names, so run and eval scores agree."""
+def grounding_score(record: Record, answer: str | None, options: dict | None = None) -> Score:
+    """The score of the scorer the task's evaluator names (grounding, with the same options), so run and
+    eval scores agree; its metrics are the record's "type:<T>" ones, its explanation the scorer's reason."""
     d = record.data
-    return SCORERS["grounding"](answer, {"box_type": d["box_type"], "box_coordinates": d["box_coordinates"]},
-                                options or {})
+    value, why = grounding_verdict(answer, {"box_type": d["box_type"], "box_coordinates": d["box_coordinates"]},
+                                   options or {})
+    return Score(value, type_metrics(record, value), why)
 
 
 def type_metrics(record: Record, value: float) -> dict[str, float]:
@@ -198,15 +202,15 @@ def read_records(path: Path) -> list[Record]:
         if image is None:
             raise BenchmarkDataError(f"{where}: image_path: image not found: {item['image_path']!r} (looked in "
                                      f"{', '.join(str(r) for r in roots)})")
-        size = item.get("image_size")
+        size, actual = item.get("image_size"), image_size(image)
         if size is not None:
-            actual = image_size(image)
             if actual and tuple(actual) != (int(size[0]), int(size[1])):
                 raise BenchmarkDataError(f"{where}: image_size: {size!r}, but {image.name} is "
                                          f"{actual[0]}x{actual[1]} (its boxes would be read at the wrong scale)")
         types = groups.get(rid) or list(item.get("GUI_types") or [])
         out.append(Record(id=rid, category=types[0] if types else "unclassified", data={
-            "instruction": item["instruction"].strip(), "image": str(image), "image_size": item.get("image_size"),
+            "instruction": item["instruction"].strip(), "image": str(image),
+            "image_size": size or (list(actual) if actual else None),
             "box_type": item["box_type"], "box_coordinates": item["box_coordinates"], "types": types,
             "index": i}))
     return out
@@ -223,9 +227,22 @@ class OSWorldG(Benchmark):
     def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
         return pick(read_records(require(self.data, ENV, "OSWorld-G data", SOURCE)), limit, seed)
 
+    def task_options(self, record: Record) -> dict:
+        """The grounding evaluator's options: the scoring mode, OSWorld-G's evaluator for the official one, and
+        the image's size (OSWorld-G reads clicks in [0, 1] as fractions of it)."""
+        return {"scoring": self.scoring, "evaluator": "osworld_g", "image_size": record.data.get("image_size")}
+
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
-        return grounding_task(self.name, record, model, self.platform)
+        return grounding_task(self.name, record, model, self.platform, self.task_options(record))
 
     def score(self, record: Record, answer: str | None) -> Score:
-        value = grounding_score(record, answer)
-        return Score(value, type_metrics(record, value))
+        return grounding_score(record, answer, self.task_options(record))
+
+
+def score_case(case: dict, scoring: str) -> float:
+    """One case of the scoring table (tests/data/scoring_cases/osworld_g.json) through OSWorldG.score:
+    case = {"answer", "box_type", "box_coordinates", "image_size"}."""
+    record = Record(id="case", category="case", data={
+        "box_type": case.get("box_type"), "box_coordinates": case.get("box_coordinates"),
+        "image_size": case.get("image_size"), "types": []})
+    return OSWorldG(data=None).scored_as(scoring).score(record, case.get("answer")).value

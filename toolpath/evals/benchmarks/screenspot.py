@@ -17,6 +17,11 @@ Where the data is: `toolpath eval screenspot --data PATH` or $TOOLPATH_SCREENSPO
 SOURCE says where to get it): one JSON file, or a folder holding them (in annotations/ for Pro). A malformed
 record is a BenchmarkDataError naming the file, the record's index and the field. Each item runs the
 computer_use agent in grounding mode, platform phone/web/desktop, like OSWorld-G (see osworld_g.py).
+
+Scoring: toolpath's point-in-box (edges included). `--scoring official` scores v1/v2 as SeeClick's ScreenSpot
+test does and Pro as ScreenSpot-Pro's eval_sample_positive_gt does (grounding_official): both compare the point
+and box as fractions of the image, so each record keeps the image's size (Pro: its img_size, else the image
+header; v1/v2: the header, as SeeClick reads it with PIL).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Any, Iterable
 
 from ...spec import TaskSpec
 from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, require
-from .osworld_g import find_image, grounding_score, grounding_task, numbers, read_json_list, type_metrics
+from .osworld_g import find_image, grounding_score, grounding_task, image_size, numbers, read_json_list
 
 ENV = "TOOLPATH_SCREENSPOT"
 SOURCE = "the ScreenSpot, ScreenSpot-v2 or ScreenSpot-Pro release (their annotation JSON and images)"
@@ -108,10 +113,13 @@ def read_file(file: Path) -> list[Record]:
             category, agent_platform = f"{platform}/{kind}", AGENT_PLATFORM[platform]
             types = [platform, kind]
             rid = f"{file.stem}:{i}"
+        size = item.get("img_size") if pro else None
+        size = size or image_size(image)
         out.append(Record(id=rid, category=category, data={
             "instruction": item["instruction"].strip(), "image": str(image), "box_type": "bbox",
             "box_coordinates": list(item["bbox"]), "bbox_format": "xyxy" if pro else "xywh",
             "platform": agent_platform, "types": types, "format": "pro" if pro else "v1/v2", "index": i,
+            "image_size": list(size) if size else None,
             "source": item.get("data_source") or item.get("application")}))
     return out
 
@@ -138,12 +146,26 @@ class ScreenSpot(Benchmark):
     def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
         return pick(read_records(require(self.data, ENV, "ScreenSpot data", SOURCE)), limit, seed)
 
-    def _options(self, record: Record) -> dict:
-        return {"bbox_format": record.data["bbox_format"]}
+    def task_options(self, record: Record) -> dict:
+        """The grounding evaluator's options: the box convention, the scoring mode, the published evaluator
+        the official mode reproduces (SeeClick's for v1/v2, ScreenSpot-Pro's for Pro) and the image's size."""
+        return {"bbox_format": record.data["bbox_format"], "scoring": self.scoring,
+                "evaluator": "screenspot_pro" if record.data.get("format") == "pro" else "seeclick",
+                "image_size": record.data.get("image_size")}
 
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
-        return grounding_task(self.name, record, model, record.data["platform"], self._options(record))
+        return grounding_task(self.name, record, model, record.data["platform"], self.task_options(record))
 
     def score(self, record: Record, answer: str | None) -> Score:
-        value = grounding_score(record, answer, self._options(record))
-        return Score(value, type_metrics(record, value))
+        return grounding_score(record, answer, self.task_options(record))
+
+
+def score_case(case: dict, scoring: str) -> float:
+    """One case of the scoring table (tests/data/scoring_cases/screenspot.json) through ScreenSpot.score:
+    case = {"evaluator": "seeclick" (v1/v2, bbox [x, y, w, h]) | "screenspot_pro" (bbox [x1, y1, x2, y2]),
+    "answer", "bbox", "img_size"}."""
+    pro = case.get("evaluator") == "screenspot_pro"
+    record = Record(id="case", category="case", data={
+        "box_type": "bbox", "box_coordinates": case.get("bbox"), "bbox_format": "xyxy" if pro else "xywh",
+        "format": "pro" if pro else "v1/v2", "image_size": case.get("img_size"), "types": []})
+    return ScreenSpot(data=None).scored_as(scoring).score(record, case.get("answer")).value
