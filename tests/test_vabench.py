@@ -234,10 +234,13 @@ def test_task_of_reads_the_instruction_out_of_fsd_problems():
 
 # ---- scoring modes (vabench_scoring.py; the case table is tests/data/scoring_cases/vabench.json) -----------
 
+from pathlib import Path  # noqa: E402
+
 from toolpath.evals.benchmarks import Record  # noqa: E402
 from toolpath.evals.benchmarks.vabench_scoring import (MISSING_POINTS, evaluate, grid_to_pixels,  # noqa: E402
                                                         official_points, score_case)
 
+TABLE = Path(__file__).parent / "data" / "scoring_cases" / "vabench.json"
 BOX = [300.0, 200.0, 400.0, 300.0]
 
 
@@ -361,3 +364,20 @@ def test_scoring_never_raises_on_garbage():
             for s in (_point(reply, mode), _trace(reply, mode)):
                 assert math.isfinite(s.value) and math.isfinite(s.weight)
 
+
+def test_the_case_table_matches_in_both_modes_with_the_official_weights_and_errors():
+    table = json.loads(TABLE.read_text())
+    assert table["scorer"] == "toolpath.evals.benchmarks.vabench_scoring:score_case" and len(table["cases"]) > 1000
+    for row in table["cases"]:
+        case, detail = row["case"], row["official_detail"]
+        for mode in ("official", "toolpath"):
+            assert score_case(case, mode) == pytest.approx(row[mode], abs=1e-9), (row["id"], mode)
+        assert (row["kind"] == "") == (abs(row["official"] - row["toolpath"]) <= 1e-9), row["id"]
+        data = {k: case[k] for k in ("kind", "width", "height", "bbox", "trajectory") if k in case}
+        s = evaluate(Record("x", case["kind"], data), case["answer"], "official")
+        assert s.weight == detail["weight"], row["id"]
+        if isinstance(detail.get("rmse"), float):
+            assert s.metrics["rmse"] == pytest.approx(detail["rmse"])
+            assert s.metrics["mae"] == pytest.approx(detail["mae"])
+        if "points" in detail:
+            assert (s.metrics["points_in"], s.metrics["points"]) == (detail["points_in"], detail["points"])
