@@ -201,21 +201,25 @@ def test_point_scores_on_generated_records(tmp_path):
         assert bench.metrics(box_rec, bad)["points"] == 0.0
 
 
+def _grid_text(points, w=W, h=H) -> str:
+    """<point>[…]</point> with each pixel point written exactly on the 0-1000 grid (x * 1000 / w)."""
+    return "<point>[" + ", ".join(f"[{x * 1000 / w!r}, {y * 1000 / h!r}]" for x, y in points) + "]</point>"
+
+
 def test_trace_scores_on_generated_records(tmp_path):
     bench = VABench(data=_write(tmp_path, _rows()))
     rec = bench.records()[0]
-    space = CoordinateSpace("grid1000", W, H)
-    exact = [space.from_screen(x, y) for x, y in TRAJ]
-    m = bench.metrics(rec, f"<answer>{format_points(exact)}</answer>")
-    assert m == {"mae": 0.0, "rmse": 0.0, "dtw": 0.0, "valid": 1.0}
-    assert bench.score(rec, f"<answer>{format_points(exact)}</answer>") == 1.0
-    # shifted 30 grid units right: mae 15, rmse 30 on the grid
-    shifted = [(x + 30, y) for x, y in exact]
-    m = bench.metrics(rec, f"<answer>{format_points(shifted)}</answer>")
-    assert m["mae"] == pytest.approx(15.0) and m["rmse"] == pytest.approx(30.0)
-    assert bench.score(rec, f"<answer>{format_points(shifted)}</answer>") == pytest.approx(0.97)
+    exact = f"<answer>{_grid_text(TRAJ)}</answer>"
+    m = bench.metrics(rec, exact)
+    assert m["valid"] == 1.0 and m["rmse"] == pytest.approx(0, abs=1e-9) and m["mae"] == pytest.approx(0, abs=1e-9)
+    assert bench.score(rec, exact) == pytest.approx(1.0)
+    # shifted 30 grid units right: 30 * 999 / 1000 on VABench's grid (pixels * 999 / width)
+    shifted = f"<answer>{_grid_text([(x + 30 * W / 1000, y) for x, y in TRAJ])}</answer>"
+    m = bench.metrics(rec, shifted)
+    assert m["mae"] == pytest.approx(15 * 0.999) and m["rmse"] == pytest.approx(30 * 0.999)
+    assert bench.score(rec, shifted) == pytest.approx(1 - 0.02997)
     # a 4-point answer is resampled to the truth's 8 points before comparing
-    m = bench.metrics(rec, f"<answer>{format_points(exact[::2])}</answer>")
+    m = bench.metrics(rec, f"<answer>{_grid_text(TRAJ[::2])}</answer>")
     assert m["valid"] == 1.0 and m["rmse"] > 0
     for bad in (None, "no trace", "<answer><point>[[10, 10]]</point></answer>"):
         assert bench.score(rec, bad) == 0.0 and bench.metrics(rec, bad) == {"valid": 0.0}
@@ -226,3 +230,154 @@ def test_task_of_reads_the_instruction_out_of_fsd_problems():
     assert task_of("<image> Move the yellow block in the middle of the table") == \
         "Move the yellow block in the middle of the table"
     assert "0-1000 grid" in QUESTIONS["trace"]
+
+
+# ---- scoring modes (vabench_scoring.py; the case table is tests/data/scoring_cases/vabench.json) -----------
+
+from pathlib import Path  # noqa: E402
+
+from toolpath.evals.benchmarks import Record  # noqa: E402
+from toolpath.evals.benchmarks.vabench_scoring import (MISSING_POINTS, evaluate, grid_to_pixels,  # noqa: E402
+                                                        official_points, score_case)
+
+TABLE = Path(__file__).parent / "data" / "scoring_cases" / "vabench.json"
+BOX = [300.0, 200.0, 400.0, 300.0]
+
+
+def _point(answer, mode, box=BOX, w=W, h=H):
+    return evaluate(Record("p", "point", {"kind": "point", "width": w, "height": h, "bbox": box}), answer, mode)
+
+
+def _trace(answer, mode, traj=TRAJ, w=W, h=H):
+    data = {"kind": "trace", "width": w, "height": h, "trajectory": [[float(x), float(y)] for x, y in traj]}
+    return evaluate(Record("t", "trace", data), answer, mode)
+
+
+def test_the_ground_truth_goes_to_the_grid_as_vabench_does_without_rounding():
+    # 256 px wide: pixel 100 is 100 / 256 * 999 = 390.234… on VABench's grid; the old route (from_screen, the
+    # pixel's centre rounded to a whole unit) put it at 393, 2.8 units right
+    traj = [(100, 50), (200, 150)]
+    for w in (256, 640, 1280, 333):
+        exact = f"<answer>{_grid_text(traj, w, 480)}</answer>"
+        for mode in ("toolpath", "official"):
+            assert _trace(exact, mode, traj, w, 480).metrics["rmse"] == pytest.approx(0, abs=1e-9)
+    space = CoordinateSpace("grid1000", 256, 480)
+    rounded = "<answer>" + format_points([space.from_screen(x, y) for x, y in traj]) + "</answer>"
+    assert _trace(rounded, "official", traj, 256, 480).metrics["rmse"] > 2
+
+
+def test_a_point_record_is_weighted_by_its_points_so_the_eval_pools_them():
+    inside, outside = (350, 250), (100, 100)
+    replies = [f"<answer>{_grid_text([inside, inside, outside])}</answer>",  # 2 of 3
+               f"<answer>{_grid_text([inside])}</answer>"]                     # 1 of 1
+    for mode in ("toolpath", "official"):
+        scores = [_point(r, mode) for r in replies]
+        assert [s.value for s in scores] == [pytest.approx(2 / 3), 1.0] and [s.weight for s in scores] == [3, 1]
+        pooled = sum(s.value * s.weight for s in scores) / sum(s.weight for s in scores)
+        assert pooled == pytest.approx(3 / 4)  # points inside / all points, not the mean of 2/3 and 1
+        assert scores[0].metrics == {"points_in": 2.0, "points": 3.0, "accuracy": pytest.approx(2 / 3)}
+
+
+def test_a_point_reply_without_points_drops_out_officially_and_costs_in_toolpath():
+    for reply in (None, "", "the plate", "<answer></answer>", "<answer>\n<point>[[500, 500]]</point>\n</answer>"):
+        official = _point(reply, "official")
+        assert official.value == 0.0 and official.weight == 0.0
+    toolpath = _point("the plate", "toolpath")
+    assert toolpath.value == 0.0 and toolpath.weight == MISSING_POINTS
+    # an item the official code cannot compare or draw drops the whole record (weight 0), the others with it
+    for reply in ("<answer><point>[500, 500]</point></answer>",
+                  '<answer><point>[[-5, "a"], [550, 500]]</point></answer>',
+                  "<answer><point>[[550, 500], null]</point></answer>"):
+        s = _point(reply, "official")
+        assert (s.value, s.weight) == (0.0, 0.0) and "dropped" in s.explanation
+
+
+def test_boundary_points_count_as_inside_in_both_modes():
+    edges = [(300, 200), (400, 300), (300, 250)]
+    for mode in ("toolpath", "official"):
+        assert _point(f"<answer>{_grid_text(edges)}</answer>", mode).value == 1.0
+        assert _point(f"<answer>{_grid_text([(400.5, 300)])}</answer>", mode).value == 0.0
+
+
+@pytest.mark.parametrize("reply, official, toolpath", [
+    ("<answer>\n<point>[[546.875, 520.8333]]</point>\n</answer>", 0.0, 1.0),   # answer over several lines
+    ("<point>[[546.875, 520.8333]]</point>", 0.0, 1.0),                         # no <answer> tags
+    ("<Answer><point>[[546.875, 520.8333]]</point></Answer>", 0.0, 1.0),        # capitalised <Answer>
+    ("<answer><point> [[546.875, 520.8333]] </point></answer>", 0.0, 1.0),      # spaces inside <point>
+    ("<answer><point>[(546.875, 520.8333)]</point></answer>", 0.0, 1.0),        # points in parentheses
+    ("<answer><point>[546.875, 520.8333]</point></answer>", 0.0, 1.0),          # lone [x, y]
+    ("<answer><point>[[[546.875, 520.8333]]]</point></answer>", 0.0, 1.0),      # extra brackets
+    ("<answer><point>[[546.875, 520.8333]]</answer>", 0.0, 1.0),                # unclosed <point>
+    ("<answer><point>[[546.875, 520.8333], [1200, 500]]</point></answer>", 0.5, 0.0),     # value off the grid
+    ("<answer><point>[[546.875, 520.8333], [5, 5, 5]]</point></answer>", 0.5, 0.0),       # item of three numbers
+    ("<answer><point>[[546.875, 520.8333], [100, 100]]</point></answer>", 0.5, 0.5),      # read alike
+])
+def test_point_replies_that_the_modes_read_differently(reply, official, toolpath):
+    assert _point(reply, "official").value == pytest.approx(official)
+    assert _point(reply, "toolpath").value == pytest.approx(toolpath)
+
+
+def test_trace_scores_official_unclamped_and_invalid_left_out_toolpath_clamped_and_invalid_zero():
+    far = [(639, 479), (638, 477), (639, 478)]
+    reply = "<answer><point>[[0, 0], [0, 1], [1, 0]]</point></answer>"
+    official, toolpath = _trace(reply, "official", far), _trace(reply, "toolpath", far)
+    assert official.metrics["rmse"] > 1000 and official.value == pytest.approx(1 - official.metrics["rmse"] / 1000)
+    assert official.value < 0 and toolpath.value == 0.0 and official.weight == toolpath.weight == 1.0
+    for reply in ("no trace", "<answer><point>[[10, 10]]</point></answer>",
+                  "<answer><point>[[1, 2, 3], [4, 5, 6]]</point></answer>"):
+        assert (_trace(reply, "official").value, _trace(reply, "official").weight) == (0.0, 0.0)
+        assert (_trace(reply, "toolpath").value, _trace(reply, "toolpath").weight) == (0.0, 1.0)
+    multiline = "<answer>\n<point>[[10, 10], [20, 20]]</point>\n</answer>"  # read by toolpath only
+    assert _trace(multiline, "official").weight == 0.0 and _trace(multiline, "toolpath").metrics["valid"] == 1.0
+    # a first waypoint of Infinity fails the official visualization: dropped
+    assert _trace("<answer><point>[[1e999, 5], [5, 5]]</point></answer>", "official").weight == 0.0
+
+
+def test_the_official_parser_and_the_grid_to_pixel_step():
+    assert official_points("<answer><point>[[1, 2], [3.5, 4]]</point></answer>") == [[1, 2], [3.5, 4]]
+    assert official_points("<answer><point>[[1, 2], [3, 4],]</point></answer>") == [[1.0, 2.0], [3.0, 4.0]]
+    assert official_points("<answer><point>[[-1, 2], [3, 4],]</point></answer>") == [[3.0, 4.0]]  # no sign
+    assert official_points("<answer><point>[(1, 2)]</point></answer>") == []
+    assert official_points(None) == [] and official_points("<answer><point>[[[[[[[[</point></answer>") == []
+    assert grid_to_pixels([[500, 250], "ab", [1, 2, 3], [None, 1]], 640, 480) == \
+        [[320.0, 120.0], "ab", [0.64, 0.96, 3], [None, 0.48]]
+
+
+def test_masks_and_polygons_in_official_mode_use_our_region_test_after_the_official_parsing(tmp_path):
+    bench = VABench(data=_write(tmp_path, _rows())).scored_as("official")
+    _, box_rec, mask_rec = bench.records()
+    reply = f"<answer>{_grid_text([(350, 250), (310, 210), (100, 100)])}</answer>"
+    assert bench.score(mask_rec, reply) == pytest.approx(2 / 3) and bench.score(mask_rec, reply).weight == 3
+    poly = [300, 200, 400, 200, 400, 300, 300, 300]
+    assert score_case({"kind": "point", "width": W, "height": H, "polygon": poly, "bbox": BOX, "answer": reply},
+                      "official") == pytest.approx(2 / 3)
+    assert bench.score(box_rec, "<answer>\n" + reply[8:]) == 0.0  # the official reading: one line only
+
+
+def test_scoring_never_raises_on_garbage():
+    junk = [None, "", "<", "<answer>" * 1000, "<answer><point>[" + "[" * 5000 + "</point></answer>",
+            "<answer><point>[[1e999, -1e999], [NaN, Infinity]]</point></answer>",
+            "<answer><point>[[" + "9" * 5000 + ", 1], [2, 3]]</point></answer>",
+            "<answer><point>[[1e308, 1e308], [-1e308, 5], [1e308, 1]]</point></answer>", 12345, ["list"]]
+    for reply in junk:
+        for mode in ("toolpath", "official"):
+            for s in (_point(reply, mode), _trace(reply, mode)):
+                assert math.isfinite(s.value) and math.isfinite(s.weight)
+
+
+def test_the_case_table_matches_in_both_modes_with_the_official_weights_and_errors():
+    table = json.loads(TABLE.read_text())
+    assert table["scorer"] == "toolpath.evals.benchmarks.vabench_scoring:score_case" and len(table["cases"]) > 1000
+    for row in table["cases"]:
+        case, detail = row["case"], row["official_detail"]
+        for mode in ("official", "toolpath"):
+            assert score_case(case, mode) == pytest.approx(row[mode], abs=1e-9), (row["id"], mode)
+        assert (row["kind"] == "") == (abs(row["official"] - row["toolpath"]) <= 1e-9), row["id"]
+        data = {k: case[k] for k in ("kind", "width", "height", "bbox", "trajectory") if k in case}
+        s = evaluate(Record("x", case["kind"], data), case["answer"], "official")
+        assert s.weight == detail["weight"], row["id"]
+        if isinstance(detail.get("rmse"), float):
+            assert s.metrics["rmse"] == pytest.approx(detail["rmse"])
+            assert s.metrics["mae"] == pytest.approx(detail["mae"])
+        if "points" in detail:
+            assert (s.metrics["points_in"], s.metrics["points"]) == (detail["points_in"], detail["points"])

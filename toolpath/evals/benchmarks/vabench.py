@@ -19,8 +19,8 @@ Metrics (each tested against hand-computed cases in tests/test_vabench.py):
                                      length (tools.spatial.Trace.resample)
 
 The mae and rmse definitions are those of the authors' evaluation code (Embodied-R1's
-hf_inference_vabench_visual_trace.py, from FSD's group); their published numbers are on the 0–1000 grid,
-which is where `score` measures a trace too.
+hf_inference_vabench_visual_trace.py, from FSD's group); their published numbers are on the grid that code
+maps pixels onto (x / width * 999), which is where `score` measures a trace too.
 
 Records. VABench ships as two parquet files (VABench-Point, VABench-VisualTrace: columns id, problem,
 answer, images). Neither pandas nor pyarrow is a dependency here, so the loader reads the same rows as JSON
@@ -46,14 +46,17 @@ are relative to the file's folder (or its images/). A malformed record stops the
 BenchmarkDataError naming the file, the line or index, and the field.
 
 Each record asks the react agent (no tools but final_answer) our question of its kind (policies.formats.fsd:
-"free_space" for a point record, "trace" for a trace record) about the task the record's problem names.
-Score per record: point → point_accuracy of the answer's first <point> block (grid → pixels through
-CoordinateSpace) in the target; trace → max(0, 1 − rmse / 1000), rmse on the grid, the ground truth taken to
-the grid through CoordinateSpace.from_screen (which rounds to whole grid units: VABench scales by
-(1000 − 1) / size without rounding; the two differ by under 1.5 units a coordinate). An answer without a
-readable <point> block (or, for a trace, with fewer than two points) scores 0. Metrics: point records report
-points_in and points (so mean(points_in) / mean(points) is VABench's pooled accuracy) and accuracy; trace
-records report mae, rmse and dtw (means over the readable answers, as VABench averages them) and valid.
+"free_space" for a point record, "trace" for a trace record) about the task the record's problem names, on
+the 0-1000 grid. Scoring, in both modes (official and toolpath, and how they differ: vabench_scoring.py):
+the answer's points go to pixels unrounded (x * width / 1000); a point record's Score is the fraction of its
+points inside the box (or polygon, or mask) with the number of points as its weight, so the eval's score is
+the pooled figure VABench publishes (all points inside / all points) and the metric `accuracy` is the
+per-record mean; a trace record's ground truth and prediction go from pixels to VABench's grid as its code
+does (x / width * 999, no rounding), and its Score is 1 - rmse / 1000, so the eval's score is 1 - the mean
+rmse / 1000 (official mode; toolpath counts a reply without a trace as 0). Metrics: point records points_in,
+points, accuracy; trace records mae, rmse and dtw (over the answers that have them, as VABench averages them)
+and valid. The overall score pools point and trace records by weight; the per-kind rows (by_category) are the
+two published figures.
 """
 
 from __future__ import annotations
@@ -308,41 +311,6 @@ def read_records(path: Path) -> list[Record]:
 
 # ---- scoring --------------------------------------------------------------------------------------------
 
-def _first_points(answer: str | None) -> list[list[float]] | None:
-    from ...policies.formats.fsd import parse_fsd
-
-    parsed = parse_fsd(answer)
-    return parsed.points[0] if parsed.points else None
-
-
-def _mask(path: str) -> np.ndarray:
-    from PIL import Image
-
-    with Image.open(path) as im:
-        return np.asarray(im.convert("L")) > 0
-
-
-def evaluate(record: Record, answer: str | None) -> tuple[float, dict[str, float]]:
-    """(score, metrics) of one answer; see the module docstring."""
-    from ...coords import CoordinateSpace
-
-    d = record.data
-    space = CoordinateSpace("grid1000", d["width"], d["height"])
-    pts = _first_points(answer)
-    if d["kind"] == "point":
-        pixels = [space.to_screen(x, y) for x, y in (pts or [])]
-        region = _mask(d["mask"]) if "mask" in d else d["bbox"]
-        inside = points_inside(pixels, region)
-        acc = inside / len(pixels) if pixels else 0.0
-        return acc, {"points_in": float(inside), "points": float(len(pixels)), "accuracy": acc}
-    if not pts or len(pts) < 2:
-        return 0.0, {"valid": 0.0}
-    gt = [space.from_screen(x, y) for x, y in d["trajectory"]]
-    err = trace_errors(pts, gt)
-    return max(0.0, 1.0 - err["rmse"] / 1000), {"mae": err["mae"], "rmse": err["rmse"], "dtw": err["dtw"],
-                                                "valid": 1.0}
-
-
 class VABench(Benchmark):
     name = "vabench"
     description = "VABench (FSD): free-space points in the target region, visual-trace MAE/RMSE/DTW"
@@ -367,4 +335,6 @@ class VABench(Benchmark):
         return TaskSpec.model_validate(spec)
 
     def score(self, record: Record, answer: str | None) -> Score:
-        return Score(*evaluate(record, answer))
+        from .vabench_scoring import evaluate
+
+        return evaluate(record, answer, self.scoring)
