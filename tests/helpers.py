@@ -95,12 +95,15 @@ from toolpath.evals.benchmarks.arith import Arith  # noqa: E402
 
 
 class TwoModeArith(Arith):
-    """arith with a stricter 'official' scorer (half credit) and record weights 1, 2, 1, 2, …: the plumbing of
+    """arith with a stricter 'official' scorer and weights that differ by mode: toolpath gives every right
+    answer 1 with weights 1, 2, 1, 2, …; official gives odd records 0 and weighs them 3. The plumbing of
     scoring modes and weighted scores, seen through a real eval."""
 
     name = "two_mode_arith"
 
     def score(self, record, answer):
         base = Arith.score(self, record, answer).value
-        weight = 2.0 if int(record.id.rsplit("-", 1)[-1]) % 2 else 1.0
-        return Score(base / 2 if self.scoring == "official" else base, {"plain": base}, weight=weight)
+        odd = int(record.id.rsplit("-", 1)[-1]) % 2 == 1
+        if self.scoring == "official":
+            return Score(0.0 if odd else base, {"plain": base}, weight=3.0 if odd else 1.0)
+        return Score(base, {"plain": base}, weight=2.0 if odd else 1.0)

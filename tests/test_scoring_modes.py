@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, toolpath_cli
@@ -43,13 +44,14 @@ def test_a_benchmark_in_the_other_mode_is_a_copy_and_a_bad_mode_is_named():
 
 
 def test_weighted_means_per_mode():
-    samples = [SampleResult("a", "x", "r", "finished", 1.0, 0, 0, scores={"toolpath": 1.0, "official": 0.0}, weight=3),
+    samples = [SampleResult("a", "x", "r", "finished", 1.0, 0, 0, scores={"toolpath": 1.0, "official": 0.0}, weight=3,
+                            weights={"toolpath": 3.0, "official": 1.0}),
                SampleResult("b", "x", "r", "finished", 0.0, 0, 0, scores={"toolpath": 0.0, "official": 1.0}),
                SampleResult("c", "y", "r", "failed", 0.0, 0, 0, weight=0)]  # never scored: no weight, no scores
     assert weighted_score(samples) == pytest.approx(3 / 4)
-    assert weighted_score(samples, "official") == pytest.approx(1 / 4)
+    assert weighted_score(samples, "official") == pytest.approx(1 / 2)  # official weighs "a" 1, not 3
     s = EvalResult("e", "b", "m", samples=samples).summary()
-    assert s["score"] == pytest.approx(0.75) and s["scores"] == {"toolpath": 0.75, "official": 0.25}
+    assert s["score"] == pytest.approx(0.75) and s["scores"] == {"toolpath": 0.75, "official": 0.5}
     assert s["by_category"]["y"]["score"] == 0.0  # no weight at all: 0, not a division by zero
     assert weighted_score([]) == 0.0
 
@@ -58,20 +60,22 @@ def test_an_eval_stores_both_scores_and_shows_the_chosen_one(tmp_path, plugin):
     with Store(tmp_path) as store:
         res = run_eval("two_mode_arith", store, model="python:helpers:ArithPolicy", limit=4, scoring="official")
         s = res.summary()
-        # weights 1, 2, 1, 2 over four right answers: toolpath 1, official half credit
-        assert s["scoring"] == "official" and s["score"] == 0.5
-        assert s["scores"] == {"toolpath": 1.0, "official": 0.5}
+        # four right answers; official: 1, 0, 1, 0 weighed 1, 3, 1, 3 → 2/8; toolpath: all 1 (weights 1, 2, 1, 2)
+        assert s["scoring"] == "official" and s["score"] == 0.25
+        assert s["scores"] == {"toolpath": 1.0, "official": 0.25}
         rows = store.eval_samples(res.eval_id)
         details = [json.loads(r["detail"]) for r in rows]
-        assert [d["weight"] for d in details if "weight" in d] == [2.0, 2.0]
-        assert all(d["scores"] == {"toolpath": 1.0, "official": 0.5} for d in details)
-        assert all(r["score"] == 0.5 for r in rows)
+        assert [d.get("weight", 1.0) for d in details] == [1.0, 3.0, 1.0, 3.0]  # the eval's own mode's weight
+        assert [d["weights"] for d in details if "weights" in d] == [{"toolpath": 2.0, "official": 3.0}] * 2
+        assert [d["scores"] for d in details][:2] == [{"toolpath": 1.0, "official": 1.0},
+                                                      {"toolpath": 1.0, "official": 0.0}]
+        assert [r["score"] for r in rows] == [1.0, 0.0, 1.0, 0.0]
         again = run_eval("two_mode_arith", store, resume=res.eval_id)  # the stored mode, not the default
-        assert again.summary()["scoring"] == "official" and again.summary()["score"] == 0.5
+        assert again.summary()["scoring"] == "official" and again.summary()["score"] == 0.25
         out = write_report(store, [res.eval_id])
-        text = open(out["markdown"]).read()
+        text = Path(out["markdown"]).read_text()
         assert "score: official scoring" in text
-        assert any(line.startswith("| **overall** | 4 | **0.500** |") and "| 0.500 | 1.000 |" in line
+        assert any(line.startswith("| **overall** | 4 | **0.250** |") and "| 0.250 | 1.000 |" in line
                    for line in text.splitlines())
 
 
@@ -81,11 +85,11 @@ def test_the_cli_takes_scoring_and_prints_both(tmp_path):
                      "--scoring", "official", home=home, env=PLUGIN)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert (out["scoring"], out["scores"]) == ("official", {"toolpath": 1.0, "official": 0.5})
+    assert (out["scoring"], out["scores"]) == ("official", {"toolpath": 1.0, "official": 0.25})
     assert out["by_category"] and all("scores" in v for v in out["by_category"].values())
     text = toolpath_cli("eval", "two_mode_arith", "--limit", "2", "--model", "python:helpers:ArithPolicy",
                         home=home, env=PLUGIN).stdout
-    assert "scores are toolpath scoring; the same answers scored otherwise: official 0.500" in text
+    assert "scores are toolpath scoring; the same answers scored otherwise: official 0.250" in text
     bad = toolpath_cli("eval", "arith", "--scoring", "strict", home=home)
     assert bad.returncode == 2 and "invalid choice: 'strict'" in bad.stderr
 

@@ -65,19 +65,20 @@ def _scored(rows: list[dict], details: list[dict], scoring: str) -> dict:
         return {"n": 0, "score": None, "ci": None, "scores": {}}
     values = [float(r["score"]) for r in rows]
     weights = [float(d.get("weight", 1.0)) for d in details]
-    total = sum(weights)
 
-    def mean(vals: list[float]) -> float:
-        return sum(w * v for w, v in zip(weights, vals)) / total if total else 0.0
+    def mean(vals: list[float], ws: list[float]) -> float:
+        t = sum(ws)
+        return sum(w * v for w, v in zip(ws, vals)) / t if t else 0.0
 
     scores = {}
     for m in MODES:
         per = [(d.get("scores") or {}).get(m, v if m == scoring else None) for d, v in zip(details, values)]
         if all(isinstance(x, (int, float)) for x in per):
-            scores[m] = mean([float(x) for x in per])
+            ws = [float((d.get("weights") or {}).get(m, w)) for d, w in zip(details, weights)]
+            scores[m] = mean([float(x) for x in per], ws)
     plain = all(w == 1.0 for w in weights)
     ci = bootstrap_ci(values) if plain else weighted_ci(values, weights)
-    return {"n": len(rows), "score": mean(values), "ci": list(ci), "scores": scores}
+    return {"n": len(rows), "score": mean(values, weights), "ci": list(ci), "scores": scores}
 
 
 def _natural(name: str) -> list:

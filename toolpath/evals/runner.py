@@ -33,11 +33,15 @@ EXECUTORS = ("local", "ray")
 
 
 def weighted_score(samples: list[SampleResult], mode: str | None = None) -> float:
-    """The samples' weighted mean score (in scoring `mode`, else their own score); 0 when no weight."""
-    total = sum(s.weight for s in samples)
+    """The samples' weighted mean score (in scoring `mode` with that mode's weights, else their own score and
+    weight); 0 when no weight."""
+    def weight(s: SampleResult) -> float:
+        return s.weights.get(mode, s.weight) if mode else s.weight
+
+    total = sum(weight(s) for s in samples)
     if not total:
         return 0.0
-    return sum(s.weight * (s.scores.get(mode, s.score) if mode else s.score) for s in samples) / total
+    return sum(weight(s) * (s.scores.get(mode, s.score) if mode else s.score) for s in samples) / total
 
 
 def _scores(samples: list[SampleResult]) -> dict[str, float]:

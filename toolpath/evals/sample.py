@@ -41,6 +41,7 @@ class SampleResult:
     timed_out: bool = False
     scores: dict[str, float] = field(default_factory=dict)  # scoring mode → score (both, whichever is `score`)
     weight: float = 1.0  # in the eval's weighted mean (benchmarks/base.py)
+    weights: dict[str, float] = field(default_factory=dict)  # scoring mode → weight, where a mode weighs otherwise
 
     def detail(self) -> dict:
         """What the eval_samples row keeps beyond its columns."""
@@ -52,6 +53,8 @@ class SampleResult:
                 d.pop(key)
         if d["weight"] == 1.0:
             d.pop("weight")
+        if all(w == 1.0 for w in d["weights"].values()):
+            d.pop("weights")
         return d
 
     @classmethod
@@ -60,7 +63,7 @@ class SampleResult:
 
         d = json.loads(row.get("detail") or "{}")
         known = {k: d[k] for k in ("answer", "error", "metrics", "tokens_in", "tokens_out", "cost_usd", "retries",
-                                   "timed_out", "scores", "weight") if k in d}
+                                   "timed_out", "scores", "weight", "weights") if k in d}
         return cls(row["sample_id"], row["category"], row["run_id"], row["status"], row["score"], row["tokens"],
                    row["seconds"], **known)
 
@@ -149,4 +152,5 @@ def run_sample(job: dict, store=None, on_event=None) -> SampleResult:
     return SampleResult(rec.id, rec.category, run.run_id, run.status, value, run.tokens, run.seconds, run.answer,
                         run.error, metrics, tokens_in=run.tokens_in, tokens_out=run.tokens_out,
                         cost_usd=cost_usd(model, run.tokens_in, run.tokens_out, load_prices(Path(job["home"]))),
-                        retries=getattr(policy, "retries", 0), scores=scored.scores, weight=scored.weight)
+                        retries=getattr(policy, "retries", 0), scores=scored.scores, weight=scored.weight,
+                        weights=scored.weights)

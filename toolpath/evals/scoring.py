@@ -33,11 +33,11 @@ def score_answer(bench: Benchmark, rec: Record, answer: Any, state: dict | None 
     the value in every mode in `scores`: computing the other costs nothing next to the episode, and lets a
     number be put beside a paper's."""
     score = _score_once(bench, rec, answer, state)
-    scores = {mode: score.value if mode == bench.scoring else _score_once(bench.scored_as(mode), rec, answer,
-                                                                               state).value
-              for mode in SCORING_MODES}
+    each = {mode: score if mode == bench.scoring else _score_once(bench.scored_as(mode), rec, answer, state)
+            for mode in SCORING_MODES}
     extra = bench.final_metrics(rec, answer, state or {})
-    return Score(score.value, {**score.metrics, **extra}, score.explanation, score.weight, scores)
+    return Score(score.value, {**score.metrics, **extra}, score.explanation, score.weight,
+                 {m: s.value for m, s in each.items()}, {m: s.weight for m, s in each.items()})
 
 
 def score_run(bench: Benchmark, rec: Record, store: Store, run_id: str, answer: Any) -> Score:

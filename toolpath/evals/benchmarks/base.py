@@ -51,14 +51,17 @@ class Score(float):
     explanation: str
     weight: float  # the sample's weight in the eval's (weighted) mean score
     scores: dict[str, float]  # scoring mode → the value in that mode, when both were computed (scoring.score_run)
+    weights: dict[str, float]  # scoring mode → the weight in that mode (a published pooling may weigh otherwise)
 
     def __new__(cls, value: float, metrics: dict[str, float] | None = None, explanation: str = "",
-                weight: float = 1.0, scores: dict[str, float] | None = None) -> "Score":
+                weight: float = 1.0, scores: dict[str, float] | None = None,
+                weights: dict[str, float] | None = None) -> "Score":
         self = super().__new__(cls, value)
         self.metrics = dict(metrics or {})
         self.explanation = explanation
         self.weight = float(weight)
         self.scores = dict(scores or {})
+        self.weights = dict(weights or {})
         return self
 
     @property

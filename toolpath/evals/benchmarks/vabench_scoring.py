@@ -49,9 +49,8 @@ block of the answer (without <answer> tags: of anything but the <think> block). 
 and those of reading listed above (multi-line or capitalised answer tags, no <answer> tags, spaced or
 unclosed <point> blocks, parenthesised or lone points, extra brackets, off-grid values, malformed items).
 
-The weight differs by mode where a reply has no points or no rmse. An eval keeps the weight of its own mode
-(evals/scoring.py stores one weight a sample), so the other mode's figure beside it is weighted by that one:
-the official figure is exact in an eval run with `--scoring official`.
+The weight differs by mode where a reply has no points or no rmse; an eval keeps each mode's weight beside its
+value (evals/scoring.py), so both figures of a summary are pooled as their own scorer pools them.
 """
 
 from __future__ import annotations
