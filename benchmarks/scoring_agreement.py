@@ -1,6 +1,6 @@
 """Agreement of our scorers with the published ones, per benchmark, over the case tables.
 
-    python benchmarks/scoring_agreement.py [--json] [--tables DIR]
+    python benchmarks/scoring_agreement.py [--json | --markdown] [--tables DIR]
 
 Each table under tests/data/scoring_cases holds cases whose official score was produced by running the
 benchmark's published scoring code (benchmarks/scoring_cases/ and each table's `official_code` say which).
@@ -41,7 +41,7 @@ def agreement(path: Path) -> dict:
         elif ours < want - 1e-9:
             lower[case["kind"] or "(unnamed)"] += 1
     n = len(table["cases"])
-    kinds = sorted(set(higher) | set(lower), key=lambda k: -(higher[k] + lower[k]))
+    kinds = sorted(set(higher) | set(lower), key=lambda k: (-(higher[k] + lower[k]), k))
     return {"table": path.stem, "benchmark": table["benchmark"], "official_code": table["official_code"], "n": n,
             "official_agreement": same["official"] / n if n else None,
             "toolpath_agreement": same["toolpath"] / n if n else None,
@@ -51,11 +51,21 @@ def agreement(path: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--markdown", action="store_true", help="the table as the README shows it")
     ap.add_argument("--tables", type=Path, default=ROOT / "tests" / "data" / "scoring_cases")
     args = ap.parse_args()
     rows = [agreement(p) for p in sorted(args.tables.glob("*.json"))]
     if args.json:
         print(json.dumps(rows, indent=2))
+        return 0
+    if args.markdown:
+        print("| table | published code | N | official mode | toolpath mode | where toolpath mode differs (cases: "
+              "we score higher / lower) |")
+        print("|---|---|---:|---:|---:|---|")
+        for r in rows:
+            diffs = "; ".join(f"{d['kind']} {d['toolpath_higher']}/{d['toolpath_lower']}" for d in r["differences"])
+            print(f"| {r['table']} | {r['official_code']} | {r['n']} | {r['official_agreement']:.1%} | "
+                  f"{r['toolpath_agreement']:.1%} | {diffs} |")
         return 0
     print(f"{'table':<26} {'N':>6} {'official':>9} {'toolpath':>9}  differences of toolpath mode (higher/lower)")
     for r in rows:
