@@ -648,6 +648,57 @@ def test_official_verified_reads_no_json_in_prose_and_fails_retrieve_errors():
         assert we.evaluate(ev, junk, scoring="official")["score"] == 0.0
 
 
+def _one_value(fmt: str, want, got) -> tuple[float, float]:
+    """(toolpath, official) for a RETRIEVE task whose one expected value has format `fmt`."""
+    ev = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": [want]},
+            {"type": "array", "items": {"type": "string", "format": fmt}})
+    got = {"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": [got]}
+    return we.evaluate(ev, got)["score"], we.evaluate(ev, got, scoring="official")["score"]
+
+
+@pytest.mark.parametrize("fmt,want,got,official", [
+    ("duration", "7min", "7min.", 0.0),  # pytimeparse2 reads no trailing full stop (toolpath: 1)
+    ("duration", "7min", "7 minutes", 1.0),
+    ("duration", "7min", "10 min", 1.0),  # within max(3 minutes, 10 %)
+    ("duration", "7min", "11 min", 0.0),
+    ("duration", "1hr 35min", "1:35 hours", 1.0),
+    ("distance", "748m", '"748m"', 0.0),  # pint reads no quotes (toolpath: 1)
+    ("distance", "748m", "0.46 mi", 1.0),  # within max(10 m, 2 %)
+    ("distance", "914km", "914k", 1.0),
+    ("distance", "748m", "748", 0.0),  # a distance needs a unit
+    ("distance", "748m", "2**99999 km", 0.0),  # a power too large is refused, not evaluated
+    ("coordinates", {"latitude": "40.4424191", "longitude": "-79.9397388"}, "40.4424191, -79.9397388", 1.0),
+    ("coordinates", {"latitude": "40.4424191", "longitude": "-79.9397388"}, {"lat": 40.4424, "lng": -79.9397}, 0.0),
+    ("location-name", "El Gallo de Oro", "El Gallo de Oro.", 1.0),  # token-sort ratio 100
+    ("location-name", "Carnegie Mellon University", "Carnegie Mellon Univ", 1.0),  # ratio 87
+    ("location-name", "Carnegie Mellon University", "CMU", 0.0),
+    ("url", "git@__SSH_HOST__:a/PyTorch-GAN.git", "ssh://git@localhost:2222/a/PyTorch-GAN.git", 1.0),
+    ("url", "git@__SSH_HOST__:a/PyTorch-GAN.git", "git@__SSH_HOST__:a/PyTorch GAN.git", 0.0),
+    ("url", "git@__SSH_HOST__:a/PyTorch-GAN.git", "http://localhost:8023/a/PyTorch-GAN.git", 0.0),
+    ("string", "Strasse", "Straße", 1.0), ("string", "Macy's", "Macy’s", 1.0), ("string", "Moskva", "Москва", 1.0),
+    ("currency", "36.39", "36,39 €", 1.0), ("number", "105", "one hundred and five", 1.0),
+    ("null", None, "n / a", 1.0), ("date", "March 2, 2022", 20220302, 0.0),
+])
+def test_official_verified_reads_values_as_the_package(fmt, want, got, official):
+    assert _one_value(fmt, want, got)[1] == official
+
+
+def test_official_verified_location_names_use_token_sort_ratio():
+    from toolpath.evals.benchmarks.webarena_verified_values import token_sort_ratio
+
+    assert token_sort_ratio("Apple Store Shadyside", "Shadyside Apple-Store!") == 100
+    assert token_sort_ratio("a_b", "a b") == 100  # "_" is not a letter or digit for rapidfuzz's default_process
+    assert token_sort_ratio("...", "!!") == 100 and token_sort_ratio("a", "...") == 0
+    assert token_sort_ratio("Carnegie Mellon University", "Carnegie Mellon Univ") == 87
+    assert token_sort_ratio("x" * 5000, "x" * 5000 + "y") == 100  # long replies stay quick
+
+
+def test_official_verified_never_raises_on_odd_values():
+    for fmt in ("duration", "distance", "coordinates", "location-name", "url", "null", "currency", "number"):
+        for got in (None, "", [], {}, [1], [1, 2, 3], {"a": None}, True, 1e308, float("nan"), "x" * 10000, "^[$"):
+            assert _one_value(fmt, "1", got)[1] in (0.0, 1.0)
+
+
 def test_the_benchmark_scores_in_its_scoring_mode():
     b = WebArena(env=LOCAL)
     r = rec(cfg(sm({"must_include": ["65 |OR| 3"]})))

@@ -10,7 +10,12 @@ Python that can import the official code from SRC:
                      they are not used by the string and URL evaluators. nltk's punkt model is a data download:
                      without it, sentences are split by an untrained Punkt tokenizer (see `--help`).
   webarena_verified: SRC is a folder where `webarena_verified` (the PyPI package, 1.0.0) imports from.
-The toolpath column is filled by importing toolpath (PYTHONPATH=the repository); the script prints agreement.
+WebArena-Verified also gets the adversarial value cases of webarena_verified_extra.py. With --table-out the
+script scores every generated case in both modes through toolpath (PYTHONPATH=the repository), prints official
+mode's agreement on the whole set, and writes the table (every difference between the modes, every adversarial
+case, a random sample of the rest, under 1.45 MB), e.g.
+    PYTHONPATH=. python benchmarks/scoring_cases/webarena_cases.py --data DIR --official-src SRC \
+        --table webarena_verified --table-out tests/data/scoring_cases/webarena_verified.json
 No official code is in this file: it is imported from SRC.
 """
 
@@ -164,8 +169,10 @@ def _shapes(value, schema):
 
 
 def verified_inputs(data: Path) -> list[dict]:
-    cases = []
-    for t in json.loads((data / "webarena-verified.json").read_text()):
+    from webarena_verified_extra import verified_extra
+
+    cases, tasks = [], json.loads((data / "webarena-verified.json").read_text())
+    for t in tasks:
         cfg = next(c for c in t["eval"] if c["evaluator"] == "AgentResponseEvaluator")
         cfg = {k: v for k, v in cfg.items() if k != "evaluator"}
         ex = cfg["expected"]
@@ -183,7 +190,7 @@ def verified_inputs(data: Path) -> list[dict]:
             answers.append({**right, "retrieved_data": ["something"]})
         for i, a in enumerate(answers):
             cases.append({"id": f"v{t['task_id']}-{i}", "case": {"eval": cfg, "answer": a}})
-    return cases
+    return cases + verified_extra(tasks)
 
 
 def verified_official(src: Path, cases: list[dict]) -> list[float]:
@@ -210,13 +217,79 @@ def verified_official(src: Path, cases: list[dict]) -> list[float]:
     return out
 
 
+def _verified_kind(case: dict) -> str:
+    """A short name for why toolpath and official differ on one WebArena-Verified case."""
+    ex, a = case["agent_response"]["expected"], case["answer"]
+    if ex["task_type"].lower() == "retrieve" and ex["status"] != "SUCCESS":
+        return "retrieve task with an error status (official never passes)"
+    if isinstance(a, str) and a.startswith("Done. "):
+        return "JSON object in prose"
+    if isinstance(a, dict) and "status" in a and a.get("status") is None:
+        return "status null"
+    if isinstance(a, dict) and "retrieved_data" not in a:
+        return "retrieved_data key missing"
+    items = (case["agent_response"].get("results_schema") or {}).get("items") or {}
+    kinds = [items.get("format") or items.get("type") or "string"] if items.get("type") != "object" else \
+        sorted({p.get("format") or p.get("type") or "string" for p in (items.get("properties") or {}).values()})
+    return "value read differently (" + ", ".join(kinds) + ")"
+
+
+def write_table(path: Path, table: str, cases: list[dict], official_code: str, limit: int = 1_450_000) -> None:
+    """Score every case in both modes through toolpath, print agreement on the whole generated set, and write
+    the table: every case where toolpath and official differ, plus a random sample of the agreeing ones."""
+    import collections
+    import random
+
+    from toolpath.evals.benchmarks.webarena_eval import score_case
+
+    rows, wrong = [], []
+    for c in cases:
+        case = dict(c["case"])
+        if "eval" in case and table == "webarena_verified":
+            case = {"agent_response": case.pop("eval"), **case}
+        mine, ours = score_case(case, "official"), score_case(case, "toolpath")
+        if mine != c["official"]:
+            wrong.append(c["id"])
+        kind = "" if ours == c["official"] else _verified_kind(case) if table == "webarena_verified" else "other"
+        rows.append({"id": c["id"], "case": case, "official": c["official"], "toolpath": ours, "kind": kind})
+    print(f"{table}: {len(rows)} cases; official mode agrees on {len(rows) - len(wrong)}"
+          f" ({100 * (len(rows) - len(wrong)) / len(rows):.2f} %); disagreeing: {wrong[:20]}")
+    lines = {r["id"]: json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in rows}
+    keep = [r for r in rows if r["kind"] or r["id"].startswith("x-")]
+    size = sum(len(lines[r["id"]].encode()) + 2 for r in keep) + 1000
+    rest = [r for r in rows if r not in keep]
+    random.Random(0).shuffle(rest)
+    for r in rest:
+        if size + len(lines[r["id"]].encode()) + 2 > limit:
+            break
+        keep.append(r)
+        size += len(lines[r["id"]].encode()) + 2
+    order = {r["id"]: i for i, r in enumerate(rows)}
+    keep.sort(key=lambda r: order[r["id"]])
+    note = (f"; {len(keep)} of {len(rows)} generated cases kept: every toolpath/official difference, every "
+            f"adversarial value case (x-…) and a random sample of the rest; official mode agrees on all {len(rows)}")
+    head = json.dumps({"benchmark": table, "official_code": official_code + note,
+                       "scorer": "toolpath.evals.benchmarks.webarena_eval:score_case"})[:-1]
+    path.write_text(head + ',\n"cases": [\n' + ",\n".join(lines[r["id"]] for r in keep) + "\n]}\n")
+    print("kept", len(keep), dict(collections.Counter(r["kind"] for r in keep)))
+
+
+OFFICIAL_CODE = {
+    "webarena_verified": "webarena-verified 1.0.0 (PyPI), webarena_verified/core/evaluation/evaluators/"
+                         "agent_response_evaluator.py, AgentResponseEvaluator.evaluate (with value_normalizer.py, "
+                         "value_comparator.py, data_types/*.py), default configuration (no environments)",
+}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--official-src", type=Path, required=True)
     ap.add_argument("--table", choices=("webarena", "webarena_verified"), required=True)
     ap.add_argument("--out", type=Path, help="write the official column here as JSON (id -> score)")
+    ap.add_argument("--table-out", type=Path, help="also write the case table here (toolpath must import)")
     args = ap.parse_args()
+    sys.path.insert(0, str(Path(__file__).parent))
     if args.table == "webarena":
         cases = webarena_inputs(args.data)
         scores = webarena_official(args.official_src, cases)
@@ -227,8 +300,10 @@ def main() -> None:
     text = json.dumps(result)
     if args.out:
         args.out.write_text(text)
-    else:
+    elif not args.table_out:
         print(text)
+    if args.table_out:
+        write_table(args.table_out, args.table, result["cases"], OFFICIAL_CODE.get(args.table, ""))
 
 
 if __name__ == "__main__":

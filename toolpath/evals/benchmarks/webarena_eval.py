@@ -32,7 +32,10 @@ a careful grader would:
   - program_html fuzzy_match: toolpath asks the judge; official raises (scored 0);
   - WebArena-Verified (webarena_verified_official.py): toolpath reads a JSON object inside prose, passes a
     RETRIEVE task whose expected status is an error when the answer says so, accepts an answer without a
-    retrieved_data key for MUTATE / NAVIGATE tasks, and reads values with its own normalisers.
+    retrieved_data key for MUTATE / NAVIGATE tasks, and reads values with its own normalisers (official reads
+    them as the package does, webarena_verified_values.py: "7min." or '"748m"' is unreadable there, a location
+    name passes at a token-sort ratio of 80, so "El Gallo de Oro." passes; "ssh://git@host:2222/a/b.git" equals
+    "git@__SSH_HOST__:a/b.git").
 """
 
 from __future__ import annotations
