@@ -93,8 +93,9 @@ def test_eval_runs_scores_and_stores_each_sample(home):
                      env={"PYTHONPATH": str(ROOT / "tests") + ":" + str(ROOT)})
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert set(out) == {"eval_id", "benchmark", "n", "score", "by_category", "tokens", "seconds", "cost_usd", "unpriced",
-                        "retries", "timed_out"}
+    assert set(out) == {"eval_id", "benchmark", "n", "score", "scoring", "scores", "by_category", "tokens", "seconds",
+                        "cost_usd", "unpriced", "retries", "timed_out"}
+    assert out["scoring"] == "toolpath" and out["scores"] == {"toolpath": 1.0, "official": 1.0}
     assert out["n"] == 5 and out["score"] == 1.0
     assert set(out["by_category"]) == {"add", "sub", "mul", "div", "mixed"}
     from toolpath.runs import Store
