@@ -59,13 +59,15 @@ def main() -> int:
         print(json.dumps(rows, indent=2))
         return 0
     if args.markdown:
-        print("| table | published code | N | official mode | toolpath mode | where toolpath mode differs (cases: "
-              "we score higher / lower) |")
-        print("|---|---|---:|---:|---:|---|")
+        print("| table | N | official mode | toolpath mode | where toolpath mode differs (cases: we score higher / lower) |")
+        print("|---|---:|---:|---:|---|")
         for r in rows:
             diffs = "; ".join(f"{d['kind']} {d['toolpath_higher']}/{d['toolpath_lower']}" for d in r["differences"])
-            print(f"| {r['table']} | {r['official_code']} | {r['n']} | {r['official_agreement']:.1%} | "
-                  f"{r['toolpath_agreement']:.1%} | {diffs} |")
+            print(f"| {r['table']} | {r['n']} | {r['official_agreement']:.1%} | {r['toolpath_agreement']:.1%} | "
+                  f"{diffs.replace('|', '&#124;')} |")
+        print("\nThe published code behind each table:\n")
+        for r in rows:
+            print(f"- {r['table']}: {r['official_code'].replace('|', '&#124;')}")
         return 0
     print(f"{'table':<26} {'N':>6} {'official':>9} {'toolpath':>9}  differences of toolpath mode (higher/lower)")
     for r in rows:
