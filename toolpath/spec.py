@@ -85,6 +85,11 @@ class ModelSpec(_Part):
             raise ValueError(f"model {kind!r} takes no value after it")
         if value == "required" and (":" not in v or v.endswith(":")):
             raise ValueError(f"model {v!r} needs a value after '{kind}:'")
+        choices = known[kind].meta.get("choices")
+        given = v.partition(":")[2]
+        if choices and (given or v.endswith(":")) and given not in choices:
+            forms = ([kind] if value == "optional" else []) + [f"{kind}:{c}" for c in choices]
+            raise ValueError(f"unknown {kind} model {given!r}; known: {', '.join(forms)}")
         return v
 
 

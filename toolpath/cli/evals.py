@@ -18,6 +18,13 @@ def cmd_models_list(args) -> int:
     echo(f"{'KIND':<10} {'EXAMPLE':<26} {'HERE':<5} WHY")
     for r in rows:
         echo(f"{r.kind:<10} {r.example:<26} {'yes' if r.available else 'no':<5} {r.reason}")
+    models = [m for r in rows for m in r.models]
+    if models:
+        echo("")
+        echo(f"{'MODEL':<26} {'SIZE':>8}  {'INSTALLED':<9}  {'PROMPT':<25}  INSTALL WITH")
+        for m in models:
+            echo(f"{m['model']:<26} {m['size']:>8}  {'yes' if m['installed'] else 'no':<9}  {m['prompt']:<25}  "
+                 f"{m['install']}")
     return EXIT_OK
 
 

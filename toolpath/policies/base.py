@@ -92,6 +92,7 @@ class KindInfo:
     example: str
     available: bool
     reason: str
+    models: list[dict] = field(default_factory=list)  # the models the kind can run, from its meta's `variants`
 
 
 def _check(target: str) -> tuple[bool, str]:
@@ -102,7 +103,8 @@ def _check(target: str) -> tuple[bool, str]:
 def kinds() -> list[KindInfo]:
     """Each policy kind in the registry and whether it can run on this machine, checked without importing heavy
     libraries: an entry's meta names a `check` ("module:function" returning (available, why)), or the Python
-    modules it `needs` and what to say when they are `missing`, or just what it is `about`."""
+    modules it `needs` and what to say when they are `missing`, or just what it is `about`; `variants`
+    ("module:function" returning a row per model) lists the models it can run."""
     out = []
     for name, e in registry.declared("policy").items():
         meta = e.meta
@@ -113,7 +115,7 @@ def kinds() -> list[KindInfo]:
             ok, why = False, meta.get("missing", f"missing: {', '.join(meta['needs'])}")
         else:
             ok, why = True, meta.get("about", f"declared by {e.source}")
-        out.append(KindInfo(name, example, ok, why))
+        out.append(KindInfo(name, example, ok, why, _check(meta["variants"]) if "variants" in meta else []))
     return out
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 import threading
 import time
 import uuid
@@ -26,7 +27,7 @@ from .formats import FORMATS
 _LOCK = threading.Lock()  # one generate() at a time per process: the CPU is the bottleneck anyway
 
 
-def _home() -> Path:
+def home_dir() -> Path:
     return Path(os.environ.get("TOOLPATH_HOME") or Path.home() / ".toolpath")
 
 
@@ -38,8 +39,83 @@ def _file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def converted_dir(gguf: Path) -> Path:
-    return _home() / "models" / f"{gguf.stem}-{_file_digest(gguf)[:16]}"
+def converted_dir(gguf: Path, digest: str | None = None) -> Path:
+    """Where a GGUF file's safetensors conversion is cached; `digest`: its sha256 when already known (a pinned
+    catalog model), which saves hashing a large file on every load."""
+    return home_dir() / "models" / f"{gguf.stem}-{(digest or _file_digest(gguf))[:16]}"
+
+
+class ProgressLine:
+    """One line of progress on stderr (or `log`): redrawn in place on a terminal; elsewhere (logs, CI) the line
+    is written once when the work starts and once when it ends, never once per step."""
+
+    def __init__(self, label: str, total: int, unit: str = "", scale: float = 1.0, log=None, stream=None):
+        self.label, self.total, self.unit, self.scale = label, total, unit, scale
+        self.stream = stream or sys.stderr
+        self.log = log
+        self.tty = log is None and bool(getattr(self.stream, "isatty", lambda: False)())
+        self.done = 0
+        self.started = time.perf_counter()
+        self._drawn = 0.0
+        self._emit(f"{label}: {self._amount(total)}" if total else label, final=not self.tty)
+
+    def _amount(self, n: float) -> str:
+        return f"{n / self.scale:,.0f}{(' ' + self.unit) if self.unit else ''}"
+
+    def _emit(self, text: str, final: bool) -> None:
+        if self.log is not None:
+            self.log(text)
+        elif self.tty:
+            self.stream.write(f"\r\033[Ktoolpath: {text}" + ("\n" if final else ""))
+            self.stream.flush()
+        else:
+            print(f"toolpath: {text}", file=self.stream, flush=True)
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        now = time.perf_counter()
+        if self.tty and now - self._drawn > 0.2:
+            self._drawn = now
+            pct = 100 * self.done / self.total if self.total else 100
+            self._emit(f"{self.label}: {self._amount(self.done)}/{self._amount(self.total)} ({pct:.0f}%)", False)
+
+    def close(self, outcome: str = "done") -> None:
+        self._emit(f"{self.label}: {outcome} ({time.perf_counter() - self.started:.1f} s)", True)
+
+
+class gguf_progress:
+    """While converting a GGUF file, transformers' per-tensor tqdm bar (hundreds of lines in a log) is replaced
+    by one ProgressLine of ours."""
+
+    def __init__(self, label: str, log=None):
+        self.label, self.log = label, log
+        self.line: ProgressLine | None = None
+        self._module = None
+        self._saved = None
+
+    def _tqdm(self, iterable, desc=None, total=None, **_):
+        items = list(iterable)
+        self.line.total = total or len(items)
+        for item in items:
+            yield item
+            self.line.update(1)
+
+    def __enter__(self) -> "gguf_progress":
+        self.line = ProgressLine(self.label, 0, unit="tensors", log=self.log)
+        try:
+            import transformers.modeling_gguf_pytorch_utils as module
+        except ImportError:
+            return self
+        if hasattr(module, "tqdm"):
+            self._module, self._saved = module, module.tqdm
+            module.tqdm = self._tqdm
+        return self
+
+    def __exit__(self, kind, *_) -> None:
+        if self._module is not None:
+            self._module.tqdm = self._saved
+        if kind is not None:
+            self.line.close("failed")
 
 
 def _quiet_transformers() -> None:
@@ -50,17 +126,18 @@ def _quiet_transformers() -> None:
     hf_logging.disable_progress_bar()
 
 
-def convert_gguf(gguf: Path, log=print) -> Path:
-    """De-quantize a GGUF file once into a safetensors folder; returns the folder (cached)."""
-    target = converted_dir(gguf)
+def convert_gguf(gguf: Path, log=None, digest: str | None = None) -> Path:
+    """De-quantize a GGUF file once into a safetensors folder; returns the folder (cached). Progress is one line
+    of ours on stderr (or given to `log`), not transformers' bar."""
+    target = converted_dir(gguf, digest)
     if (target / "config.json").is_file():
         return target
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    log(f"converting {gguf.name} to safetensors under {target} (first use only)")
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    with gguf_progress(f"converting {gguf.name} to safetensors under {target} (first use only)", log) as progress:
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     # The de-quantized weights are plain float tensors now; transformers only refuses to save because it still
     # remembers the GGUF quantizer.
     model.hf_quantizer = None
@@ -75,7 +152,23 @@ def convert_gguf(gguf: Path, log=print) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         if not (target / "config.json").is_file():
             raise
+    progress.line.close(f"{progress.line.total} tensors done")
     return target
+
+
+# The transcript a model without a chat template sees: the system text, then `User: …` / `Assistant: …` turns,
+# ending with `Assistant:` for it to continue; generation stops where it starts a user turn of its own.
+PLAIN_TURN = "\nUser:"
+
+
+def plain_prompt(chat: list[dict]) -> str:
+    lines = []
+    for m in chat:
+        if m["role"] == "system":
+            lines.append(m["content"].strip())
+        else:
+            lines.append(f"{'Assistant' if m['role'] == 'assistant' else 'User'}: {m['content'].strip()}")
+    return "\n\n".join(lines) + "\n\nAssistant:"
 
 
 class HFPolicy:
@@ -87,6 +180,7 @@ class HFPolicy:
         self.load_seconds = load_seconds
         template = getattr(tokenizer, "chat_template", None) or ""
         self._tool_role = "tool" in template  # templates that know a tool role get one; others see a user turn
+        self.plain = not template  # a base model without a chat template is prompted as a plain transcript
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> "HFPolicy":
@@ -94,7 +188,8 @@ class HFPolicy:
         return cls.from_path(spec.name.partition(":")[2], spec)
 
     @classmethod
-    def from_path(cls, path: str, spec: ModelSpec, name: str | None = None) -> "HFPolicy":
+    def from_path(cls, path: str, spec: ModelSpec, name: str | None = None, digest: str | None = None) -> "HFPolicy":
+        """`digest`: the sha256 of a .gguf file when already known (it names the conversion cache)."""
         p = Path(path).expanduser()
         if not p.exists():
             raise PolicyError(f"hf model not found: {p}")
@@ -105,9 +200,7 @@ class HFPolicy:
         except ImportError as err:
             raise PolicyError(f"hf models need torch and transformers: {err} (pip install 'toolpath[local]')") from err
         _quiet_transformers()
-        import sys
-
-        folder = convert_gguf(p, log=lambda m: print(f"toolpath: {m}", file=sys.stderr)) if p.suffix == ".gguf" else p
+        folder = convert_gguf(p, digest=digest) if p.suffix == ".gguf" else p
         if not (folder / "config.json").is_file():
             raise PolicyError(f"hf model folder {folder} has no config.json")
         try:
@@ -150,12 +243,17 @@ class HFPolicy:
 
         started = time.perf_counter()
         fmt = generation.get("format") or FORMATS["json"]
-        enc = self.tokenizer.apply_chat_template(self._chat(messages, tools, fmt), add_generation_prompt=True,
-                                                 return_tensors="pt", return_dict=True)
+        chat = self._chat(messages, tools, fmt)
+        if self.plain:
+            enc = self.tokenizer(plain_prompt(chat), return_tensors="pt")
+        else:
+            enc = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt",
+                                                     return_dict=True)
         temperature = float(generation.get("temperature", self.spec.temperature))
         max_new = int(generation.get("max_new_tokens", self.spec.max_new_tokens))
         kwargs: dict[str, Any] = dict(max_new_tokens=max_new, pad_token_id=self.tokenizer.eos_token_id,
-                                      stop_strings=list(fmt.stop), tokenizer=self.tokenizer)
+                                      stop_strings=list(fmt.stop) + ([PLAIN_TURN] if self.plain else []),
+                                      tokenizer=self.tokenizer)
         if temperature > 0:
             kwargs.update(do_sample=True, temperature=temperature, top_p=float(self.spec.options.get("top_p", 0.95)))
             torch.manual_seed(int(generation.get("seed", 0)))
@@ -166,6 +264,8 @@ class HFPolicy:
         n_in = enc["input_ids"].shape[1]
         new = out[0, n_in:]
         raw = self.tokenizer.decode(new, skip_special_tokens=True)
+        if self.plain:
+            raw = raw.split(PLAIN_TURN, 1)[0].rstrip()  # the model went on to write the next user turn
         parsed = fmt.parse(raw, id_prefix=f"call{sum(1 for m in messages if m.role == 'assistant') + 1}")
         return Response(text=parsed.content, tool_calls=parsed.calls, issues=parsed.issues, answer=parsed.answer, raw=raw,
                         tokens_in=int(n_in), tokens_out=int(new.shape[0]), latency_s=time.perf_counter() - started)

