@@ -714,3 +714,69 @@ def test_scoring_case_tables_agree_in_both_modes(table):
     for c in data["cases"]:
         for mode in ("official", "toolpath"):
             assert abs(score_case(c["case"], mode) - c[mode]) < 1e-9, (c["id"], mode)
+
+
+# ---- toolpath mode accepts what the package accepts and a grader would; stricter only where a grader is ----------
+
+@pytest.mark.parametrize("fmt,want,got", [
+    ("location-name", "El Gallo de Oro", "El Gallo de Oro."), ("location-name", "El Gallo de Oro", '"El Gallo de Oro"'),
+    ("location-name", "Carnegie Mellon University", "Carnegie Mellon Univ"),
+    ("location-name", "El Gallo de Oro", "El_Gallo_de_Oro"),
+    ("string", "Macy's", "Macy’s"), ("string", "Macy’s", "Macy's"), ("string", "a ss b", "a ß b"),
+    ("string", "Cafe", "Café"), ("string", "Łódź", "Lodz"), ("string", "Sprite", "Sprite."),
+    ("string", "Sprite", '"Sprite"'), ("string", "WH11-S-Blue", "WH11 S Blue"),
+    ("string", "Quest Lumaflex™ Band", "Quest Lumaflex Band"), ("string", "5 €", "5 EUR"),
+    ("number", 105, "one hundred and five"), ("number", 6, "Six"), ("number", 6, "$6.00"),
+    ("currency", 36.39, "36,39 €"), ("currency", 36.39, "€36,39"), ("currency", 36.39, "Total: $36.39"),
+    ("currency", 36.39, "36.39 dollars"),
+    ("url", "git@__SSH_HOST__:a/PyTorch-GAN.git", "ssh://git@localhost:2222/a/PyTorch-GAN.git"),
+    ("url", "git@__SSH_HOST__:a/PyTorch-GAN.git", "git@localhost:a/PyTorch-GAN.git"),
+    ("duration", "7min", "00:07:00"), ("duration", "7min", "7-min"), ("duration", "5h 47min", "5:47 hours"),
+    ("duration", "5h 47min", "5.8 hours"), ("duration", "7min", "7min."),
+    ("distance", "748m", "818 yards"), ("distance", "748m", "0.46 mi"), ("distance", "914km", "914k"),
+    ("distance", "748m", "74800 cm"),
+    ("date", "March 2, 2022", "March 2,2022"), ("date", "March 2, 2022", "Wed, March 2, 2022"),
+    ("date", "March 2, 2022", "2022/03/02"), ("month", "March", "2023-03"), ("month", "March", "03/2023"),
+    ("null", None, "N/A"), ("null", None, "none"), ("null", None, ""),
+    ("coordinates", {"latitude": "40.4424191", "longitude": "-79.9397388"}, "40.4424191 -79.9397388"),
+    ("coordinates", {"latitude": "40.4424191", "longitude": "-79.9397388"},
+     {"Latitude": 40.4424191, "Longitude": -79.9397388}),
+])
+def test_toolpath_verified_accepts_what_a_grader_accepts(fmt, want, got):
+    toolpath, official = _one_value(fmt, want, got)
+    assert toolpath == 1.0, (fmt, want, got)
+    assert official in (0.0, 1.0)
+
+
+@pytest.mark.parametrize("fmt,want,got,official", [
+    ("string", "a £ b", "a PS b", 1.0), ("string", "a ° b", "a deg b", 1.0), ("string", "a ★ b", "a  b", 1.0),
+    ("duration", "7min", "10 min", 1.0), ("duration", "5h 47min", "5h 20min", 1.0),
+    ("duration", "7min", "7–8 min", 0.0),
+    ("currency", 36.39, "$36.49", 1.0), ("currency", 36.39, "$-36.39", 1.0), ("currency", 36.39, "36,390", 1.0),
+    ("url", "git@__SSH_HOST__:a/b.git", "^git@.*$", 1.0), ("string", "Sprite", "^.*$", 1.0),
+    ("location-name", "Carnegie Mellon University", "CMU", 0.0), ("number", 6, "6 and 7", 0.0),
+])
+def test_toolpath_verified_rejects_what_a_grader_rejects(fmt, want, got, official):
+    assert _one_value(fmt, want, got) == (0.0, official)
+
+
+def test_toolpath_verified_several_values_in_one_item_are_not_alternatives():
+    ev = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": ["#170"]},
+            {"type": "array", "items": {"type": "string"}})
+    both = {"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": [["#170", "#189"]]}
+    assert we.evaluate(ev, both)["score"] == 0.0 and we.evaluate(ev, both, scoring="official")["score"] == 1.0
+
+
+def test_toolpath_verified_expected_pattern_matches_the_text_with_or_without_end_punctuation():
+    ev = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": ["^#?\\s*0*170$"]},
+            {"type": "array", "items": {"type": "string"}})
+    got = {"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": ["#170."]}
+    assert we.evaluate(ev, got)["score"] == 1.0 and we.evaluate(ev, got, scoring="official")["score"] == 0.0
+
+
+def test_toolpath_verified_never_raises_on_odd_values():
+    for fmt in ("duration", "distance", "coordinates", "location-name", "url", "null", "currency", "number",
+                "date", "month", "string"):
+        for got in (None, "", [], {}, [1], True, 1e308, float("nan"), "x" * 10000, "^[$", "2**99999 km", "1:2:3:4",
+                    {"la": "x"}, "٣", "7–8 min"):
+            assert _one_value(fmt, "1", got)[0] in (0.0, 1.0)

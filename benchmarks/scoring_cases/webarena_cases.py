@@ -217,7 +217,37 @@ def verified_official(src: Path, cases: list[dict]) -> list[float]:
     return out
 
 
-def _verified_kind(case: dict) -> str:
+def _answer_data(answer) -> list:
+    """The retrieved values of an answer (a dict, or JSON text bare or in a ``` block), else []."""
+    if isinstance(answer, str):
+        m = re.search(r"```(?:json)?\s*\n?(.*?)\n?```", answer, re.DOTALL)
+        try:
+            answer = json.loads(m.group(1) if m else answer)
+        except json.JSONDecodeError:
+            return []
+    data = answer.get("retrieved_data") if isinstance(answer, dict) else None
+    return data if isinstance(data, list) else []
+
+
+def _strings(value) -> list:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def _is_pattern(s: str) -> bool:
+    s = s.strip().strip("'\"`.,;:!?")
+    return len(s) >= 2 and s.startswith("^") and s.endswith("$")
+
+
+# Why toolpath rejects an answer the package accepts, per value format (the remaining differences).
+_STRICTER = {"string": "sign spelled in letters or dropped (official folds it)",
+             "duration": "duration off by more than max(1 min, 5 %) (official: max(3 min, 10 %))"}
+
+
+def _verified_kind(case: dict, lower: bool = False) -> str:
     """A short name for why toolpath and official differ on one WebArena-Verified case."""
     ex, a = case["agent_response"]["expected"], case["answer"]
     if ex["task_type"].lower() == "retrieve" and ex["status"] != "SUCCESS":
@@ -231,6 +261,21 @@ def _verified_kind(case: dict) -> str:
     items = (case["agent_response"].get("results_schema") or {}).get("items") or {}
     kinds = [items.get("format") or items.get("type") or "string"] if items.get("type") != "object" else \
         sorted({p.get("format") or p.get("type") or "string" for p in (items.get("properties") or {}).values()})
+    if lower:
+        data = _answer_data(a)
+        if any(_is_pattern(s) for s in _strings(data)):
+            return "pattern in the answer (official applies it as a regex)"
+        if kinds != ["coordinates"] and any(isinstance(v, list) for v in data):
+            return "several values in one answer item (official takes them as alternatives)"
+        if kinds == ["currency"]:
+            text = " ".join(_strings(data))
+            if "-" in text:
+                return "negative amount (official drops the sign)"
+            if re.search(r"\d,\d{3}(?!\d)", text):
+                return "thousands separator (official reads 36,390 as 36.39)"
+            return "amount off by a cent or more (official: within 0.1)"
+        if len(kinds) == 1 and kinds[0] in _STRICTER:
+            return _STRICTER[kinds[0]]
     return "value read differently (" + ", ".join(kinds) + ")"
 
 
@@ -250,7 +295,8 @@ def write_table(path: Path, table: str, cases: list[dict], official_code: str, l
         mine, ours = score_case(case, "official"), score_case(case, "toolpath")
         if mine != c["official"]:
             wrong.append(c["id"])
-        kind = "" if ours == c["official"] else _verified_kind(case) if table == "webarena_verified" else "other"
+        kind = "" if ours == c["official"] else \
+            _verified_kind(case, ours < c["official"]) if table == "webarena_verified" else "other"
         rows.append({"id": c["id"], "case": case, "official": c["official"], "toolpath": ours, "kind": kind})
     print(f"{table}: {len(rows)} cases; official mode agrees on {len(rows) - len(wrong)}"
           f" ({100 * (len(rows) - len(wrong)) / len(rows):.2f} %); disagreeing: {wrong[:20]}")

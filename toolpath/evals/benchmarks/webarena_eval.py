@@ -32,10 +32,26 @@ a careful grader would:
   - program_html fuzzy_match: toolpath asks the judge; official raises (scored 0);
   - WebArena-Verified (webarena_verified_official.py): toolpath reads a JSON object inside prose, passes a
     RETRIEVE task whose expected status is an error when the answer says so, accepts an answer without a
-    retrieved_data key for MUTATE / NAVIGATE tasks, and reads values with its own normalisers (official reads
-    them as the package does, webarena_verified_values.py: "7min." or '"748m"' is unreadable there, a location
-    name passes at a token-sort ratio of 80, so "El Gallo de Oro." passes; "ssh://git@host:2222/a/b.git" equals
-    "git@__SSH_HOST__:a/b.git").
+    retrieved_data key for MUTATE / NAVIGATE tasks, and reads values with its own readers first, then the
+    package's (webarena_verified_values.py) for what its own cannot read: so it accepts what the package accepts
+    and a grader would ("El Gallo de Oro." as a location name, "Macy’s" for "Macy's", "Café" for "Cafe",
+    "a ß b" for "a ss b", "one hundred and five", "36,39 €", "00:07:00", "818 yards", "Wed, March 2, 2022",
+    "ssh://git@host:2222/a/b.git" for "git@__SSH_HOST__:a/b.git", "N/A" for an empty value) and also what
+    the package cannot read ("about 7 min", "748m (walking)", "$6.00" for the number 6, 40.4424 for
+    40.4424191). Where toolpath rejects what the package accepts, a grader would reject it too:
+      - several values in one answer item (["#170", "#189"] for one order): the package takes them as
+        alternatives, so listing every candidate passes;
+      - a pattern in the answer ("^.*$", or the task's own "^#?\\s*0*170$" echoed back): the package applies it
+        as a regex to the expected value; an answer is text;
+      - a sign that unidecode spells in letters or drops: "a PS b" for "a £ b", "a deg b" for "a ° b",
+        "a  b" for "a ★ b" (the package folds both to the same ASCII; "5 EUR" for "5 €" and "16 x 24" for
+        "16 × 24" are accepted, the way people type those signs);
+      - a duration off by more than max(1 minute, 5 %): "10 min" or "4 min" for 7 min, "5h 20min" for
+        5h 47min (the package allows max(3 minutes, 10 %)); "0.12 hours" and "6h" for 5h 47min pass;
+      - an amount off by a cent or more ("$36.4", "$36.3", "$36.49" for 36.39; the package allows 0.1), a
+        negative amount ("$-36.39"; the package drops the sign after "$"), and "36,390" (thirty-six thousand;
+        the package reads the comma as a decimal one).
+    A range ("7–8 min") is neither value in either mode.
 """
 
 from __future__ import annotations

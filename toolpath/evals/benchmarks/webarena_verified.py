@@ -5,6 +5,10 @@
     network_event(cfg, final_state)    NetworkEventEvaluator, for the checks a visited URL can settle
 
 webarena_eval.evaluate is the entry point: it dispatches a list-shaped eval block here.
+
+This is scoring="toolpath": each value is read by our reader first and, where that cannot read it, by the
+package's (webarena_verified_values); durations, distances, amounts and location names compare with the
+tolerances of _TOLERANCE. webarena_eval's docstring lists where this differs from the package, case by case.
 """
 
 from __future__ import annotations
@@ -12,12 +16,13 @@ from __future__ import annotations
 import calendar
 import json
 import re
-import unicodedata
 import urllib.parse
 from datetime import datetime
 from typing import Any
 
+from . import webarena_verified_values as values
 from .webarena_result import result as _result
+from .webarena_verified_values import is_pattern
 
 def _parse_response(answer: str | None) -> dict | None:
     """The agent's JSON response object (bare or in a ``` block), else None."""
@@ -44,7 +49,31 @@ def _number(v: Any) -> float:
     if isinstance(v, (int, float)):
         return float(v)
     s = re.sub(r"[,$€£\s]|usd", "", str(v).strip().lower())
-    return float(s)
+    try:
+        return float(s)
+    except ValueError:
+        if re.search(r"\d", str(v)):  # "6 and 7" is not read as words
+            raise
+        return float(_official("number", v))  # "six", "one hundred and five"
+
+
+def _official(kind: str, v: Any) -> Any:
+    """The package's reading of a value our own reader cannot read (webarena_verified_values)."""
+    return values.read(kind, values.prepare_text(kind, v) if isinstance(v, str) else v)
+
+
+_DECIMAL_COMMA = re.compile(r"\d,\d{1,2}(?!\d)")
+
+
+def _currency(v: Any) -> tuple:
+    """An amount, to the cent. A decimal comma ("36,39 €") and an amount in words around it ("Total: $36.39",
+    "36.39 dollars") are read as the package reads them; "36,390" is thirty-six thousand, not 36.39."""
+    if isinstance(v, str) and _DECIMAL_COMMA.search(v) and "." not in v:
+        return ("≈", "currency", float(_official("currency", v)))
+    try:
+        return ("≈", "currency", _number(v))
+    except ValueError:
+        return ("≈", "currency", float(_official("currency", v)))
 
 
 _UNITS_S = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hr": 3600, "hour": 3600,
@@ -53,7 +82,12 @@ _UNITS_M = {"m": 1, "meter": 1, "metre": 1, "km": 1000, "kilometer": 1000, "kilo
             "mile": 1609.344, "ft": 0.3048, "foot": 0.3048, "feet": 0.3048}
 
 
+_RANGE = re.compile(r"\d\s*(?:[-\u2010-\u2015]|to)\s*\d")
+
+
 def _quantity(v: Any, units: dict) -> float:
+    if _RANGE.search(str(v)):  # "7-8 min" hedges between two values: it is neither
+        raise ValueError(f"a range: {v!r}")
     parts = re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]+)", str(v).lower().replace(",", ""))
     if not parts:
         raise ValueError(f"no quantity in {v!r}")
@@ -64,6 +98,35 @@ def _quantity(v: Any, units: dict) -> float:
             raise ValueError(f"unknown unit {unit!r}")
         total += float(num) * units[u]
     return round(total, 3)
+
+
+def _duration(v: Any) -> tuple:
+    """Seconds; clock notation ("00:07:00", "5:47 hours") and what our units miss are read as the package does."""
+    if ":" in str(v):
+        return ("≈", "duration", float(_official("duration", v)))
+    try:
+        return ("≈", "duration", _quantity(v, _UNITS_S))
+    except ValueError:
+        return ("≈", "duration", float(_official("duration", v)))
+
+
+def _distance(v: Any) -> tuple:
+    """Metres; units our table lacks ("818 yards", "74800 cm", "914k") are read as the package reads them."""
+    try:
+        return ("≈", "distance", _quantity(v, _UNITS_M))
+    except ValueError:
+        return ("≈", "distance", float(_official("distance", v)))
+
+
+# Two read values of a kind that compares with a tolerance: a duration within max(1 minute, 5 %) (a route time
+# rounded to its unit: "0.12 hours" for 7 min, "6h" for 5h 47min; the package's max(3 minutes, 10 %) passes
+# "10 min" for 7 min), a distance within max(10 m, 2 %) as the package (a map's route lengths vary by that
+# much), an amount to the cent, a location name at a token-sort ratio of 80 as the package ("El Gallo de Oro."
+# and "Carnegie Mellon Univ" are the place asked for).
+_TOLERANCE = {"duration": lambda a, b: abs(a - b) <= max(60.0, 0.05 * max(a, b)),
+              "distance": lambda a, b: abs(a - b) <= max(10.0, 0.02 * max(a, b)),
+              "currency": lambda a, b: abs(a - b) < 0.005,
+              "location-name": lambda a, b: values.same("location-name", (a,), (b,))}
 
 
 _DATE_FORMATS = ("%B %d, %Y", "%B %d %Y", "%b %d, %Y", "%b %d %Y", "%Y-%m-%d", "%m/%d/%Y", "%d %B %Y", "%B %Y",
@@ -77,15 +140,36 @@ def _date(v: Any) -> str:
             return datetime.strptime(s, fmt).date().isoformat()
         except ValueError:
             continue
-    raise ValueError(f"not a date: {v!r}")
+    # "March 2,2022", "Wed, March 2, 2022", "2022/03/02", "March 2, 2022 at 10:00 AM": the package's reading
+    return _official("date", v)
+
+
+class _Text(str):
+    """Read text; `.unstripped` keeps the quotes and end punctuation, for an expected pattern to match
+    ('24"' is 24 inches there, while '"Sprite."' compares as Sprite)."""
+
+    unstripped: str
 
 
 def _text(v: Any) -> str:
-    return " ".join(unicodedata.normalize("NFKC", str(v)).casefold().split())
+    """Text as a grader reads it: the package's string pipeline (™ dropped, accents and "ß" folded, curly quotes
+    straight, hyphens between letters as spaces, case) but signs kept, then quotes and end punctuation around
+    it dropped, as the package's last comparison does."""
+    s = values.clean(str(v), patterns=False, symbols=False).strip()
+    out = _Text(" ".join(s.strip(values.EDGE_PUNCTUATION).split()))
+    out.unstripped = s
+    return out
+
+
+def _location(v: Any) -> tuple:
+    return ("≈", "location-name", _text(v))
 
 
 def _url(v: Any) -> str:
     s = str(v).strip()
+    lower = s.lower()
+    if not is_pattern(s) and (lower.startswith("ssh://") or "@" in s and ":" in s and "://" not in s):
+        return _official("url", s)[0]  # "ssh://git@host:2222/a/b.git" is "git@host:a/b.git"
     p = urllib.parse.urlparse(s)
     if p.scheme and p.netloc:
         q = urllib.parse.urlencode(sorted(urllib.parse.parse_qsl(p.query)))
@@ -94,13 +178,21 @@ def _url(v: Any) -> str:
 
 
 def _coords(v: Any) -> tuple:
-    if isinstance(v, dict):
-        lat, lon = v.get("latitude", v.get("lat")), v.get("longitude", v.get("lon", v.get("lng")))
-    elif isinstance(v, (list, tuple)) and len(v) == 2:
-        lat, lon = v
-    else:
-        lat, lon = str(v).split(",")
-    return (round(float(lat), 4), round(float(lon), 4))  # about 10 m
+    try:
+        if isinstance(v, dict):
+            low = {str(k).lower(): x for k, x in v.items()}
+            lat, lon = low.get("latitude", low.get("lat")), low.get("longitude", low.get("lon", low.get("lng")))
+        elif isinstance(v, (list, tuple)) and len(v) == 2:
+            lat, lon = v
+        else:
+            lat, lon = str(v).split(",")
+        lat, lon = float(lat), float(lon)
+    except (ValueError, TypeError):  # "40.44 -79.94", {"la": …, "lo": …}: read as the package reads them
+        lat, lon = _official("coordinates", v)
+    if not -90 <= lat <= 90:
+        raise ValueError(f"latitude out of range: {lat}")
+    lon = (lon + 180) % 360 - 180  # 280.06 east is 79.94 west
+    return (round(lat, 4), round(lon, 4))  # about 10 m
 
 
 def _boolean(v: Any) -> bool:
@@ -115,7 +207,8 @@ def _boolean(v: Any) -> bool:
 
 
 def _month(v: Any) -> int:
-    """A month as its number: 1-12 (as a number or digits) or a name or abbreviation ("Sept", "may 2023")."""
+    """A month as its number: 1-12 (as a number or digits) or a name or abbreviation ("Sept", "may 2023");
+    what this cannot read ("2023-03", "03/2023", "Mär") is read as the package reads it."""
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         if v != int(v) or not 1 <= int(v) <= 12:
             raise ValueError(f"not a month: {v!r}")
@@ -127,19 +220,17 @@ def _month(v: Any) -> int:
         for number in range(1, 13):
             if len(word) >= 3 and calendar.month_name[number].lower().startswith(word):
                 return number
-    raise ValueError(f"not a month: {v!r}")
+    return list(calendar.month_name).index(_official("month", v))
 
 
-NORMALIZERS = {"string": _text, "location-name": _text, "month": _month, "integer": _number, "number": _number,
-               "currency": _number, "boolean": _boolean,
-               "duration": lambda v: _quantity(v, _UNITS_S), "distance": lambda v: _quantity(v, _UNITS_M),
-               "date": _date, "url": _url, "coordinates": _coords}
+def _empty(v: Any) -> None:
+    """An empty value: "", "N/A", "none", "null", "nan", {} (the package's words, end punctuation dropped)."""
+    return _official("null", v.strip().strip(values.EDGE_PUNCTUATION) if isinstance(v, str) else v)
 
 
-def is_pattern(value: Any) -> bool:
-    """webarena-verified's test for an expected value that is a regular expression: a string that starts with
-    "^" and ends with "$" (e.g. "^#?\\s*0*170$" for order #170). Such a value is matched, not compared."""
-    return isinstance(value, str) and len(value) >= 2 and value.startswith("^") and value.endswith("$")
+NORMALIZERS = {"string": _text, "location-name": _location, "month": _month, "integer": _number, "number": _number,
+               "currency": _currency, "boolean": _boolean, "duration": _duration, "distance": _distance,
+               "date": _date, "url": _url, "coordinates": _coords, "null": _empty}
 
 
 def _norm(value: Any, schema: dict, expected: bool = False) -> Any:
@@ -166,25 +257,29 @@ def _norm(value: Any, schema: dict, expected: bool = False) -> Any:
         return ("regex", value.strip())
     try:
         return fn(value)
-    except (ValueError, TypeError):
+    except Exception:  # noqa: BLE001 - the package's readers (pint, geopy …) raise their own errors
         return ("raw", _text(value))  # the agent's value, unnormalised: it matches only itself
 
 
 def _norm_alts(value: Any, schema: dict, expected: bool = True) -> frozenset:
     """A value and its alternatives (an expected list is a set of acceptable values), normalised."""
-    values = value if isinstance(value, list) and schema.get("type") != "array" else [value]
-    return frozenset(_norm(v, schema, expected) for v in values)
+    items = value if isinstance(value, list) and schema.get("type") != "array" else [value]
+    return frozenset(_norm(v, schema, expected) for v in items)
 
 
 def _same(want: Any, have: Any) -> bool:
     """One expected alternative against one normalised actual value: a pattern must match the whole text
-    (case-insensitively, as webarena-verified applies it), anything else must be equal."""
+    (case-insensitively, as webarena-verified applies it), a value with a tolerance (_TOLERANCE) must be within
+    it, anything else must be equal."""
+    if isinstance(want, tuple) and isinstance(have, tuple) and len(want) == len(have) == 3 and want[0] == "≈" \
+            and have[0] == "≈" and want[1] == have[1]:
+        return _TOLERANCE[want[1]](want[2], have[2])
     if isinstance(want, tuple) and len(want) == 2 and want[0] == "regex":
         text = have[1] if isinstance(have, tuple) and len(have) == 2 and have[0] == "raw" else have
         if not isinstance(text, str):
             return False
         try:
-            return re.fullmatch(want[1], text, re.IGNORECASE) is not None
+            return any(re.fullmatch(want[1], t, re.IGNORECASE) for t in {text, getattr(text, "unstripped", text)})
         except re.error:  # not a valid pattern after all: compared as text
             return _text(want[1]) == text
     return want == have

@@ -13,73 +13,24 @@ Each bug is named where it is reproduced, with the case that shows it:
   - an answer's string that looks like a pattern ("^.*$") is matched against the expected value as one.
 Each value type reads and compares values as the package's does (webarena_verified_values: durations through
 pytimeparse2, distances through pint, coordinates through geopy, amounts through price-parser, numbers in words
-through word2number, location names by thefuzz's token-sort ratio, git URLs); booleans, months (dateutil) and
-dates (dateutil) here.
+through word2number, location names by thefuzz's token-sort ratio, git URLs, booleans, months and dates through
+dateutil).
 """
 
 from __future__ import annotations
 
-import calendar
 import json
 import re
 from typing import Any
 
 from .webarena_result import result as _result
-from .webarena_verified import is_pattern
-from .webarena_verified_values import READERS, prepare_text, same
-
-_STRIP = "'\"`.,;:!?"
-
+from .webarena_verified_values import EDGE_PUNCTUATION, READERS, is_pattern, prepare_text, same
 
 class _Bad(Exception):
     """A value the package's normaliser rejects (it raises; strict for expected values, raw for answers)."""
 
 
-def _boolean(v: Any) -> bool:
-    if isinstance(v, (bool, int, float)):
-        return bool(v)
-    s = str(v).strip().lower() if v else ""
-    if s in ("true", "yes", "y", "1", "t", "on"):
-        return True
-    if s in ("false", "no", "n", "0", "f", "off"):
-        return False
-    raise _Bad(s)
-
-
-def _month(v: Any) -> str:
-    if isinstance(v, (int, float)) and not isinstance(v, bool) or isinstance(v, bool):
-        if v != int(v) or not 1 <= int(v) <= 12:
-            raise _Bad(v)
-        return calendar.month_name[int(v)]
-    s = str(v or "").strip()
-    if not s:
-        raise _Bad("empty")
-    if re.fullmatch(r"[+-]?\d+", s):
-        if not 1 <= int(s) <= 12:
-            raise _Bad(s)
-        return calendar.month_name[int(s)]
-    from dateutil import parser
-
-    try:
-        return calendar.month_name[parser.parse(s, default=parser.parse("2000-01-01")).month]
-    except (ValueError, OverflowError) as err:
-        raise _Bad(s) from err
-
-
-def _date(v: Any) -> str:
-    if not v:
-        raise _Bad("empty")
-    if not isinstance(v, str):  # the package's re.sub raises on a number: 20240115 is not a date there
-        raise _Bad("not a string")
-    from dateutil import parser
-
-    try:
-        return parser.parse(re.sub(r",(?! )", ", ", v), dayfirst=False).date().isoformat()
-    except (ValueError, OverflowError, TypeError) as err:
-        raise _Bad(str(v)) from err
-
-
-_TYPES = {"boolean": _boolean, "month": _month, "date": _date, **READERS}
+_TYPES = READERS
 
 
 class Value:
@@ -126,7 +77,7 @@ class Value:
                             pass
             if set(self.alts) & set(other.alts):
                 return True
-            return bool({a.strip(_STRIP) for a in self.alts} & {b.strip(_STRIP) for b in other.alts})
+            return bool({a.strip(EDGE_PUNCTUATION) for a in self.alts} & {b.strip(EDGE_PUNCTUATION) for b in other.alts})
         return same(self.kind, self.alts, other.alts)
 
 

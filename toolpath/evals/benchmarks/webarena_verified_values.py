@@ -7,7 +7,7 @@ reads one raw value and when two read values are equal.
 
 Where the package builds on a small, pure-Python library the same library does the reading, so the behaviour is
 the package's by construction: pytimeparse2 (durations), pint (distances), geopy (coordinates), price-parser
-(currency), word2number (numbers as words). Two are reproduced here instead:
+(currency), word2number (numbers as words), dateutil (months, dates). Two are reproduced here instead:
   - thefuzz's token_sort_ratio (location names): thefuzz needs rapidfuzz, a compiled extension. Reproduced:
     bytes 128-255 dropped, every character but a letter or digit made a space ("_" too, as rapidfuzz's
     compiled default_process does), lower case, tokens sorted, Indel similarity x 100, rounded (half to even).
@@ -18,10 +18,17 @@ the package's by construction: pytimeparse2 (durations), pint (distances), geopy
 The package's derendering of site URLs (http://localhost:7770 -> __SHOPPING__) needs the environment's site map;
 without one (the package's default configuration) it does nothing to strings and rejects http(s) values of the
 `url` type, which is what is reproduced here.
+
+toolpath mode (webarena_verified.py) reuses these readers where they read a value as a grader would: its own
+reader goes first, and a value it cannot read is read here (numbers in words, "36,39 €", "00:07:00", "818 yards",
+"Wed, March 2, 2022", ssh git URLs, "N/A" for an empty value). Its text goes through `clean` too, with
+`symbols=False`: a sign that unidecode spells in letters ("£" -> "PS", "§" -> "SS") or drops ("★") keeps its
+identity there.
 """
 
 from __future__ import annotations
 
+import calendar
 import re
 import unicodedata
 import warnings
@@ -30,7 +37,15 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from .webarena_verified import is_pattern
+
+def is_pattern(value: Any) -> bool:
+    """webarena-verified's test for an expected value that is a regular expression: a string that starts with
+    "^" and ends with "$" (e.g. "^#?\\s*0*170$" for order #170). Such a value is matched, not compared."""
+    return isinstance(value, str) and len(value) >= 2 and value.startswith("^") and value.endswith("$")
+
+
+# The characters the package strips from both ends of two strings before its last string comparison.
+EDGE_PUNCTUATION = "'\"`.,;:!?"
 
 _HYPHEN = re.compile(r"(?<=[a-zA-Z])[\u002D\u2010-\u2015\u2212\u00AD]|[\u002D\u2010-\u2015\u2212\u00AD](?=[a-zA-Z])")
 
@@ -51,15 +66,27 @@ _ASCII.update({chr(0x410 + i): t for i, t in enumerate(_CYRILLIC)})
 _ASCII.update({chr(0x430 + i): t.lower() for i, t in enumerate(_CYRILLIC)})
 _ASCII.update({"Ё": "Io", "ё": "io"})
 TRANSLITERATIONS = dict(_ASCII)
+# Signs the way people type them in ASCII ("5 EUR", "16 x 24", "a - b"): folded in toolpath mode too.
+_TYPED_SIGNS = frozenset("€×−÷±⁄")
+_SPELLED_PUNCTUATION = frozenset("§¶†‡‰")
 
 
-def ascii_fold(s: str) -> str:
+def _kept_sign(ch: str) -> bool:
+    """A sign toolpath mode keeps as it is: a symbol (currency, maths, marks, stars) or a mark unidecode spells
+    in letters; "a £ b" is not "a PS b" to a reader."""
+    return ch not in _TYPED_SIGNS and (unicodedata.category(ch).startswith("S") or ch in _SPELLED_PUNCTUATION)
+
+
+def ascii_fold(s: str, symbols: bool = True) -> str:
     """unidecode's transliteration for Latin and Cyrillic text. A letter of another script (Greek, CJK …) is
     kept as it is where unidecode would spell it in ASCII: equal names stay equal, different ones different,
-    but a name in that script never equals its romanisation, as it can in the package."""
+    but a name in that script never equals its romanisation, as it can in the package. symbols=False keeps
+    the signs of _kept_sign as they are (toolpath mode)."""
     out = []
     for ch in s:
         if ch < "\x80":
+            out.append(ch)
+        elif not symbols and _kept_sign(ch):
             out.append(ch)
         elif ch in _ASCII:
             out.append(_ASCII[ch])
@@ -70,15 +97,16 @@ def ascii_fold(s: str) -> str:
     return "".join(out)
 
 
-def clean(s: str) -> str:
+def clean(s: str, patterns: bool = True, symbols: bool = True) -> str:
     """The base string pipeline: marks dropped, NFKC, hyphens beside letters to spaces, controls dropped,
-    ASCII, whitespace collapsed, casefold. A pattern (^…$) is left alone."""
-    if not s or is_pattern(s):
+    ASCII, whitespace collapsed, casefold. A pattern (^…$) is left alone (unless patterns=False: toolpath
+    mode reads an answer's "^…$" as text); symbols=False: see ascii_fold."""
+    if not s or patterns and is_pattern(s):
         return s
     s = s.translate({0x2122: None, 0x00AE: None, 0x2120: None, 0x00A9: None})
     s = _HYPHEN.sub(" ", unicodedata.normalize("NFKC", s))
     s = "".join(" " if c in "\t\n\r" else c for c in s if not unicodedata.category(c).startswith("C") or c in "\t\n\r")
-    s = ascii_fold(s)
+    s = ascii_fold(s, symbols)
     return re.sub(r"\s+", " ", s.strip()).casefold()
 
 
@@ -236,9 +264,53 @@ def _number(v: Any) -> float:
         return float(w2n.word_to_num(str(v)))
 
 
-READERS = {"duration": _duration, "distance": _distance, "coordinates": _coordinates,
-           "location-name": _location_name, "null": _empty, "url": _url, "currency": _currency,
-           "number": _number, "integer": _number}
+def _boolean(v: Any) -> bool:
+    if isinstance(v, (bool, int, float)):
+        return bool(v)
+    s = str(v).strip().lower() if v else ""
+    if s in ("true", "yes", "y", "1", "t", "on"):
+        return True
+    if s in ("false", "no", "n", "0", "f", "off"):
+        return False
+    raise ValueError(s)
+
+
+def _month(v: Any) -> str:
+    if isinstance(v, (int, float)) and not isinstance(v, bool) or isinstance(v, bool):
+        if v != int(v) or not 1 <= int(v) <= 12:
+            raise ValueError(v)
+        return calendar.month_name[int(v)]
+    s = str(v or "").strip()
+    if not s:
+        raise ValueError("empty")
+    if re.fullmatch(r"[+-]?\d+", s):
+        if not 1 <= int(s) <= 12:
+            raise ValueError(s)
+        return calendar.month_name[int(s)]
+    from dateutil import parser
+
+    try:
+        return calendar.month_name[parser.parse(s, default=parser.parse("2000-01-01")).month]
+    except (ValueError, OverflowError) as err:
+        raise ValueError(s) from err
+
+
+def _date(v: Any) -> str:
+    if not v:
+        raise ValueError("empty")
+    if not isinstance(v, str):  # the package's re.sub raises on a number: 20240115 is not a date there
+        raise ValueError("not a string")
+    from dateutil import parser
+
+    try:
+        return parser.parse(re.sub(r",(?! )", ", ", v), dayfirst=False).date().isoformat()
+    except (ValueError, OverflowError, TypeError) as err:
+        raise ValueError(str(v)) from err
+
+
+READERS = {"boolean": _boolean, "month": _month, "date": _date, "duration": _duration, "distance": _distance,
+           "coordinates": _coordinates, "location-name": _location_name, "null": _empty, "url": _url,
+           "currency": _currency, "number": _number, "integer": _number}
 
 
 def read(kind: str, value: Any) -> Any:
