@@ -252,6 +252,7 @@ def test_eval_list_shows_each_eval_with_its_progress(tmp_path, on_path):
     assert [(x["benchmark"], x["n"], x["done"], x["finished"]) for x in rows] == [("arith", 9, 0, False),
                                                                                    ("arith", 3, 3, True)]
     assert rows[1]["id"] == eval_id and rows[1]["score"] == 1.0 and rows[1]["started"].startswith("20")
+    assert rows[1]["scoring"] == "toolpath"
     text = toolpath_cli("eval", "list", home=home).stdout
     assert "0/9*" in text and "3/3" in text and "--resume" in text
     bad = toolpath_cli("eval", "arith", "--workers", "0", home=home)

@@ -32,16 +32,18 @@ def cmd_eval_list(args) -> int:
     store = store_from_args(args, readonly=True)
     rows = store.list_evals(limit=args.limit or 50)
     out = [{"id": r["id"], "benchmark": r["benchmark"], "model": r["model"], "n": r["n"], "done": r["done"],
-            "score": (r["summary"] or {}).get("score"), "started": when(r["created"]),
+            "score": (r["summary"] or {}).get("score"), "scoring": (r.get("params") or {}).get("scoring", "toolpath"),
+            "started": when(r["created"]),
             "finished": bool(r["finished"])} for r in rows]
     if args.json:
         echo_json(out)
         return EXIT_OK
-    echo(f"{'EVAL':<26} {'BENCHMARK':<16} {'MODEL':<20} {'DONE':>9} {'SCORE':>7}  STARTED")
+    echo(f"{'EVAL':<26} {'BENCHMARK':<16} {'MODEL':<20} {'DONE':>9} {'SCORE':>7} {'SCORING':<8}  STARTED")
     for r in out:
         score = "" if r["score"] is None else f"{r['score']:.3f}"
         done = f"{r['done']}/{r['n']}" + ("" if r["finished"] else "*")
-        echo(f"{r['id']:<26} {r['benchmark']:<16} {one_line(r['model'], 20):<20} {done:>9} {score:>7}  {r['started']}")
+        echo(f"{r['id']:<26} {r['benchmark']:<16} {one_line(r['model'], 20):<20} {done:>9} {score:>7} "
+             f"{r['scoring']:<8}  {r['started']}")
     if any(not r["finished"] for r in out):
         echo("* not finished: toolpath eval BENCHMARK --resume EVAL continues it")
     return EXIT_OK
