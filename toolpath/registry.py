@@ -115,7 +115,15 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
              ("builtin", "code", "image.ops", "search", "gui", "robot")},
     "edit_tool": {name: (f"toolpath.tools.image.{name}", {}) for name in
                   ("fill", "locate", "learned", "paint", "text")},
-    "kv_cache": {}, "decoder": {}, "compressor": {}, "embedder": {},
+    # `toolpath compress --method NAME` (toolpath/compress/__init__.py's METHODS, kept equal by its tests);
+    # `packed` is not a method but the loader of the folders they write (HFPolicy.from_path finds it here).
+    "compressor": {
+        **{name: (f"toolpath.compress.{target}", {"packs": packs}) for name, target, packs in (
+            ("rtn", "gptq:compress_rtn", True), ("gptq", "gptq:compress_gptq", True),
+            ("moe-bits", "moe_bits:compress", True), ("tailor", "tailor:compress", False))},
+        "packed": ("toolpath.compress.packed:load_packed", {"loader": True}),
+    },
+    "kv_cache": {}, "decoder": {}, "embedder": {},
 }
 
 _LOCK = threading.RLock()

@@ -1,4 +1,4 @@
-"""`toolpath`: run | resume | runs | tools | models | eval.
+"""`toolpath`: run | resume | runs | tools | models | eval | compress.
 
 Exit codes: 0 the agent finished, 1 it failed or ran out of budget, 2 bad input (spec, arguments, ids).
 Only argparse and the standard library load at start-up; everything else is imported by the command that
@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from .common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, error
+from .compress import cmd_compress
 from .evals import cmd_eval, cmd_models_list, cmd_report, cmd_view
 from .run import cmd_resume, cmd_run
 from .runs import cmd_runs_list, cmd_runs_show
@@ -132,6 +133,17 @@ def build_parser() -> argparse.ArgumentParser:
     vw = sub.add_parser("view", help="serve the trace viewer on 127.0.0.1 (runs, evals, every step)")
     vw.add_argument("--port", type=_port, default=8765, help="port (default 8765; 0 picks a free one)")
     vw.set_defaults(fn=cmd_view)
+
+    from ..compress import METHODS
+
+    cp = sub.add_parser("compress", help="write a low-bit (or tailored) copy of a local model that hf:DIR loads")
+    cp.add_argument("model", help="local, local:NAME or hf:PATH")
+    cp.add_argument("--method", required=True, choices=sorted(METHODS))
+    cp.add_argument("--bits", type=float, help="bit-width (rtn, gptq: 1-8, default 4; moe-bits: the average)")
+    cp.add_argument("--option", action="append", metavar="KEY=VALUE", help="a method option (repeatable)")
+    cp.add_argument("--out", required=True, metavar="DIR", help="the folder to write (must not exist, or be empty)")
+    cp.add_argument("--json", action="store_true")
+    cp.set_defaults(fn=cmd_compress)
     return p
 
 

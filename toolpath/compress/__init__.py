@@ -22,6 +22,24 @@ METHODS: dict[str, str] = {
     "tailor": "toolpath.compress.tailor:compress",
 }
 
+# What --bits means per method, checked before any work: (lowest, highest, whole numbers only), or None for a
+# method that takes no --bits. moe-bits reads an average over experts between its lowest and highest level.
+BITS: dict[str, tuple[float, float, bool] | None] = {
+    "rtn": (1, 8, True), "gptq": (1, 8, True), "moe-bits": (1.0, 8.0, False), "tailor": None}
+
+
+def check_bits(name: str, bits: float | None) -> None:
+    """A ValueError naming --bits when `bits` is out of the method's range."""
+    allowed = BITS.get(name)
+    if bits is None:
+        return
+    if allowed is None:
+        raise ValueError(f"--bits: method {name} takes no bit-width")
+    lo, hi, whole = allowed
+    if not lo <= bits <= hi or (whole and bits != int(bits)):
+        kind = "a whole number" if whole else "a number"
+        raise ValueError(f"--bits for {name} must be {kind} from {lo:g} to {hi:g}, got {bits:g}")
+
 
 def method(name: str) -> Callable[..., dict[str, Any]]:
     """The compress function of a method, imported on first use."""

@@ -205,7 +205,12 @@ class HFPolicy:
             raise PolicyError(f"hf model folder {folder} has no config.json")
         try:
             tok = AutoTokenizer.from_pretrained(str(folder))
-            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+            if (folder / "compression.json").is_file():  # written by `toolpath compress`: maybe packed weights
+                from ..registry import load as load_entry
+
+                model = load_entry("compressor", "packed")(folder)
+            else:
+                model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
         except (OSError, ValueError) as err:
             raise PolicyError(f"cannot load hf model from {folder}: {err}") from err
         model.eval()

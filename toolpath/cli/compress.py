@@ -1,0 +1,83 @@
+"""`toolpath compress MODEL --method M [--bits N] [--option KEY=VALUE ...] --out DIR [--json]`.
+
+Everything is checked before any work (method, bits, options' form, the output folder, the model); the method
+writes into a hidden sibling folder `.DIR.tmp-XXXX`, compression.json is added, and only then is it renamed to
+DIR, so a failure or an interrupt leaves nothing under DIR.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from ..policies.base import PolicyError
+from .common import EXIT_FAILED, EXIT_OK, BadInput, echo, echo_json, error
+
+
+def _options(pairs: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise BadInput(f"--option {pair!r}: expected KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _out_dir(text: str) -> Path:
+    out = Path(text).expanduser().resolve()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BadInput(f"--out {out}: already exists and is not an empty folder")
+    if not out.parent.is_dir():
+        raise BadInput(f"--out {out}: its parent folder {out.parent} does not exist")
+    return out
+
+
+def cmd_compress(args) -> int:
+    from ..compress import check_bits, method
+    from ..compress.source import check_source
+
+    if args.bits is not None and not math.isfinite(args.bits):
+        raise BadInput(f"--bits must be a finite number, got {args.bits}")
+    try:
+        check_bits(args.method, args.bits)
+        check_source(args.model)
+    except ValueError as err:
+        raise BadInput(str(err)) from None
+    options = _options(args.option)
+    out = _out_dir(args.out)
+    compress = method(args.method)
+
+    def log(text: str) -> None:
+        error(text)
+
+    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    started = time.perf_counter()
+    try:
+        result = compress(args.model, tmp, bits=args.bits, options=options, log=log)
+        record = {"method": args.method, "source": args.model, "bits": args.bits, "options": options,
+                  **(result or {}), "seconds": round(time.perf_counter() - started, 1)}
+        (tmp / "compression.json").write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
+        if out.exists():
+            out.rmdir()  # checked empty above
+        os.replace(tmp, out)
+    except ValueError as err:  # bad option values and the like, found by the method before its work
+        raise BadInput(str(err)) from None
+    except PolicyError as err:  # the model would not load (missing package, broken folder)
+        error(f"cannot compress {args.model}: {err}")
+        return EXIT_FAILED
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        echo_json({"out": str(out), **record})
+    else:
+        echo(f"{args.method}: wrote {out} ({record['seconds']} s); load it with model: hf:{out}")
+    return EXIT_OK

@@ -1,0 +1,137 @@
+"""A model folder whose quantized weights are stored packed: integer codes, zero points and scales, not floats.
+
+Layout (what `model: hf:DIR` loads through HFPolicy.from_path):
+  config.json          the model's config plus `toolpath_compression`: format, version, and for each packed
+                       weight its shape, bits and group size (per expert for a fused 3-D expert tensor)
+  model.safetensors    every other weight as saved by transformers; a packed weight NAME as NAME.codes,
+                       NAME.zeros (uint8 bit streams, see quant.py) and NAME.scales (float16); a fused expert
+                       tensor per expert as NAME.<e>.codes / .zeros / .scales
+  tokenizer files, generation_config.json
+
+Loading builds the model from its config and de-quantizes each packed weight once, into the model's ordinary
+float parameters. Not on the fly: the codes are 1–8 bits wide in groups of 128 and there is no CPU kernel for
+such a layout here, so unpacking on every forward would cost more than the matrix product it feeds, and
+transformers' fused-expert code reads the 3-D parameters directly; the packed form saves disk and download,
+while fast low-bit inference is the business of the backends' `weights` option (int8/int4 kernels).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .quant import Quantized
+
+FORMAT = "toolpath-packed"
+VERSION = 1
+WEIGHTS = "model.safetensors"
+
+
+def save_packed(model, tokenizer, quantized: dict[str, Any], out: Path, info: dict[str, Any]) -> None:
+    """Write `model` to `out` with the weights in `quantized` ({name: Quantized, or {expert: Quantized} for a fused
+    3-D tensor}) packed; the rest as floats. `info` goes into config.json beside the tensors' layout."""
+    from safetensors.torch import save_file
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tensors: dict[str, torch.Tensor] = {}
+    layout: dict[str, Any] = {}
+    seen: set[int] = set()
+    for name, param in model.state_dict().items():
+        if param.data_ptr() in seen and name not in quantized:  # a tied weight: the loader re-ties it
+            continue
+        seen.add(param.data_ptr())
+        q = quantized.get(name)
+        if q is None:
+            tensors[name] = param.detach().contiguous().clone()
+        elif isinstance(q, Quantized):
+            tensors.update({f"{name}.{k}": v for k, v in q.pack().items()})
+            layout[name] = {"shape": list(param.shape), "bits": q.bits, "group_size": q.group_size}
+        else:
+            experts = {}
+            for e in range(param.shape[0]):
+                if e in q:
+                    tensors.update({f"{name}.{e}.{k}": v for k, v in q[e].pack().items()})
+                    experts[str(e)] = {"bits": q[e].bits, "group_size": q[e].group_size}
+                else:
+                    tensors[f"{name}.{e}.weight"] = param[e].detach().contiguous().clone()
+            layout[name] = {"shape": list(param.shape), "experts": experts}
+    save_file(tensors, str(out / WEIGHTS), metadata={"format": "pt"})
+    config = model.config.to_dict()
+    config["toolpath_compression"] = {"format": FORMAT, "version": VERSION, **info, "tensors": layout}
+    (out / "config.json").write_text(json.dumps(config, indent=2, default=str), encoding="utf-8")
+    if getattr(model, "generation_config", None) is not None:
+        model.generation_config.save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+
+
+def packing(folder: Path) -> dict[str, Any] | None:
+    """The folder's `toolpath_compression` entry, or None for a plain model folder."""
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        return None
+    entry = json.loads(path.read_text(encoding="utf-8")).get("toolpath_compression")
+    return entry if isinstance(entry, dict) and entry.get("format") == FORMAT else None
+
+
+def load_packed(folder) -> Any:
+    """The model of a folder save_packed wrote, its packed weights de-quantized to float32; a folder without
+    packed weights (a method that writes plain weights) loads as transformers loads it."""
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    folder = Path(folder)
+    entry = packing(folder)
+    if entry is None:
+        return AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+    if entry.get("version") != VERSION:
+        raise ValueError(f"{folder}/config.json: toolpath_compression version {entry.get('version')!r} is not "
+                         f"{VERSION}, the one this toolpath reads")
+    config = AutoConfig.from_pretrained(str(folder))
+    if hasattr(config, "toolpath_compression"):
+        delattr(config, "toolpath_compression")
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    stored = load_file(str(folder / WEIGHTS))
+    state = {k: v for k, v in stored.items() if not any(k.startswith(name + ".") for name in entry["tensors"])}
+    for name, spec in entry["tensors"].items():
+        state[name] = _unpacked(stored, name, spec, folder)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = set(getattr(model, "_tied_weights_keys", None) or {})
+    missing = [k for k in missing if k not in tied and not _is_tied(model, k)]
+    if missing or unexpected:
+        raise ValueError(f"{folder}/{WEIGHTS} does not fit its config: missing {missing[:5]}, "
+                         f"unexpected {unexpected[:5]}")
+    model.tie_weights()
+    model.eval()
+    return model
+
+
+def _is_tied(model, key: str) -> bool:
+    """Whether `key` shares its storage with another parameter (tied embeddings), so it was saved once."""
+    params = dict(model.named_parameters(remove_duplicate=False))
+    p = params.get(key)
+    return p is not None and any(q is p for k, q in params.items() if k != key)
+
+
+def _unpacked(stored: dict[str, torch.Tensor], name: str, spec: dict[str, Any], folder: Path) -> torch.Tensor:
+    def part(prefix: str, shape, bits, group_size) -> torch.Tensor:
+        try:
+            tensors = {k: stored[f"{prefix}.{k}"] for k in ("codes", "zeros", "scales")}
+        except KeyError as err:
+            raise ValueError(f"{folder}/{WEIGHTS}: packed weight {prefix} lacks {err.args[0]}") from None
+        return Quantized.unpack(tensors, tuple(shape), int(bits), int(group_size)).dequantize()
+
+    shape = spec["shape"]
+    if "experts" not in spec:
+        return part(name, shape, spec["bits"], spec["group_size"])
+    slices = []
+    for e in range(shape[0]):
+        if str(e) in spec["experts"]:
+            s = spec["experts"][str(e)]
+            slices.append(part(f"{name}.{e}", shape[1:], s["bits"], s["group_size"]))
+        else:
+            slices.append(stored[f"{name}.{e}.weight"].float())
+    return torch.stack(slices)
