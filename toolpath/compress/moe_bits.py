@@ -1,0 +1,207 @@
+"""Expert-wise mixed precision for Mixture-of-Experts models (Rabbani et al., "Efficient Quantization of
+Mixture-of-Experts with Theoretical Generalization Guarantees", ICLR 2026; code: nowazrabbani/moe_quantization).
+
+Per MoE layer, the experts are ranked from most to least sensitive and given bits by rank:
+  1. Sensitivity: the change of each router row's l2 norm during training, ‖r_e(final)‖ − ‖r_e(init)‖, sorted
+     ascending (a smaller change, negative included, means more sensitive, so more bits), as the reference's
+     switch_expert_order_preparer.py does. Without the router at initialisation (`router_init`), the final row
+     norm, ascending, stands in (the reference's Mixtral path, compute_router_order).
+  2. Variance adjustment (zeta = 3): each expert's score is the maximum over its neurons (rows of w1, the gate
+     projection) of the variance of that neuron's weights. Walking the order from the least sensitive end, an
+     expert moves forward to the first position whose expert's score × zeta is below its own, if that is ahead
+     of it (the reference's compute_combined_order, reproduced step by step).
+  3. Bits: three equally spaced levels (bl, bm, bh), by default 1, 2, 3 (the reference's example); the counts
+     (n_l, n_m, n_h) come from the reference's solve_three_level_counts_policy, reproduced exactly, and the first
+     n_h experts of the order get bh, the next n_m bm, the rest bl. At averages 2.0 / 2.25 / 2.5 over 8 experts
+     the counts are (2, 4, 2), (2, 2, 4), (2, 0, 6).
+Each expert is then quantized with GPTQ at its bits (gptq.py); the other linears (attention) at `attn_bits`
+(4, the reference's attention level; 0 leaves them in float).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import re
+from pathlib import Path
+
+import torch
+
+from .gptq import BLOCK, DAMP, quantize_model_gptq
+from .moe_layout import MoEBlock, expert_of, moe_blocks
+from .quant import GROUP_SIZE
+
+ORDERS = ("combined", "router", "variance", "reversed", "random")
+_LAYER = re.compile(r"layers\.(\d+)\.")
+
+
+def solve_three_level_counts(num_experts: int, b_avg: float, bh: int, bm: int, bl: int) -> tuple[int, int, int]:
+    """(n_l, n_m, n_h): the reference's solve_three_level_counts_policy. Start from the two-level split around
+    bm that hits the average, then trade two mid experts for one low and one high (the average stays) while the
+    region of the average allows: above the upper third of [bl, bh] always, in the middle third while the mid
+    experts left are at least the promoted ones, in the lower third never."""
+    if bh - bm != bm - bl:
+        raise ValueError(f"the three bit levels must be equally spaced, got {bl}, {bm}, {bh}")
+    if b_avg >= bm:
+        n_h = int(round(max(0.0, min(1.0, (b_avg - bm) / (bh - bm))) * num_experts))
+        n_m, n_l, base_n_h = num_experts - n_h, 0, n_h
+    else:
+        n_m = int(round(max(0.0, min(1.0, (b_avg - bl) / (bm - bl))) * num_experts))
+        n_l, n_h, base_n_h = num_experts - n_m, 0, 0
+    delta = bh - bl
+    region = "bh" if b_avg > bh - delta / 3 else "bm" if b_avg >= bh - 2 * delta / 3 else "bl"
+    while n_m >= 2:
+        cand = (n_l + 1, n_m - 2, n_h + 1)
+        if region == "bm" and cand[1] < cand[2] - base_n_h:
+            break
+        if region == "bl":
+            break
+        n_l, n_m, n_h = cand
+    return n_l, n_m, n_h
+
+
+def router_order(final: torch.Tensor, init: torch.Tensor | None) -> list[int]:
+    """Experts from most to least sensitive: ascending change of the router row norm (or final norm)."""
+    score = torch.linalg.vector_norm(final.float(), ord=2, dim=1)
+    if init is not None:
+        if init.shape != final.shape:
+            raise ValueError(f"router at initialisation has shape {tuple(init.shape)}, the model's {tuple(final.shape)}")
+        score = score - torch.linalg.vector_norm(init.float(), ord=2, dim=1)
+    return torch.sort(score, stable=True).indices.tolist()
+
+
+def variance_scores(w1: list[torch.Tensor]) -> list[float]:
+    """Each expert's maximum intra-neuron variance: the largest variance over the rows of its w1."""
+    return [float(torch.max(torch.var(w.float(), dim=1))) for w in w1]
+
+
+def combined_order(order: list[int], variance: list[float], zeta: float = 3.0) -> list[int]:
+    """The reference's compute_combined_order for one layer."""
+    out = copy.deepcopy(order)
+    for expert in reversed(order):
+        ahead = [k for k, other in enumerate(out) if zeta * variance[other] < variance[expert]]
+        if ahead and out.index(expert) > ahead[0]:
+            out.insert(ahead[0], out.pop(out.index(expert)))
+    return out
+
+
+def bits_by_rank(order: list[int], counts: tuple[int, int, int], levels: tuple[int, int, int]) -> dict[int, int]:
+    n_l, n_m, n_h = counts
+    bl, bm, bh = levels
+    return {e: bh if rank < n_h else bm if rank < n_h + n_m else bl for rank, e in enumerate(order)}
+
+
+def expert_order(block: MoEBlock, init: torch.Tensor | None, kind: str = "combined", zeta: float = 3.0,
+                 seed: int = 0) -> list[int]:
+    """One layer's experts, most bits first, by `kind`: combined (the paper's), router, variance (descending
+    score), reversed (the paper's order backwards), random (seeded)."""
+    if kind not in ORDERS:
+        raise ValueError(f"order {kind!r}: expected one of {', '.join(ORDERS)}")
+    n = block.router.shape[0]
+    if kind == "random":
+        order = list(range(n))
+        random.Random(seed * 1000 + block.layer).shuffle(order)
+        return order
+    variance = variance_scores(block.w1)
+    if kind == "variance":
+        return sorted(range(n), key=lambda e: -variance[e])
+    order = router_order(block.router, init)
+    if kind in ("combined", "reversed"):
+        order = combined_order(order, variance, zeta)
+    return order[::-1] if kind == "reversed" else order
+
+
+def read_router_init(path: Path) -> dict[int, torch.Tensor]:
+    """Router weights at initialisation by layer index, from a safetensors file with either layout's names."""
+    from safetensors.torch import load_file
+
+    out = {}
+    for name, tensor in load_file(str(path)).items():
+        m = _LAYER.search(name)
+        if m and name.endswith("gate.weight"):
+            out[int(m.group(1))] = tensor
+    if not out:
+        raise ValueError(f"router_init {path}: no `layers.N.…gate.weight` tensors in it")
+    return out
+
+
+def allocate(model, b_avg: float, levels=(1, 2, 3), kind: str = "combined", init: dict[int, torch.Tensor] | None = None,
+             zeta: float = 3.0, seed: int = 0) -> tuple[dict[int, dict[int, int]], dict[int, list[int]]]:
+    """({layer: {expert: bits}}, {layer: order}) for every MoE layer of `model`."""
+    blocks = moe_blocks(model)
+    if not blocks:
+        raise ValueError(f"{type(model).__name__} has no MoE layers (a router `gate` beside `experts`)")
+    bl, bm, bh = levels
+    bits, orders = {}, {}
+    for block in blocks:
+        counts = solve_three_level_counts(block.router.shape[0], b_avg, bh, bm, bl)
+        if init is not None and block.layer not in init:
+            raise ValueError(f"router_init has no router for layer {block.layer}")
+        orders[block.layer] = expert_order(block, init[block.layer] if init else None, kind, zeta, seed)
+        bits[block.layer] = bits_by_rank(orders[block.layer], counts, levels)
+    return bits, orders
+
+
+def allocation_plan(bits: dict[int, dict[int, int]], attn_bits: int):
+    """A gptq.Plan: an expert's weights at its bits, every other linear at `attn_bits` (0: left in float)."""
+    def plan(name: str, expert: int | None):
+        e = expert_of(name, expert)
+        m = _LAYER.search(name)
+        if e is not None and m and int(m.group(1)) in bits:
+            return bits[int(m.group(1))][e]
+        return attn_bits or None
+    return plan
+
+
+def _levels(text: str) -> tuple[int, int, int]:
+    try:
+        levels = tuple(sorted(int(x) for x in text.split(",")))
+    except ValueError:
+        levels = ()
+    if len(levels) != 3 or not all(1 <= b <= 8 for b in levels) or levels[2] - levels[1] != levels[1] - levels[0] \
+            or levels[0] == levels[1]:
+        raise ValueError(f"option levels={text!r}: expected three equally spaced bit-widths from 1 to 8, e.g. 1,2,3")
+    return levels
+
+
+def compress(source: str, out: Path, *, bits: float | None, options: dict[str, str], log) -> dict:
+    from .options import read_options
+    from .packed import save_packed
+    from .source import load_source
+    from .text import DESCRIPTION, calibration_batches
+
+    opts = read_options(options, {"levels": "1,2,3", "router_init": "", "zeta": 3.0, "order": "combined",
+                                  "order_seed": 0, "attn_bits": 4, "group_size": GROUP_SIZE, "nsamples": 32,
+                                  "seqlen": 256, "seed": 0})
+    levels = _levels(opts["levels"])
+    b_avg = 2.5 if bits is None else float(bits)
+    if not levels[0] <= b_avg <= levels[2]:
+        raise ValueError(f"--bits {b_avg:g}: the average must lie between the levels {levels[0]} and {levels[2]}")
+    if opts["order"] not in ORDERS:
+        raise ValueError(f"option order={opts['order']!r}: expected one of {', '.join(ORDERS)}")
+    if not 0 <= opts["attn_bits"] <= 8:
+        raise ValueError(f"option attn_bits={opts['attn_bits']}: expected 0 (float) to 8")
+    init_path = Path(opts["router_init"]).expanduser() if opts["router_init"] else None
+    if init_path is None and source.startswith("hf:"):
+        beside = Path(source[3:]).expanduser() / "router_init.safetensors"
+        init_path = beside if beside.is_file() else None
+    if init_path is not None and not init_path.is_file():
+        raise ValueError(f"option router_init={opts['router_init']!r}: no such file")
+    model, tokenizer = load_source(source)
+    init = read_router_init(init_path) if init_path else None
+    allocation, orders = allocate(model, b_avg, levels, opts["order"], init, opts["zeta"], opts["order_seed"])
+    log(f"moe-bits: {len(allocation)} MoE layers, levels {levels}, average {b_avg:g}")
+    calib = calibration_batches(tokenizer, opts["nsamples"], opts["seqlen"], opts["seed"])
+    quantized = quantize_model_gptq(model, calib, allocation_plan(allocation, opts["attn_bits"]), opts["group_size"],
+                                    log=log)
+    info = {"bits": b_avg, "levels": list(levels), "order": opts["order"], "zeta": opts["zeta"],
+            "attn_bits": opts["attn_bits"], "group_size": opts["group_size"], "damp": DAMP, "block": BLOCK,
+            "sensitivity": (f"router row norm change since initialisation ({init_path})" if init_path else
+                            "final router row norm (no router at initialisation given)"),
+            "allocation": {str(layer): {str(e): b for e, b in sorted(v.items())} for layer, v in allocation.items()},
+            "orders": {str(layer): o for layer, o in orders.items()},
+            "quantized_tensors": len(quantized),
+            "calibration": {"text": DESCRIPTION, "nsamples": opts["nsamples"], "seqlen": opts["seqlen"],
+                            "seed": opts["seed"]}}
+    save_packed(model, tokenizer, quantized, out, {"method": "moe-bits", **info})
+    return info
