@@ -1,4 +1,5 @@
-"""`toolpath compress` with rtn and gptq: the quantizer, the packing, GPTQ against RTN, the written folder, bad input."""
+"""`toolpath compress` with rtn and gptq: the quantizer, the packing, GPTQ against RTN, the written folder and
+bad input."""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def _layer_error(w, q, x):
 def test_gptq_reconstructs_a_small_layer_no_worse_than_rtn():
     gen = torch.Generator().manual_seed(0)
     # Correlated inputs (a low-rank mix plus noise), as real activations are: that is where error feedback helps.
-    x = torch.randn(512, 6, generator=gen) @ torch.randn(6, 24, generator=gen) + 0.1 * torch.randn(512, 24, generator=gen)
+    x = torch.randn(512, 6, generator=gen) @ torch.randn(6, 24, generator=gen)
+    x = x + 0.1 * torch.randn(512, 24, generator=gen)
     w = torch.randn(16, 24, generator=gen)
     h = Hessian(24)
     for chunk in x.split(100):

@@ -65,7 +65,8 @@ def router_order(final: torch.Tensor, init: torch.Tensor | None) -> list[int]:
     score = torch.linalg.vector_norm(final.float(), ord=2, dim=1)
     if init is not None:
         if init.shape != final.shape:
-            raise ValueError(f"router at initialisation has shape {tuple(init.shape)}, the model's {tuple(final.shape)}")
+            raise ValueError(f"router at initialisation has shape {tuple(init.shape)}, "
+                             f"the model's {tuple(final.shape)}")
         score = score - torch.linalg.vector_norm(init.float(), ord=2, dim=1)
     return torch.sort(score, stable=True).indices.tolist()
 

@@ -74,7 +74,8 @@ class Quantized:
                 "scales": self.scales.to(torch.float16).contiguous()}
 
     @classmethod
-    def unpack(cls, tensors: dict[str, torch.Tensor], shape: tuple[int, int], bits: int, group_size: int) -> "Quantized":
+    def unpack(cls, tensors: dict[str, torch.Tensor], shape: tuple[int, int], bits: int,
+               group_size: int) -> "Quantized":
         rows, cols = shape
         groups = -(-cols // group_size)
         codes = unpack_bits(tensors["codes"], bits, rows * cols).reshape(rows, cols)

@@ -43,7 +43,7 @@ def router_weights(model) -> dict[str, "torch.Tensor"]:
             if name.endswith("mlp.gate.weight") or name.endswith("block_sparse_moe.gate.weight")}
 
 
-def train(out: Path, *, steps: int = 1200, seed: int = 0, batch: int = 16, seqlen: int = 128, lr: float = 3e-3,
+def train(out: Path, *, steps: int = 300, seed: int = 0, batch: int = 8, seqlen: int = 128, lr: float = 3e-3,
           log: Callable[[str], None] = print) -> dict:
     """Train the model and write it to `out` (a model folder: config, weights, tokenizer, router_init.safetensors,
     training.json). Returns what training.json holds."""
@@ -81,8 +81,8 @@ def train(out: Path, *, steps: int = 1200, seed: int = 0, batch: int = 16, seqle
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
-        losses.append(float(result.loss))
-        if step % 100 == 0 or step == steps - 1:
+        losses.append(float(result.loss.detach()))
+        if step % 25 == 0 or step == steps - 1:
             log(f"tiny-moe: step {step + 1}/{steps} loss {sum(losses[-50:]) / len(losses[-50:]):.3f} "
                 f"({time.perf_counter() - started:.0f} s)")
     model.eval()
