@@ -42,8 +42,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--nsamples", type=int, default=32)
     ap.add_argument("--seqlen", type=int, default=128)
+    ap.add_argument("--windows", type=int, default=48, help="held-out windows of 256 tokens (default 48)")
     ap.add_argument("--model", type=Path, help="a trained tiny-moe folder (default $TOOLPATH_HOME/models/tiny-moe)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch CPU threads (default 1: the tiny model's small operations are faster on one "
+                         "thread than on two busy cores)")
     args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
     averages = [float(a) for a in args.averages.split(",")]
     say = (lambda s: print(s, file=sys.stderr, flush=True))
     started = time.perf_counter()
@@ -62,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         return base
 
     def ppl(model) -> float:
-        return perplexity(model, tok, seqlen=256)
+        return perplexity(model, tok, seqlen=256, max_windows=args.windows)
 
     def gptq_with(bits: dict[int, dict[int, int]]) -> float:
         model = fresh()
