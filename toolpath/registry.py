@@ -115,7 +115,11 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
              ("builtin", "code", "image.ops", "search", "gui", "robot")},
     "edit_tool": {name: (f"toolpath.tools.image.{name}", {}) for name in
                   ("fill", "locate", "learned", "paint", "text")},
-    "kv_cache": {}, "decoder": {}, "compressor": {}, "embedder": {},
+    # KV caches (toolpath/policies/kvcache/): each entry is the kind's `validate`; `value` names the N of the
+    # short form `KIND:N` (bits of a quantized cache, token budget of a sparse one).
+    "kv_cache": {name: (f"toolpath.policies.kvcache.{name}:validate", {"value": value, "form": f"{name}[:{value.upper()}]"})
+                 for name, value in (("kivi", "bits"), ("chanmix", "bits"), ("quest", "budget"), ("icecache", "budget"))},
+    "decoder": {}, "compressor": {}, "embedder": {},
 }
 
 _LOCK = threading.RLock()
