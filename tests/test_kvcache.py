@@ -1,0 +1,171 @@
+"""KV caches (toolpath/policies/kvcache): quantizers, the residual flush, the DynamicCache equivalence at 16 bits,
+generate() with each quantized kind, the spec/CLI wiring and resume, on a tiny random Llama."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from toolpath.policies import kvcache  # noqa: E402
+from toolpath.policies.kvcache import quant  # noqa: E402
+
+
+def tiny_llama(seed: int = 0, layers: int = 2):
+    torch.manual_seed(seed)
+    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    return transformers.LlamaForCausalLM(cfg).eval()
+
+
+def with_outliers(shape=(1, 2, 64, 64), seed=1):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g)
+    x[..., 3] *= 40  # outlier channels, as real keys have
+    x[..., min(17, shape[-1] - 1)] += 25
+    return x
+
+
+# ---- quantizers ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bits", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("n", [1, 7, 8, 13, 64])
+def test_packing_round_trips_at_any_length(bits, n):
+    q = torch.randint(0, 1 << bits, (2, 3, 5, n), dtype=torch.uint8)
+    packed = quant.pack(q, bits)
+    assert packed.dtype == torch.uint8 and packed.shape[-1] == bits * ((n + 7) // 8)
+    assert torch.equal(quant.unpack(packed, bits, n), q)
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3, 4])
+def test_channel_codec_error_is_within_half_a_step_per_channel(bits):
+    x = with_outliers()
+    codec = quant.ChannelCodec(bits, 32)
+    parts = codec.encode(x)
+    y = codec.decode(parts, 64, torch.float32)
+    xg = x.reshape(1, 2, 2, 32, 64)
+    step = (xg.amax(3) - xg.amin(3)) / ((1 << bits) - 1)  # per channel and token group
+    bound = step.repeat_interleave(32, dim=2) * 0.5 + 1e-2 * x.abs()  # + float16 rounding of scale and zero
+    assert ((y - x).abs() <= bound + 1e-3).all()
+    # the outlier channel keeps its own range: the other channels' error does not grow with it
+    normal = [c for c in range(64) if c not in (3, 17)]
+    assert (y - x)[..., normal].abs().max() < 4.5 / ((1 << bits) - 1) * 1.2 + 0.05
+
+
+@pytest.mark.parametrize("bits", [2, 4])
+@pytest.mark.parametrize("channels", [64, 40])  # 40: the last channel group is padded
+def test_token_codec_error_is_within_half_a_step_per_token_group(bits, channels):
+    x = with_outliers((1, 2, 5, channels))
+    codec = quant.TokenCodec(bits, 32)
+    y = codec.decode(codec.encode(x), channels, torch.float32)
+    assert y.shape == x.shape
+    for lo in range(0, channels, 32):
+        g = x[..., lo:lo + 32]
+        step = (g.amax(-1, keepdim=True) - g.amin(-1, keepdim=True)) / ((1 << bits) - 1)
+        assert ((y[..., lo:lo + 32] - g).abs() <= step * 0.5 + 1e-2 * g.abs() + 1e-3).all()
+
+
+def test_fp8_codec_keeps_relative_precision_of_outlier_channels():
+    x = with_outliers()
+    codec = quant.FP8Codec(32)
+    y = codec.decode(codec.encode(x), 64, torch.float32)
+    assert ((y - x).abs() <= 0.07 * x.abs().amax(2, keepdim=True)).all()
+
+
+# ---- the KIVI layer ------------------------------------------------------------------------------------------
+
+def test_residual_flush_at_odd_lengths_quantizes_each_block_once():
+    from toolpath.policies.kvcache.layers import QuantizedLayer
+
+    layer = QuantizedLayer(quant.ChannelCodec(2, 8), quant.TokenCodec(2, 8), group=8, residual=16)
+    x = with_outliers((1, 2, 45, 16))
+    k, v = layer.update(x[..., :13, :], x[..., :13, :] * 2)
+    assert torch.equal(k, x[..., :13, :])  # the prompt's own attention sees it exactly
+    assert layer.stored == 0 and layer.get_seq_length() == 13
+    layer.update(x[..., 13:19, :], x[..., 13:19, :] * 2)  # residual 19 >= 16: flush 16, keep 3
+    assert layer.stored == 16 and layer.keys.shape[-2] == 3 and layer.get_seq_length() == 19
+    first_block = [t.clone() for t in layer._kstore]
+    for t in range(19, 45):  # one token at a time
+        k, v = layer.update(x[..., t:t + 1, :], x[..., t:t + 1, :] * 2)
+        assert k.shape[-2] == t + 1 and v.shape[-2] == t + 1
+        assert torch.equal(k[..., -1:, :], x[..., t:t + 1, :])
+    assert layer.stored == 32 and layer.get_seq_length() == 45
+    # the first flushed block is untouched by later flushes (never re-quantized)
+    assert all(torch.equal(a[:, :, :first.shape[2]], first) for a, first in zip(layer._kstore, first_block))
+    # packed bytes: 2 bits per element, plus float16 scales and zeros, plus the full-precision residual
+    packed = layer._kstore[0]
+    assert packed.dtype == torch.uint8 and packed.shape == (1, 2, 32, 2 * 16 // 8)
+    codes = 2 * (2 * 32 * 16 * 2 // 8)  # keys and values, 2 heads x 32 tokens x 16 channels at 2 bits
+    key_scales = 2 * (2 * (32 // 8) * 16) * 2  # scale and zero, per channel and group of 8 tokens, float16
+    value_scales = 2 * (2 * 32 * (16 // 8)) * 2  # scale and zero, per token and group of 8 channels
+    residual = 2 * (2 * 13 * 16) * 4  # 13 recent tokens in float32
+    assert layer.nbytes() == codes + key_scales + value_scales + residual
+
+
+def logits_through(model, ids, cache):
+    with torch.no_grad():
+        out = model(ids[:, :20], cache=cache, use_cache=True)
+        logits = [out.logits]
+        for t in range(20, ids.shape[1]):
+            out = model(ids[:, t:t + 1], cache=cache, use_cache=True)
+            logits.append(out.logits)
+    return torch.cat(logits, dim=1)
+
+
+def test_bits_16_reproduces_dynamic_cache_exactly():
+    model = tiny_llama()
+    ids = torch.randint(0, 128, (1, 70), generator=torch.Generator().manual_seed(3))
+    ref = logits_through(model, ids, transformers.DynamicCache(config=model.config))
+    got = logits_through(model, ids, kvcache.attach(model, "kivi", bits=16))
+    assert (got - ref).abs().max() < 1e-5
+    a = model.generate(ids[:, :30], max_new_tokens=30, do_sample=False)
+    b = model.generate(ids[:, :30], max_new_tokens=30, do_sample=False, cache=kvcache.attach(model, "kivi", bits=16))
+    assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("bits", [2, 4])
+def test_kivi_generates_and_stores_fewer_bytes(bits):
+    model = tiny_llama()
+    ids = torch.randint(0, 128, (1, 40), generator=torch.Generator().manual_seed(4))
+    cache = kvcache.attach(model, "kivi", bits=bits)
+    out = model.generate(ids, max_new_tokens=60, do_sample=False, cache=cache)
+    assert out.shape[1] == 100
+    full = kvcache.attach(model, "kivi", bits=16)
+    model.generate(ids, max_new_tokens=60, do_sample=False, cache=full)
+    assert cache.get_seq_length() == full.get_seq_length() == 99
+    assert cache.nbytes() < full.nbytes() * (0.5 if bits == 4 else 0.4)
+
+
+def test_kivi_4_bit_logits_stay_close_to_full():
+    model = tiny_llama()
+    ids = torch.randint(0, 128, (1, 90), generator=torch.Generator().manual_seed(5))
+    ref = logits_through(model, ids, kvcache.attach(model, "kivi", bits=16)).softmax(-1)
+    got = logits_through(model, ids, kvcache.attach(model, "kivi", bits=4)).softmax(-1)
+    assert (got - ref).abs().max() < 0.05
+
+
+# ---- options -------------------------------------------------------------------------------------------------
+
+def test_short_form_and_validation():
+    assert kvcache.parse_kv_cache("chanmix:2") == {"kind": "chanmix", "bits": 2}
+    assert kvcache.parse_kv_cache("quest:256") == {"kind": "quest", "budget": 256}
+    assert kvcache.validate_kv_cache("kivi:4") == {"kind": "kivi", "bits": 4, "group": 32, "residual": 32}
+    with pytest.raises(ValueError, match=r"kv_cache.kind: unknown kind 'nope'"):
+        kvcache.validate_kv_cache("nope:2")
+    with pytest.raises(ValueError, match=r"kv_cache.bits: must be one of 2, 4, 16, got 3"):
+        kvcache.validate_kv_cache({"kind": "kivi", "bits": 3})
+    with pytest.raises(ValueError, match=r"kv_cache.residual"):
+        kvcache.validate_kv_cache({"kind": "kivi", "residual": 40})
+    with pytest.raises(ValueError, match=r"kv_cache.colour: kivi has no option"):
+        kvcache.validate_kv_cache({"kind": "kivi", "colour": 1})
+    with pytest.raises(ValueError, match=r"kv_cache.bits: expected an integer"):
+        kvcache.parse_kv_cache("kivi:two")
+
+
+def test_sliding_window_models_are_refused_by_name():
+    cfg = transformers.Qwen2Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                   intermediate_size=128, vocab_size=128, use_sliding_window=True, sliding_window=16,
+                                   max_window_layers=0)
+    assert "sliding" in kvcache.refuse("kivi", cfg)
+    assert kvcache.refuse("kivi", tiny_llama().config) is None
