@@ -12,6 +12,15 @@ from toolpath.policies import kvcache  # noqa: E402
 from toolpath.policies.kvcache import quant  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    # A tiny model gains nothing from threads, and the test machine's cores are shared.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def tiny_llama(seed: int = 0, layers: int = 2):
     torch.manual_seed(seed)
     cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
