@@ -21,9 +21,9 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def tiny_llama(seed: int = 0, layers: int = 2):
+def tiny_llama(seed: int = 0, layers: int = 2, vocab: int = 128):
     torch.manual_seed(seed)
-    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+    cfg = transformers.LlamaConfig(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
     return transformers.LlamaForCausalLM(cfg).eval()
 
@@ -178,3 +178,147 @@ def test_sliding_window_models_are_refused_by_name():
                                    max_window_layers=0)
     assert "sliding" in kvcache.refuse("kivi", cfg)
     assert kvcache.refuse("kivi", tiny_llama().config) is None
+
+
+# ---- the wiring: spec, CLI, run record, resume ---------------------------------------------------------------
+
+def test_spec_names_the_field_on_bad_kv_cache():
+    from toolpath.spec import SpecError, TaskSpec, describe_errors
+
+    def problems(kv):
+        try:
+            TaskSpec.model_validate({"id": "t", "instruction": "x", "model": {"name": "local", "options": {"kv_cache": kv}}})
+        except Exception as err:  # noqa: BLE001 — pydantic's ValidationError
+            return str(SpecError("t.yaml", describe_errors(err)))
+        return ""
+
+    assert "model.options" in problems({"kind": "nope"}) and "kv_cache.kind: unknown kind 'nope'" in problems({"kind": "nope"})
+    assert "kv_cache.bits: must be one of 2, 4, 16, got 3" in problems({"kind": "kivi", "bits": 3})
+    import importlib.util
+
+    if importlib.util.find_spec("toolpath.policies.kvcache.quest"):  # the sparse kinds' module, where merged
+        assert "kv_cache.budget" in problems("quest:0")
+    spec = TaskSpec.model_validate({"id": "t", "instruction": "x", "model": {"name": "local", "options": {"kv_cache": "kivi:4"}}})
+    assert spec.model.options["kv_cache"] == {"kind": "kivi", "bits": 4, "group": 32, "residual": 32}
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    """A tiny random Llama saved as a transformers folder, with a byte-level BPE tokenizer trained here."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(["User: Assistant: final_answer tool_call answer the question"] * 4,
+                            trainers.BpeTrainer(vocab_size=300, special_tokens=["<eos>"],
+                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>")
+    fast.save_pretrained(folder)
+    model = tiny_llama(layers=2, vocab=len(fast))
+    model.config.eos_token_id = fast.eos_token_id
+    model.save_pretrained(folder)
+    return folder
+
+
+def write_task(tmp_path, model_dir, kv_cache=None, steps=2):
+    options = f", options: {{kv_cache: {kv_cache}}}" if kv_cache else ""
+    path = tmp_path / "task.yaml"
+    path.write_text(f"id: tiny\ninstruction: say w5\nmodel: {{name: 'hf:{model_dir}', max_new_tokens: 40{options}}}\n"
+                    f"tools: [final_answer]\nlimits: {{max_steps: {steps}}}\n")
+    return path
+
+
+def policy_steps(store, run_id):
+    return [s for s in store.steps(run_id) if s["node"] == "policy"]
+
+
+def test_cli_run_records_the_cache_and_its_bytes_per_step(tmp_path, home, tiny_model_dir):
+    import json
+
+    from conftest import toolpath_cli
+
+    from toolpath.runs import Store
+
+    r = toolpath_cli("run", write_task(tmp_path, tiny_model_dir), "--kv-cache", "kivi:2", "--json", home=home,
+                     timeout=300)
+    assert r.returncode == 0, r.stderr
+    run_id = json.loads(r.stdout)["run_id"]
+    store = Store(home)
+    spec = json.loads(store.get_run(run_id)["spec"])
+    assert spec["model"]["options"]["kv_cache"] == {"kind": "kivi", "bits": 2, "group": 32, "residual": 32}
+    steps = policy_steps(store, run_id)
+    assert steps and all(s["payload"]["cache_bytes"] > 0 for s in steps)
+
+    bad = toolpath_cli("run", write_task(tmp_path, tiny_model_dir), "--kv-cache", "kivi:3", home=home)
+    assert bad.returncode != 0 and "kv_cache.bits" in bad.stderr and "model.options" in bad.stderr
+
+
+def test_refused_before_the_run_starts(tmp_path, home, tiny_model_dir, monkeypatch):
+    from toolpath.agents.episode import EpisodeError, run_episode
+    from toolpath.policies.kvcache import kivi
+    from toolpath.runs import Store
+    from toolpath.spec import load_spec
+
+    monkeypatch.setattr(kivi, "refuse", lambda config: "its layers include sliding_attention")
+    store = Store(home)
+    with pytest.raises(EpisodeError, match="kivi cannot run with .*sliding_attention"):
+        run_episode(load_spec(write_task(tmp_path, tiny_model_dir, "{kind: kivi, bits: 4}")), store)
+    assert store.list_runs() == []
+
+
+def test_resume_keeps_the_cache(tmp_path, home, tiny_model_dir):
+    from toolpath.agents.episode import resume_episode, run_episode
+    from toolpath.policies.base import load
+    from toolpath.runs import Store
+    from toolpath.spec import load_spec
+
+    spec = load_spec(write_task(tmp_path, tiny_model_dir, "{kind: kivi, bits: 4}", steps=3))
+    real = load(spec.model)
+    assert real.kv_cache["bits"] == 4
+
+    class Interrupted(BaseException):
+        pass
+
+    class Dies:  # the run's process "dies" during its first model call (a random model's first answer may end it)
+        name = real.name
+
+        def respond(self, messages, tools, **generation):
+            raise Interrupted
+
+    store = Store(home)
+    with pytest.raises(Interrupted):
+        run_episode(spec, store, policy=Dies())
+    (run,) = store.list_runs()
+    store.update_run(run["id"], status="interrupted")
+    result = resume_episode(run["id"], store)  # loads the model from the stored spec, cache settings included
+    assert result.steps >= 1
+    assert stored_spec(store, run["id"]).model.options["kv_cache"]["bits"] == 4
+    steps = policy_steps(store, run["id"])
+    assert len(steps) == result.steps and all(s["payload"]["cache_bytes"] > 0 for s in steps)
+
+
+def stored_spec(store, run_id):
+    from toolpath.spec import TaskSpec
+
+    return TaskSpec.model_validate_json(store.get_run(run_id)["spec"])
+
+
+def test_cli_eval_runs_every_sample_with_the_cache(tmp_path, home, tiny_model_dir):
+    import json
+
+    from conftest import toolpath_cli
+
+    from toolpath.runs import Store
+
+    r = toolpath_cli("eval", "arith", "--limit", "1", "--model", f"hf:{tiny_model_dir}", "--kv-cache", "kivi:4",
+                     "--json", home=home, timeout=300)
+    assert r.returncode == 0, r.stderr
+    store = Store(home)
+    (run,) = store.list_runs()
+    assert json.loads(store.get_run(run["id"])["spec"])["model"]["options"]["kv_cache"]["bits"] == 4
+    assert all(s["payload"]["cache_bytes"] > 0 for s in policy_steps(store, run["id"]))
+    assert store.get_eval(json.loads(r.stdout)["eval_id"])["params"]["kv_cache"]["kind"] == "kivi"
+    bad = toolpath_cli("eval", "arith", "--limit", "1", "--kv-cache", "lru:4", home=home)
+    assert bad.returncode != 0 and "--kv-cache 'lru:4'" in bad.stderr and "unknown kind" in bad.stderr
