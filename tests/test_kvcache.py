@@ -305,6 +305,7 @@ def stored_spec(store, run_id):
     return TaskSpec.model_validate_json(store.get_run(run_id)["spec"])
 
 
+@pytest.mark.slow  # an eval's agent takes several model turns: a minute or two on a busy CPU
 def test_cli_eval_runs_every_sample_with_the_cache(tmp_path, home, tiny_model_dir):
     import json
 

@@ -110,10 +110,13 @@ def parse_kv_cache(text: str) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": kind}
     if sep:
         name = known[kind].meta.get("value", "bits")
-        try:
-            out[name] = int(number)
-        except ValueError:
-            raise ValueError(f"kv_cache.{name}: expected an integer after '{kind}:', got {number!r}") from None
+        if number.strip().lower() == "inf":  # a sparse kind's unlimited budget: dense attention
+            out[name] = float("inf")
+        else:
+            try:
+                out[name] = int(number)
+            except ValueError:
+                raise ValueError(f"kv_cache.{name}: expected an integer (or inf) after '{kind}:', got {number!r}") from None
     return out
 
 
