@@ -154,6 +154,101 @@ def test_kivi_4_bit_logits_stay_close_to_full():
     assert (got - ref).abs().max() < 0.05
 
 
+# ---- chanmix ---------------------------------------------------------------------------------------------------
+
+def skewed_costs(n=48, seed=0):
+    """Per-channel costs at each level as calibration measures them: error falling with bits, a few channels
+    (outliers, or read by large queries) far costlier than the rest."""
+    g = torch.Generator().manual_seed(seed)
+    weight = torch.rand(n, generator=g) ** 4 * 100 + 0.01
+    return {str(b): (weight / ((1 << b) - 1) ** 2).tolist() for b in (1, 2, 3, 4)} | {"8": (weight * 1e-4).tolist()}
+
+
+@pytest.mark.parametrize("bits", [1, 2, 3, 4])
+def test_allocation_hits_the_requested_average(bits):
+    from toolpath.policies.kvcache.chanmix import allocate
+
+    costs = skewed_costs()
+    alloc = allocate(costs, bits)
+    assert sum(alloc) == bits * len(alloc) and set(alloc) <= {1, 2, 3, 4}
+    if bits == 2:  # the costliest channels get the most bits, the cheapest the fewest: several classes
+        order = sorted(range(len(alloc)), key=lambda c: costs["1"][c])
+        assert alloc[order[-1]] == 4 and alloc[order[0]] == 1 and len(set(alloc)) >= 3
+
+
+def test_allocation_with_fp8_stays_within_the_budget():
+    from toolpath.policies.kvcache.chanmix import allocate
+
+    costs = skewed_costs()
+    for level in costs:  # one extreme outlier channel, whose integer error fp8's relative precision beats
+        costs[level][7] *= 1e4
+    alloc = allocate(costs, 2, fp8=True)
+    assert alloc[7] == 8 and 2 * len(alloc) - 3 <= sum(alloc) <= 2 * len(alloc)
+
+
+def test_allocation_beats_uniform_bits_on_its_cost():
+    from toolpath.policies.kvcache.chanmix import allocate
+
+    costs = skewed_costs()
+    alloc = allocate(costs, 2)
+    assert sum(costs[str(b)][c] for c, b in enumerate(alloc)) < sum(costs["2"]) / 2
+
+
+def calibrated(model, home):
+    from toolpath.policies.kvcache import calibrate
+
+    ids = torch.randint(0, 128, (1, 200), generator=torch.Generator().manual_seed(9))
+    return calibrate.profile(model, ids=ids)
+
+
+def test_calibration_profile_is_saved_per_model_and_reused(home):
+    from toolpath.policies.kvcache import calibrate
+
+    model = tiny_llama()
+    prof = calibrated(model, home)
+    path = calibrate.profile_path(model)
+    assert path.parent == home / "kvcache" and path.is_file()
+    assert len(prof["layers"]) == 2 and len(prof["layers"][0]["keys"]["2"]) == 2 * 16
+    assert all(a >= b for a, b in zip(prof["layers"][0]["keys"]["1"], prof["layers"][0]["keys"]["4"]))
+    assert calibrate.profile(model) == prof  # read back, not measured again (no ids, no tokenizer needed)
+    assert calibrate.profile_path(tiny_llama(seed=1)) != path
+
+
+@pytest.mark.parametrize("options", [{"bits": 2}, {"bits": 2, "fp8": True}, {"bits": 4}])
+def test_chanmix_generates_with_its_classes(home, options):
+    model = tiny_llama()
+    calibrated(model, home)
+    ids = torch.randint(0, 128, (1, 40), generator=torch.Generator().manual_seed(4))
+    cache = kvcache.attach(model, "chanmix", **options)
+    out = model.generate(ids, max_new_tokens=60, do_sample=False, cache=cache)
+    assert out.shape[1] == 100 and cache.get_seq_length() == 99
+    full = kvcache.attach(model, "chanmix", bits=16)
+    model.generate(ids, max_new_tokens=60, do_sample=False, cache=full)
+    assert cache.nbytes() < full.nbytes() * (0.5 if options["bits"] == 4 else 0.4)
+
+
+def test_mixed_codec_round_trips_each_class():
+    from toolpath.policies.kvcache.chanmix import MixedCodec
+
+    x = with_outliers((1, 2, 64, 16))
+    bits = [4, 1, 2, 2, 3, 8, 2, 1] * 4
+    for per_token in (False, True):
+        codec = MixedCodec(bits, heads=2, head_dim=16, group=32, per_token=per_token)
+        y = codec.decode(codec.encode(x), 16, torch.float32)
+        err = (y - x).abs().transpose(1, 2).reshape(64, 32).amax(0)  # per flattened channel
+        scale = x.abs().transpose(1, 2).reshape(64, 32).amax(0)
+        for c, b in enumerate(bits):
+            if b == 8:
+                assert err[c] <= 0.07 * scale[c]
+            elif not per_token:
+                assert err[c] <= scale[c] * 2 / ((1 << b) - 1) * 0.5 * 1.05 + 1e-3
+
+
+def test_chanmix_without_a_profile_or_tokenizer_says_how(home):
+    with pytest.raises(ValueError, match="calibrate.profile"):
+        kvcache.attach(tiny_llama(seed=5), "chanmix", bits=2)
+
+
 # ---- options -------------------------------------------------------------------------------------------------
 
 def test_short_form_and_validation():
@@ -166,6 +261,10 @@ def test_short_form_and_validation():
         kvcache.validate_kv_cache({"kind": "kivi", "bits": 3})
     with pytest.raises(ValueError, match=r"kv_cache.residual"):
         kvcache.validate_kv_cache({"kind": "kivi", "residual": 40})
+    with pytest.raises(ValueError, match=r"kv_cache.bits: must be one of 1, 2, 3, 4, 16, got 8"):
+        kvcache.validate_kv_cache("chanmix:8")
+    with pytest.raises(ValueError, match=r"kv_cache.fp8: expected true or false"):
+        kvcache.validate_kv_cache({"kind": "chanmix", "fp8": "yes"})
     with pytest.raises(ValueError, match=r"kv_cache.colour: kivi has no option"):
         kvcache.validate_kv_cache({"kind": "kivi", "colour": 1})
     with pytest.raises(ValueError, match=r"kv_cache.bits: expected an integer"):
