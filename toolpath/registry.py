@@ -123,7 +123,11 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
             ("moe-bits", "moe_bits:compress", True), ("tailor", "tailor:compress", False))},
         "packed": ("toolpath.compress.packed:load_packed", {"loader": True}),
     },
-    "kv_cache": {}, "decoder": {}, "embedder": {},
+    # KV caches (toolpath/policies/kvcache/): each entry is the kind's `validate`; `value` names the N of the
+    # short form `KIND:N` (bits of a quantized cache, token budget of a sparse one).
+    "kv_cache": {name: (f"toolpath.policies.kvcache.{name}:validate", {"value": value, "form": f"{name}[:{value.upper()}]"})
+                 for name, value in (("kivi", "bits"), ("chanmix", "bits"), ("quest", "budget"), ("icecache", "budget"))},
+    "decoder": {}, "embedder": {},
 }
 
 _LOCK = threading.RLock()

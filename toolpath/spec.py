@@ -92,6 +92,51 @@ class ModelSpec(_Part):
             raise ValueError(f"unknown {kind} model {given!r}; known: {', '.join(forms)}")
         return v
 
+    @field_validator("options")
+    @classmethod
+    def _kv_cache(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if v.get("kv_cache") is not None:
+            v = {**v, "kv_cache": kv_cache_setting(v["kv_cache"])}
+        return v
+
+
+def parse_kv_cache(text: str) -> dict[str, Any]:
+    """`KIND[:N]` -> {"kind": KIND, <N's name>: N}: N is what the kind's registry entry names (`value`: bits for a
+    quantized cache, budget for a sparse one); "chanmix:2" -> {"kind": "chanmix", "bits": 2}."""
+    kind, sep, number = str(text).strip().partition(":")
+    known = registry.declared("kv_cache")
+    if kind not in known:
+        raise ValueError(f"kv_cache.kind: unknown kind {kind!r}; known: {', '.join(known)}")
+    out: dict[str, Any] = {"kind": kind}
+    if sep:
+        name = known[kind].meta.get("value", "bits")
+        if number.strip().lower() == "inf":  # a sparse kind's unlimited budget: dense attention
+            out[name] = float("inf")
+        else:
+            try:
+                out[name] = int(number)
+            except ValueError:
+                raise ValueError(f"kv_cache.{name}: expected an integer (or inf) after '{kind}:', got {number!r}") from None
+    return out
+
+
+def kv_cache_setting(value: Any) -> dict[str, Any]:
+    """`model.options.kv_cache` (a mapping with `kind`, or `KIND[:N]`) -> {"kind": ..., every option normalised}.
+    The kind's own `validate` (reached through the registry: kinds live on floor 1) checks its options and
+    raises ValueError naming the field, e.g. "kv_cache.bits: ..."."""
+    if isinstance(value, str):
+        value = parse_kv_cache(value)
+    if not isinstance(value, dict):
+        raise ValueError(f"kv_cache: expected a mapping with 'kind' or a 'KIND[:N]' string, got {type(value).__name__}")
+    known = registry.declared("kv_cache")
+    kind = value.get("kind")
+    if kind is None:
+        raise ValueError(f"kv_cache.kind: missing; known: {', '.join(known)}")
+    if kind not in known:
+        raise ValueError(f"kv_cache.kind: unknown kind {kind!r}; known: {', '.join(known)}")
+    validate = registry.load("kv_cache", kind)
+    return {"kind": kind, **validate({k: x for k, x in value.items() if k != "kind"})}
+
 
 class AgentSpec(_Part):
     name: str = Field("react", min_length=1)

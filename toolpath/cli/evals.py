@@ -100,6 +100,14 @@ def cmd_eval(args) -> int:
             ModelSpec(name=args.model)
         except ValidationError as err:
             raise BadInput(f"--model {args.model!r}: {err.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+    kv_cache = None
+    if getattr(args, "kv_cache", None):
+        from ..spec import kv_cache_setting
+
+        try:
+            kv_cache = kv_cache_setting(args.kv_cache)
+        except ValueError as err:
+            raise BadInput(f"--kv-cache {args.kv_cache!r}: {err}") from None
     store = store_from_args(args)
     on_sample = EvalProgress(args.quiet)
 
@@ -111,7 +119,7 @@ def cmd_eval(args) -> int:
         result = run_eval(args.benchmark, store, model=args.model, limit=args.limit, seed=args.seed, data=args.data,
                           on_sample=on_sample, on_event=on_event, workers=args.workers, executor=args.executor,
                           resume=args.resume, timeout=args.timeout, retries=args.retries,
-                          scoring=args.scoring)
+                          scoring=args.scoring, kv_cache=kv_cache)
     except (BenchmarkDataError, ResumeError) as err:  # missing data (named file and variable), a bad --resume
         raise BadInput(str(err)) from None
     except ValueError as err:  # bad --workers, --timeout, --executor ray without ray

@@ -154,7 +154,8 @@ def _job(store: Store, bench_name: str, data, rec: Record, model, eval_id: str, 
 def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int | None = None, seed: int = 0,
              on_sample: Callable[[int, int, SampleResult], None] | None = None, on_event=None,
              data: str | None = None, workers: int = 1, executor: str = "local", resume: str | None = None,
-             timeout: float | None = None, retries: int = 4, scoring: str = "toolpath") -> EvalResult:
+             timeout: float | None = None, retries: int = 4, scoring: str = "toolpath",
+             kv_cache: dict | None = None) -> EvalResult:
     check_scoring(scoring)
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
@@ -172,6 +173,7 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
         eval_id, params = row["id"], row["params"]
         limit, seed, data = params.get("limit"), params.get("seed", 0), params.get("data")
         scoring = params.get("scoring", "toolpath")
+        kv_cache = params.get("kv_cache")
         model = row["model"] if params.get("model_given", True) else None
         done = {r["sample_id"]: SampleResult.from_row(r) for r in store.eval_samples(eval_id)}
     bench = get_benchmark(benchmark, data=data)
@@ -180,14 +182,15 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
     if not resume:
         eval_id = store.create_eval(bench.name, model_name, {"limit": limit, "seed": seed, "model_given": bool(model),
                                                               "scoring": scoring,
+                                                              **({"kv_cache": kv_cache} if kv_cache else {}),
                                                               **({"data": str(data)} if data else {})}, len(records))
     result = EvalResult(eval_id=eval_id, benchmark=bench.name, model=model_name,
                         overall_excludes=tuple(bench.overall_excludes), scoring=scoring)
     started = time.perf_counter()
     todo = [r for r in records if r.id not in done]
     adopted = adopt_runs(store, eval_id, {r.id for r in todo}) if resume else {}
-    jobs = [_job(store, benchmark, data, r, model, eval_id, timeout, retries, adopted.get(r.id), scoring)
-            for r in todo]
+    jobs = [{**_job(store, benchmark, data, r, model, eval_id, timeout, retries, adopted.get(r.id), scoring),
+             "kv_cache": kv_cache} for r in todo]
     if executor == "ray":
         from .executors import run_ray
 

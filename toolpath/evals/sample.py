@@ -97,6 +97,8 @@ def sample_spec(bench, rec: Record, job: dict):
     """The record's task as this eval runs it: named as the sample's, within the eval's time limit."""
     spec = bench.to_task(rec, model=job.get("model"))
     spec = spec.model_copy(deep=True, update={"metadata": {**spec.metadata, SAMPLE_KEY: rec.id}})
+    if job.get("kv_cache"):  # `toolpath eval --kv-cache`: every sample's model runs with it
+        spec.model.options["kv_cache"] = dict(job["kv_cache"])
     if job.get("timeout"):  # the soft limit: the agent stops between steps; executors add a hard one
         spec.limits.max_seconds = min(spec.limits.max_seconds, float(job["timeout"]))
     return spec

@@ -48,6 +48,7 @@ class Response:
     tokens_out: int = 0
     latency_s: float = 0.0
     raw: str = ""  # the model's output exactly as produced, kept in the step record
+    cache_bytes: int | None = None  # bytes its KV cache held at the end of the answer (model.options.kv_cache)
 
 
 @runtime_checkable

@@ -181,6 +181,27 @@ class HFPolicy:
         template = getattr(tokenizer, "chat_template", None) or ""
         self._tool_role = "tool" in template  # templates that know a tool role get one; others see a user turn
         self.plain = not template  # a base model without a chat template is prompted as a plain transcript
+        self.kv_cache = self._kv_cache_setting()
+
+    # ---- model.options.kv_cache (toolpath/policies/kvcache): checked at load, a fresh cache per generate() ----
+    def _kv_cache_setting(self) -> dict | None:
+        setting = self.spec.options.get("kv_cache")
+        if not setting:
+            return None
+        from .kvcache import kind_module
+
+        kind = setting["kind"]
+        reason = kind_module(kind).refuse(self.model.config)
+        if reason:
+            raise PolicyError(f"model.options.kv_cache: {kind} cannot run with {self.name}: {reason}")
+        return setting
+
+    def _new_kv_cache(self):
+        if self.kv_cache is None:
+            return None
+        from .kvcache import attach
+
+        return attach(self.model, **self.kv_cache)
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> "HFPolicy":
@@ -264,6 +285,9 @@ class HFPolicy:
             torch.manual_seed(int(generation.get("seed", 0)))
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        cache = self._new_kv_cache()
+        if cache is not None:
+            kwargs["cache"] = cache
         with _LOCK, torch.inference_mode():
             out = self.model.generate(**enc, **kwargs)
         n_in = enc["input_ids"].shape[1]
@@ -273,4 +297,5 @@ class HFPolicy:
             raw = raw.split(PLAIN_TURN, 1)[0].rstrip()  # the model went on to write the next user turn
         parsed = fmt.parse(raw, id_prefix=f"call{sum(1 for m in messages if m.role == 'assistant') + 1}")
         return Response(text=parsed.content, tool_calls=parsed.calls, issues=parsed.issues, answer=parsed.answer, raw=raw,
-                        tokens_in=int(n_in), tokens_out=int(new.shape[0]), latency_s=time.perf_counter() - started)
+                        tokens_in=int(n_in), tokens_out=int(new.shape[0]), latency_s=time.perf_counter() - started,
+                        cache_bytes=cache.nbytes() if cache is not None else None)

@@ -1,0 +1,143 @@
+"""ChanMix: mixed precision across channels. Each key and value channel of each layer gets a class by its
+measured quantization sensitivity (calibrate.py), each class its bit-width, so that the channels' average is
+the requested `bits` (2 by default):
+
+    4 bits  retrieval-critical   the channels whose error costs attention most (large queries on them)
+    3 bits  outlier              channels with a wide range, whose error is large at few bits
+    2 bits  normal
+    1 bit   sub-normal           channels the queries barely read, or values o_proj barely passes on
+    fp8     (option `fp8`)       float8_e4m3fn instead of integers for the costliest channels (8 bits)
+
+The paper describes the classes but its code is not public; the classification here is derived as follows,
+each choice deliberate:
+- The classes are not thresholds on a statistic but the solution of the allocation problem the paper poses:
+  minimise the summed cost (calibrate.py: a channel's expected squared error in the attention logits for
+  keys, in the attention output for values) under the bit budget. Starting with every channel at 1 bit, the
+  step with the largest cost reduction per bit is taken until the budget (bits x channels) is spent: with
+  costs that fall convexly with bits, as quantization error does, this greedy choice is optimal.
+- Keys and values are allocated separately, each at the requested average (the cache's bytes split evenly).
+- Each layer is allocated on its own: every layer then holds the same bytes, so a long context costs the
+  same per layer as KIVI at the same bits.
+- Channels of one class are stored together: keys per channel over groups of G tokens (as KIVI), values per
+  token over groups of G channels of one class, sorted by magnitude so a group's range fits its channels.
+- A fp8 step costs 4 bits more than 4-bit integers; when the last bits of the budget cannot pay for one, they
+  go to cheaper steps, so with fp8 the average may fall short of `bits` by under 4 bits per layer in total.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+from .options import attention_refusal, boolean, integer, known_only
+
+OPTIONS = {"bits": "the average bits per channel, 1 to 4 (16: no quantization); default 2",
+           "fp8": "store the costliest channels as float8_e4m3fn (8 bits) instead of 4-bit integers; default false",
+           "group": "G, tokens per key group and channels per value group; default 32",
+           "residual": "R, recent tokens kept in full precision, a multiple of G; default 32"}
+
+
+def validate(options: dict[str, Any]) -> dict[str, Any]:
+    known_only(options, OPTIONS, "chanmix")
+    bits = integer(options, "bits", 2, choices=(1, 2, 3, 4, 16))
+    group = integer(options, "group", 32, minimum=1)
+    residual = integer(options, "residual", group, minimum=group)
+    if residual % group:
+        raise ValueError(f"kv_cache.residual: must be a multiple of kv_cache.group ({group}), got {residual}")
+    return {"bits": bits, "fp8": boolean(options, "fp8", False), "group": group, "residual": residual}
+
+
+def refuse(config: Any) -> str | None:
+    return attention_refusal(config)
+
+
+def allocate(costs: dict[str, list[float]], bits: float, fp8: bool = False) -> list[int]:
+    """Bits per channel (1, 2, 3, 4, or 8 for fp8) minimising the summed cost with sum(bits) <= bits x channels,
+    by the greedy cost-per-bit rule described above. `costs`: level ("1".."4", "8") -> cost per channel."""
+    levels = [1, 2, 3, 4] + ([8] if fp8 else [])
+    n = len(costs["1"])
+    budget = int(round(bits * n)) - n
+    if budget < 0:
+        raise ValueError(f"kv_cache.bits: at least 1 bit per channel, got {bits}")
+    chosen = [0] * n  # index into levels
+
+    def step(c: int):
+        lv = chosen[c]
+        if lv + 1 >= len(levels):
+            return None
+        extra = levels[lv + 1] - levels[lv]
+        gain = costs[str(levels[lv])][c] - costs[str(levels[lv + 1])][c]
+        return (-gain / extra, c, extra)
+
+    heap = [s for s in (step(c) for c in range(n)) if s is not None]
+    heapq.heapify(heap)
+    skipped = []
+    while heap and budget > 0:
+        s = heapq.heappop(heap)
+        _, c, extra = s
+        if extra > budget:  # an fp8 step the remaining bits cannot pay for
+            skipped.append(s)
+            continue
+        chosen[c] += 1
+        budget -= extra
+        nxt = step(c)
+        if nxt is not None:
+            heapq.heappush(heap, nxt)
+    return [levels[i] for i in chosen]
+
+
+class MixedCodec:
+    """Channels of every KV head flattened, split into classes of one bit-width each, each class encoded by its
+    own codec (keys: ChannelCodec; values: TokenCodec; 8 bits: FP8Codec)."""
+
+    def __init__(self, bits_per_channel: list[int], heads: int, head_dim: int, group: int, per_token: bool,
+                 order: list[float] | None = None):
+        import torch
+
+        from .quant import ChannelCodec, FP8Codec, TokenCodec
+
+        self.heads, self.head_dim = heads, head_dim
+        self.classes = []
+        for b in sorted(set(bits_per_channel)):
+            idx = [c for c, x in enumerate(bits_per_channel) if x == b]
+            if order is not None:  # channels of similar magnitude share a value group
+                idx.sort(key=lambda c: order[c])
+            codec = FP8Codec(group) if b == 8 else (TokenCodec if per_token else ChannelCodec)(b, group)
+            self.classes.append((b, torch.tensor(idx, dtype=torch.long), codec, 2 if b == 8 else 3))
+
+    def encode(self, x):
+        b, h, n, d = x.shape
+        flat = x.transpose(1, 2).reshape(b, 1, n, h * d)
+        parts = []
+        for _, idx, codec, _ in self.classes:
+            parts.extend(codec.encode(flat[..., idx.to(x.device)].contiguous()))
+        return tuple(parts)
+
+    def decode(self, parts, channels, dtype):  # `channels`: the head_dim, known here already
+        import torch
+
+        b, _, n = parts[0].shape[:3]  # every codec's first part is [batch, 1, tokens, ...]
+        out = torch.empty(b, 1, n, self.heads * self.head_dim, dtype=dtype, device=parts[0].device)
+        i = 0
+        for _, idx, codec, count in self.classes:
+            out[..., idx.to(out.device)] = codec.decode(parts[i:i + count], len(idx), dtype)
+            i += count
+        return out.reshape(b, n, self.heads, self.head_dim).transpose(1, 2)
+
+
+def attach(model: Any, bits: int = 2, fp8: bool = False, group: int = 32, residual: int = 32):
+    from . import calibrate
+    from .layers import FullLayer, KVCache, QuantizedLayer
+
+    text = model.config.get_text_config()
+    if bits == 16:
+        return KVCache([FullLayer() for _ in range(text.num_hidden_layers)])
+    prof = calibrate.profile(model, group=group)
+    layers = []
+    for layer in prof["layers"]:
+        kbits = allocate(layer["keys"], bits, fp8)
+        vbits = allocate(layer["values"], bits, fp8)
+        kc = MixedCodec(kbits, prof["kv_heads"], prof["head_dim"], group, per_token=False)
+        vc = MixedCodec(vbits, prof["kv_heads"], prof["head_dim"], group, per_token=True, order=layer["value_rms"])
+        layers.append(QuantizedLayer(kc, vc, group, residual))
+    return KVCache(layers)
