@@ -142,6 +142,9 @@ def cmd_run(args) -> int:
             data["agent"] = {**data.get("agent", {}), "name": args.agent}
         if args.max_steps is not None:
             data.setdefault("limits", {})["max_steps"] = args.max_steps
+        if getattr(args, "weights", None) is not None:
+            model = data.setdefault("model", {})
+            model["options"] = {**model.get("options", {}), "weights": args.weights}
         spec = TaskSpec.model_validate(data)
         problem = resolve_model_path(spec, Path.cwd()) if args.model is not None else None
         if problem is not None:

@@ -209,8 +209,13 @@ class HFPolicy:
         except (OSError, ValueError) as err:
             raise PolicyError(f"cannot load hf model from {folder}: {err}") from err
         model.eval()
+        from .quant import apply_from_spec
+
+        weights = apply_from_spec(model, spec)  # low-bit or bf16 weights when the spec's options ask (quant.py)
         torch.set_num_threads(max(1, os.cpu_count() or 1))
-        return cls(model, tok, spec, name or f"hf:{path}", time.perf_counter() - started)
+        policy = cls(model, tok, spec, name or f"hf:{path}", time.perf_counter() - started)
+        policy.weights = weights
+        return policy
 
     def _chat(self, messages: list[Message], tools: list[dict], fmt=FORMATS["json"]) -> list[dict]:
         chat = []
