@@ -203,15 +203,15 @@ class HFPolicy:
         folder = convert_gguf(p, digest=digest) if p.suffix == ".gguf" else p
         if not (folder / "config.json").is_file():
             raise PolicyError(f"hf model folder {folder} has no config.json")
+        from .quant import apply_from_spec, load_dtype  # low-bit or bf16 weights when the spec's options ask
+
         try:
             tok = AutoTokenizer.from_pretrained(str(folder))
-            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+            model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=load_dtype(spec))
         except (OSError, ValueError) as err:
             raise PolicyError(f"cannot load hf model from {folder}: {err}") from err
         model.eval()
-        from .quant import apply_from_spec
-
-        weights = apply_from_spec(model, spec)  # low-bit or bf16 weights when the spec's options ask (quant.py)
+        weights = apply_from_spec(model, spec)
         torch.set_num_threads(max(1, os.cpu_count() or 1))
         policy = cls(model, tok, spec, name or f"hf:{path}", time.perf_counter() - started)
         policy.weights = weights

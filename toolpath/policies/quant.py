@@ -155,18 +155,14 @@ def int4_group(linear, group: int = GROUP) -> int | None:
     return next((g for g in sorted(INT4_GROUPS, reverse=True) if g <= group and linear.in_features % g == 0), None)
 
 
-def _linears(model, lm_head: str):
-    """(parent, attribute name, full name, module) of each nn.Linear to quantize."""
+def _linears(model, lm_head: str) -> list[str]:
+    """The full names of the nn.Linear modules to quantize (names, not modules: the caller drops each float
+    layer as soon as its low-bit copy replaces it, so the peak memory is one float model, not two)."""
     from torch import nn
 
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    for name, module in list(model.named_modules()):
-        for attr, child in list(module.named_children()):
-            if not isinstance(child, nn.Linear):
-                continue
-            if child is head and lm_head == "float":
-                continue
-            yield module, attr, f"{name}.{attr}" if name else attr, child
+    return [name for name, module in model.named_modules()
+            if isinstance(module, nn.Linear) and not (module is head and lm_head == "float")]
 
 
 def _untie(model) -> None:
@@ -202,7 +198,10 @@ def apply_weights(model, weights: str = "fp32", lm_head: str = "quantized", grou
         if lm_head == "quantized":
             _untie(model)
         with torch.no_grad():
-            for parent, attr, full, linear in list(_linears(model, lm_head)):
+            for full in _linears(model, lm_head):
+                parent_name, _, attr = full.rpartition(".")
+                parent = model.get_submodule(parent_name) if parent_name else model
+                linear = getattr(parent, attr)
                 g = int4_group(linear, group) if weights == "int4" else None
                 if g is not None:
                     new = Int4Linear.from_float(linear, g, compute)
@@ -211,12 +210,21 @@ def apply_weights(model, weights: str = "fp32", lm_head: str = "quantized", grou
                         fallback.append(full)
                     new = Int8Linear.from_float(linear, compute)
                 setattr(parent, attr, new)
+                del linear, new
                 count += 1
         # The rest (embeddings, norms, a float head) computes in bf16 too: both kernels are fast only with bf16
         # activations (with fp32 ones they were 10-40x slower than fp32 floats here, see the module's notes).
         model.to(compute)
     return {"weights": weights, "lm_head": lm_head, "quantized": count, "int8_fallback": fallback,
             "bytes": model_bytes(model)}
+
+
+def load_dtype(spec):
+    """The dtype to load the model in for the spec's weights: bf16 for every option but fp32, so the peak
+    memory while converting is a bf16 model (quantizing from bf16 rather than fp32 values changes the codes
+    by far less than one int8 or int4 step)."""
+    torch = _torch()
+    return torch.float32 if (spec.options or {}).get("weights", "fp32") == "fp32" else torch.bfloat16
 
 
 def apply_from_spec(model, spec) -> dict:
