@@ -60,6 +60,12 @@ def _policy_forms() -> str:
     return ", ".join(forms[:-1]) + f", or {forms[-1]}" if len(forms) > 1 else "".join(forms)
 
 
+# How a local model's weights are held (policies/quant.py): as loaded, bfloat16, or int8 / int4 weight-only.
+WEIGHTS = ("fp32", "bf16", "int8", "int4")
+LM_HEAD = ("quantized", "float")
+INT4_GROUPS = (32, 64, 128)
+
+
 class ModelSpec(_Part):
     """Which policy decides. `name` is a policy kind of the registry, with its value when it takes one:
     `local`, `openai:MODEL`, `hf:PATH`, `scripted:FILE`, `python:MOD:ATTR`, or a rule-based one (`dom`)."""
@@ -90,6 +96,18 @@ class ModelSpec(_Part):
         if choices and (given or v.endswith(":")) and given not in choices:
             forms = ([kind] if value == "optional" else []) + [f"{kind}:{c}" for c in choices]
             raise ValueError(f"unknown {kind} model {given!r}; known: {', '.join(forms)}")
+        return v
+
+    @field_validator("options")
+    @classmethod
+    def _weights(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if "weights" in v and v["weights"] not in WEIGHTS:
+            raise ValueError(f"options.weights must be one of {', '.join(WEIGHTS)}, got {v['weights']!r}")
+        if "lm_head" in v and v["lm_head"] not in LM_HEAD:
+            raise ValueError(f"options.lm_head must be one of {', '.join(LM_HEAD)}, got {v['lm_head']!r}")
+        if "int4_group" in v and v["int4_group"] not in INT4_GROUPS:
+            raise ValueError(f"options.int4_group must be one of {', '.join(map(str, INT4_GROUPS))}, "
+                             f"got {v['int4_group']!r}")
         return v
 
     @field_validator("options")

@@ -25,6 +25,12 @@ from .runs import cmd_runs_list, cmd_runs_show
 from .tools import cmd_tools_calibrate, cmd_tools_call, cmd_tools_list, cmd_tools_show
 
 
+# The spec's model.options.weights values (spec.WEIGHTS; spelled out here so `toolpath --help` imports no pydantic).
+WEIGHTS = ("fp32", "bf16", "int8", "int4")
+WEIGHTS_HELP = ("how a local model's weights are held: fp32 (as loaded), bf16, int8 or int4 weight-only "
+                "(sets model.options.weights)")
+
+
 def _port(text: str) -> int:
     """A TCP port for argparse: 0 (any free one) to 65535; anything else is a usage error (exit 2)."""
     try:
@@ -60,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--agent", help="override the spec's agent, e.g. react")
     r.add_argument("--max-steps", type=int, help="override limits.max_steps")
     r.add_argument("--kv-cache", metavar="KIND[:N]", help="a KV cache for local models: kivi, chanmix, quest or icecache, with N its bits (quantized) or token budget (sparse), e.g. chanmix:2 (sets model.options.kv_cache)")
+    r.add_argument("--weights", choices=WEIGHTS, help=WEIGHTS_HELP)
     r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     r.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     r.set_defaults(fn=cmd_run)
@@ -113,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--model", help="the model for every task (default: the benchmark's, else local)")
     ev.add_argument("--kv-cache", metavar="KIND[:N]", help="a KV cache for local models: kivi, chanmix, quest or icecache, with N its bits (quantized) or token budget (sparse), e.g. chanmix:2, for every task")
     ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--weights", choices=WEIGHTS, help=WEIGHTS_HELP + "; kept by --resume")
     ev.add_argument("--data", metavar="PATH", help="the benchmark's data (OSWorld-G, ScreenSpot: a JSON file or folder)")
     ev.add_argument("--workers", type=int, default=1, help="episodes at once (local worker processes; default 1)")
     ev.add_argument("--executor", choices=("local", "ray"), default="local",

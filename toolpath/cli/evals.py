@@ -119,13 +119,13 @@ def cmd_eval(args) -> int:
         result = run_eval(args.benchmark, store, model=args.model, limit=args.limit, seed=args.seed, data=args.data,
                           on_sample=on_sample, on_event=on_event, workers=args.workers, executor=args.executor,
                           resume=args.resume, timeout=args.timeout, retries=args.retries,
-                          scoring=args.scoring, kv_cache=kv_cache)
+                          scoring=args.scoring, kv_cache=kv_cache, weights=args.weights)
     except (BenchmarkDataError, ResumeError) as err:  # missing data (named file and variable), a bad --resume
         raise BadInput(str(err)) from None
     except ValueError as err:  # bad --workers, --timeout, --executor ray without ray
         raise BadInput(str(err)) from None
     summary = result.summary()
-    keys = ("eval_id", "benchmark", "n", "score", "scoring", "scores", "by_category", "tokens", "seconds", "overall_excludes", "n_overall",
+    keys = ("eval_id", "benchmark", "n", "weights", "score", "scoring", "scores", "by_category", "tokens", "seconds", "overall_excludes", "n_overall",
             "metrics", "cost_usd", "unpriced", "retries", "timed_out")
     if args.json:
         echo_json({k: summary[k] for k in keys if k in summary})
@@ -135,7 +135,8 @@ def cmd_eval(args) -> int:
     def cells(m: dict) -> str:
         return "".join(f" {m.get(k, float('nan')):>{max(9, len(k))}.3f}" for k in names)
 
-    echo(f"eval {summary['eval_id']}  benchmark {summary['benchmark']}  model {summary['model']}")
+    weights = f"  weights {summary['weights']}" if summary.get("weights") else ""
+    echo(f"eval {summary['eval_id']}  benchmark {summary['benchmark']}  model {summary['model']}{weights}")
     echo(f"{'CATEGORY':<12} {'N':>4} {'SCORE':>7}" + "".join(f" {k:>{max(9, len(k))}}" for k in names))
     for cat, v in summary["by_category"].items():
         echo(f"{cat:<12} {v['n']:>4} {v['score']:>7.3f}" + cells(v.get("metrics", {})))

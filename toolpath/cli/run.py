@@ -145,6 +145,9 @@ def cmd_run(args) -> int:
         if getattr(args, "kv_cache", None):
             model = data.setdefault("model", {})
             model["options"] = {**model.get("options", {}), "kv_cache": args.kv_cache}  # the spec parses KIND[:N]
+        if getattr(args, "weights", None) is not None:
+            model = data.setdefault("model", {})
+            model["options"] = {**model.get("options", {}), "weights": args.weights}
         spec = TaskSpec.model_validate(data)
         problem = resolve_model_path(spec, Path.cwd()) if args.model is not None else None
         if problem is not None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..runs import Store
+from ..spec import WEIGHTS
 from .benchmarks import SCORING_MODES, Record, check_scoring, get_benchmark
 from .sample import SAMPLE_KEY, SampleResult
 
@@ -66,6 +67,7 @@ class EvalResult:
     seconds: float = 0.0
     overall_excludes: tuple[str, ...] = ()  # categories with a row of their own but not in the overall score
     scoring: str = "toolpath"  # the mode of `score`; `scores` has both
+    weights: str | None = None  # every task's model.options.weights when the eval set it (--weights)
 
     def summary(self) -> dict:
         by_cat: dict[str, list[SampleResult]] = defaultdict(list)
@@ -93,6 +95,8 @@ class EvalResult:
         out["unpriced"] = sum(1 for s in self.samples if s.cost_usd is None)
         if any(s.metrics for s in kept):
             out["metrics"] = _means(kept)
+        if self.weights:
+            out["weights"] = self.weights
         if self.overall_excludes:  # say what the overall score is over, when it is not every sample
             out.update(overall_excludes=list(self.overall_excludes), n_overall=len(kept))
         return out
@@ -141,9 +145,9 @@ def abandon_left_behind(store: Store, eval_id: str) -> None:
 
 
 def _job(store: Store, bench_name: str, data, rec: Record, model, eval_id: str, timeout, retries: int,
-         run_id: str | None = None, scoring: str = "toolpath") -> dict:
+         run_id: str | None = None, scoring: str = "toolpath", weights: str | None = None) -> dict:
     return {"home": str(store.home), "benchmark": bench_name, "data": str(data) if data else None,
-            "scoring": scoring,
+            "scoring": scoring, "weights": weights,
             "record": {"id": rec.id, "category": rec.category, "data": rec.data}, "model": model,
             "eval_id": eval_id, "timeout": timeout, "retries": retries, "run_id": run_id,
             # what the sample's process must see as this one does (TOOLPATH_DB, prices, the benchmarks' own
@@ -155,8 +159,10 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
              on_sample: Callable[[int, int, SampleResult], None] | None = None, on_event=None,
              data: str | None = None, workers: int = 1, executor: str = "local", resume: str | None = None,
              timeout: float | None = None, retries: int = 4, scoring: str = "toolpath",
-             kv_cache: dict | None = None) -> EvalResult:
+             kv_cache: dict | None = None, weights: str | None = None) -> EvalResult:
     check_scoring(scoring)
+    if weights is not None and weights not in WEIGHTS:
+        raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if workers < 0 or (workers == 0 and executor != "ray"):
@@ -174,6 +180,7 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
         limit, seed, data = params.get("limit"), params.get("seed", 0), params.get("data")
         scoring = params.get("scoring", "toolpath")
         kv_cache = params.get("kv_cache")
+        weights = params.get("weights")  # the interrupted eval's, whatever this call says
         model = row["model"] if params.get("model_given", True) else None
         done = {r["sample_id"]: SampleResult.from_row(r) for r in store.eval_samples(eval_id)}
     bench = get_benchmark(benchmark, data=data)
@@ -183,13 +190,14 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
         eval_id = store.create_eval(bench.name, model_name, {"limit": limit, "seed": seed, "model_given": bool(model),
                                                               "scoring": scoring,
                                                               **({"kv_cache": kv_cache} if kv_cache else {}),
+                                                              **({"weights": weights} if weights else {}),
                                                               **({"data": str(data)} if data else {})}, len(records))
     result = EvalResult(eval_id=eval_id, benchmark=bench.name, model=model_name,
-                        overall_excludes=tuple(bench.overall_excludes), scoring=scoring)
+                        overall_excludes=tuple(bench.overall_excludes), scoring=scoring, weights=weights)
     started = time.perf_counter()
     todo = [r for r in records if r.id not in done]
     adopted = adopt_runs(store, eval_id, {r.id for r in todo}) if resume else {}
-    jobs = [{**_job(store, benchmark, data, r, model, eval_id, timeout, retries, adopted.get(r.id), scoring),
+    jobs = [{**_job(store, benchmark, data, r, model, eval_id, timeout, retries, adopted.get(r.id), scoring, weights),
              "kv_cache": kv_cache} for r in todo]
     if executor == "ray":
         from .executors import run_ray

@@ -6,7 +6,8 @@ or as a Ray task — so all three give the same results. A job is plain data (pi
     {"home": store folder, "benchmark": name, "data": path or None, "record": {"id", "category", "data"},
      "model": model string or None, "eval_id": id, "timeout": seconds or None, "retries": attempts,
      "run_id": a run of this sample that a killed eval left, to continue instead of starting over (or absent),
-     "scoring": the scoring mode of the sample's score, "toolpath" or "official" (absent: "toolpath")}
+     "scoring": the scoring mode of the sample's score, "toolpath" or "official" (absent: "toolpath"),
+     "weights": the model's options.weights for every task (--weights), or None}
 
 The sample's run is written to the store by the process that runs it; the eval's process stores the sample's
 row (so one writer appends to eval_samples, and a killed eval keeps every row written). The run's spec names
@@ -99,6 +100,8 @@ def sample_spec(bench, rec: Record, job: dict):
     spec = spec.model_copy(deep=True, update={"metadata": {**spec.metadata, SAMPLE_KEY: rec.id}})
     if job.get("kv_cache"):  # `toolpath eval --kv-cache`: every sample's model runs with it
         spec.model.options["kv_cache"] = dict(job["kv_cache"])
+    if job.get("weights"):  # the eval's --weights, in every task's model options
+        spec.model.options = {**spec.model.options, "weights": job["weights"]}
     if job.get("timeout"):  # the soft limit: the agent stops between steps; executors add a hard one
         spec.limits.max_seconds = min(spec.limits.max_seconds, float(job["timeout"]))
     return spec

@@ -224,6 +224,8 @@ class HFPolicy:
         folder = convert_gguf(p, digest=digest) if p.suffix == ".gguf" else p
         if not (folder / "config.json").is_file():
             raise PolicyError(f"hf model folder {folder} has no config.json")
+        from .quant import apply_from_spec, load_dtype  # low-bit or bf16 weights when the spec's options ask
+
         try:
             tok = AutoTokenizer.from_pretrained(str(folder))
             if (folder / "compression.json").is_file():  # written by `toolpath compress`: maybe packed weights
@@ -231,12 +233,15 @@ class HFPolicy:
 
                 model = load_entry("compressor", "packed")(folder)
             else:
-                model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+                model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=load_dtype(spec))
         except (OSError, ValueError) as err:
             raise PolicyError(f"cannot load hf model from {folder}: {err}") from err
         model.eval()
+        weights = apply_from_spec(model, spec)
         torch.set_num_threads(max(1, os.cpu_count() or 1))
-        return cls(model, tok, spec, name or f"hf:{path}", time.perf_counter() - started)
+        policy = cls(model, tok, spec, name or f"hf:{path}", time.perf_counter() - started)
+        policy.weights = weights
+        return policy
 
     def _chat(self, messages: list[Message], tools: list[dict], fmt=FORMATS["json"]) -> list[dict]:
         chat = []
