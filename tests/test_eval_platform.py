@@ -268,3 +268,33 @@ def test_ray_on_a_local_instance_gives_the_same_results(tmp_path, on_path, monke
         ray = run_eval("arith", store, model="python:helpers:ArithPolicy", limit=6, executor="ray", workers=2)
         assert by_sample(store, ray.eval_id) == by_sample(store, local.eval_id)
     assert ray.summary()["score"] == 1.0
+
+
+def test_agent_params_reach_every_task_and_resume_keeps_them(tmp_path, on_path):
+    with Store(tmp_path / "home") as store:
+        with pytest.raises(ValueError, match="agent 'react' of this benchmark takes no note, planner"):
+            run_eval("arith", store, model="python:helpers:ArithPolicy", limit=2, agent_params={"planner": "x", "note": 1})
+        first = run_eval("arith", store, model="python:helpers:ArithPolicy", limit=2, agent_params={"format": "json"})
+        specs = [json.loads(store.get_run(s.run_id)["spec"]) for s in first.samples]
+        lost = first.samples[0]  # as if the eval was killed before this sample ran: resume runs it anew
+        store._exec("DELETE FROM eval_samples WHERE eval_id = ? AND sample_id = ?", (first.eval_id, lost.sample_id))
+        store._exec("DELETE FROM steps WHERE run_id = ?", (lost.run_id,))
+        store._exec("DELETE FROM runs WHERE id = ?", (lost.run_id,))
+        again = run_eval("arith", store, resume=first.eval_id)
+        rerun = [s for s in again.samples if s.sample_id == lost.sample_id][0]
+        respec = json.loads(store.get_run(rerun.run_id)["spec"])
+    assert specs and all(s["agent"]["params"] == {"format": "json"} for s in specs)
+    assert rerun.run_id != lost.run_id and respec["agent"]["params"] == {"format": "json"}
+
+
+def test_the_cli_parses_agent_params_and_names_a_bad_one(tmp_path, on_path):
+    home = tmp_path / "home"
+    r = toolpath_cli("eval", "arith", "--limit", "1", "--model", "python:helpers:ArithPolicy",
+                     "--agent-param", "planner", home=home, cwd=ROOT, env=ENV)
+    assert r.returncode == 2 and "--agent-param 'planner': expected KEY=VALUE" in r.stderr
+    r = toolpath_cli("eval", "arith", "--limit", "1", "--model", "python:helpers:ArithPolicy",
+                     "--agent-param", "format=deepeyes", "--json", home=home, cwd=ROOT, env=ENV)
+    assert r.returncode == 0, r.stderr
+    with Store(home) as store:
+        run = store.list_runs(limit=5)[0]
+        assert json.loads(store.get_run(run["id"])["spec"])["agent"]["params"]["format"] == "deepeyes"

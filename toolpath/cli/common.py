@@ -73,3 +73,19 @@ def one_line(text: str, n: int = 70) -> str:
 def when(ts: float) -> str:
     """A stored timestamp as local date and time."""
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def parse_pairs(items: list[str] | None, flag: str) -> dict:
+    """`KEY=VALUE` command-line pairs: a JSON value where it parses (numbers, true, lists), text otherwise."""
+    import json
+
+    out: dict = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise BadInput(f"{flag} {item!r}: expected KEY=VALUE")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key.strip()] = raw
+    return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .common import EXIT_OK, BadInput, echo, echo_json, one_line, printable, store_from_args, when
+from .common import EXIT_OK, BadInput, echo, echo_json, one_line, parse_pairs, printable, store_from_args, when
 
 
 def cmd_models_list(args) -> int:
@@ -119,7 +119,8 @@ def cmd_eval(args) -> int:
         result = run_eval(args.benchmark, store, model=args.model, limit=args.limit, seed=args.seed, data=args.data,
                           on_sample=on_sample, on_event=on_event, workers=args.workers, executor=args.executor,
                           resume=args.resume, timeout=args.timeout, retries=args.retries,
-                          scoring=args.scoring, kv_cache=kv_cache, weights=args.weights)
+                          scoring=args.scoring, kv_cache=kv_cache, weights=args.weights,
+                          agent_params=parse_pairs(getattr(args, "agent_param", None), "--agent-param"))
     except (BenchmarkDataError, ResumeError) as err:  # missing data (named file and variable), a bad --resume
         raise BadInput(str(err)) from None
     except ValueError as err:  # bad --workers, --timeout, --executor ray without ray

@@ -14,6 +14,7 @@ from .common import (
     echo_json,
     fmt_tokens,
     one_line,
+    parse_pairs,
     printable,
     store_from_args,
 )
@@ -140,6 +141,9 @@ def cmd_run(args) -> int:
             data["model"] = {**data.get("model", {}), "name": args.model}
         if args.agent is not None:
             data["agent"] = {**data.get("agent", {}), "name": args.agent}
+        params = parse_pairs(getattr(args, "agent_param", None), "--agent-param")
+        if params:
+            data["agent"] = {**data.get("agent", {}), "params": {**data.get("agent", {}).get("params", {}), **params}}
         if args.max_steps is not None:
             data.setdefault("limits", {})["max_steps"] = args.max_steps
         if getattr(args, "kv_cache", None):

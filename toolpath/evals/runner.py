@@ -28,7 +28,7 @@ from typing import Callable
 from ..runs import Store
 from ..spec import WEIGHTS
 from .benchmarks import SCORING_MODES, Record, check_scoring, get_benchmark
-from .sample import SAMPLE_KEY, SampleResult
+from .sample import SAMPLE_KEY, SampleResult, check_agent_params
 
 EXECUTORS = ("local", "ray")
 
@@ -159,7 +159,8 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
              on_sample: Callable[[int, int, SampleResult], None] | None = None, on_event=None,
              data: str | None = None, workers: int = 1, executor: str = "local", resume: str | None = None,
              timeout: float | None = None, retries: int = 4, scoring: str = "toolpath",
-             kv_cache: dict | None = None, weights: str | None = None) -> EvalResult:
+             kv_cache: dict | None = None, weights: str | None = None,
+             agent_params: dict | None = None) -> EvalResult:
     check_scoring(scoring)
     if weights is not None and weights not in WEIGHTS:
         raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
@@ -181,16 +182,20 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
         scoring = params.get("scoring", "toolpath")
         kv_cache = params.get("kv_cache")
         weights = params.get("weights")  # the interrupted eval's, whatever this call says
+        agent_params = params.get("agent_params")
         model = row["model"] if params.get("model_given", True) else None
         done = {r["sample_id"]: SampleResult.from_row(r) for r in store.eval_samples(eval_id)}
     bench = get_benchmark(benchmark, data=data)
     records: list[Record] = list(bench.records(limit=limit, seed=seed))
     model_name = model or bench.model or "local"  # a benchmark's own default (dom, detector)
+    if agent_params and records and not resume:
+        check_agent_params(bench, records[0], agent_params)
     if not resume:
         eval_id = store.create_eval(bench.name, model_name, {"limit": limit, "seed": seed, "model_given": bool(model),
                                                               "scoring": scoring,
                                                               **({"kv_cache": kv_cache} if kv_cache else {}),
                                                               **({"weights": weights} if weights else {}),
+                                                              **({"agent_params": agent_params} if agent_params else {}),
                                                               **({"data": str(data)} if data else {})}, len(records))
     result = EvalResult(eval_id=eval_id, benchmark=bench.name, model=model_name,
                         overall_excludes=tuple(bench.overall_excludes), scoring=scoring, weights=weights)
@@ -198,7 +203,7 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
     todo = [r for r in records if r.id not in done]
     adopted = adopt_runs(store, eval_id, {r.id for r in todo}) if resume else {}
     jobs = [{**_job(store, benchmark, data, r, model, eval_id, timeout, retries, adopted.get(r.id), scoring, weights),
-             "kv_cache": kv_cache} for r in todo]
+             "kv_cache": kv_cache, "agent_params": agent_params} for r in todo]
     if executor == "ray":
         from .executors import run_ray
 

@@ -7,7 +7,9 @@ or as a Ray task — so all three give the same results. A job is plain data (pi
      "model": model string or None, "eval_id": id, "timeout": seconds or None, "retries": attempts,
      "run_id": a run of this sample that a killed eval left, to continue instead of starting over (or absent),
      "scoring": the scoring mode of the sample's score, "toolpath" or "official" (absent: "toolpath"),
-     "weights": the model's options.weights for every task (--weights), or None}
+     "weights": the model's options.weights for every task (--weights), or None,
+     "kv_cache": the model's options.kv_cache for every task (--kv-cache), or None,
+     "agent_params": agent parameters set on every task (--agent-param), or None}
 
 The sample's run is written to the store by the process that runs it; the eval's process stores the sample's
 row (so one writer appends to eval_samples, and a killed eval keeps every row written). The run's spec names
@@ -94,12 +96,27 @@ def crashed(job: dict, seconds: float, why: str) -> SampleResult:
                         error=f"the worker running it died: {why}")
 
 
+def check_agent_params(bench, rec: Record, params: dict) -> None:
+    """A ValueError naming any of `params` the benchmark's agent does not accept, before an eval starts (else
+    every sample would fail with the same error)."""
+    from ..agents import get_agent
+
+    agent = bench.to_task(rec).agent.name
+    unknown = sorted(set(params) - set(get_agent(agent).params))
+    if unknown:
+        accepted = ", ".join(get_agent(agent).params) or "none"
+        raise ValueError(f"--agent-param: agent {agent!r} of this benchmark takes no {', '.join(unknown)}; "
+                         f"it takes: {accepted}")
+
+
 def sample_spec(bench, rec: Record, job: dict):
     """The record's task as this eval runs it: named as the sample's, within the eval's time limit."""
     spec = bench.to_task(rec, model=job.get("model"))
     spec = spec.model_copy(deep=True, update={"metadata": {**spec.metadata, SAMPLE_KEY: rec.id}})
     if job.get("kv_cache"):  # `toolpath eval --kv-cache`: every sample's model runs with it
         spec.model.options["kv_cache"] = dict(job["kv_cache"])
+    if job.get("agent_params"):  # `toolpath eval --agent-param`, over the benchmark's own params
+        spec.agent.params = {**spec.agent.params, **job["agent_params"]}
     if job.get("weights"):  # the eval's --weights, in every task's model options
         spec.model.options = {**spec.model.options, "weights": job["weights"]}
     if job.get("timeout"):  # the soft limit: the agent stops between steps; executors add a hard one
