@@ -43,7 +43,7 @@ def router_weights(model) -> dict[str, "torch.Tensor"]:
             if name.endswith("mlp.gate.weight") or name.endswith("block_sparse_moe.gate.weight")}
 
 
-def train(out: Path, *, steps: int = 2000, seed: int = 0, batch: int = 8, seqlen: int = 128, lr: float = 3e-3,
+def train(out: Path, *, steps: int = 800, seed: int = 0, batch: int = 8, seqlen: int = 128, lr: float = 3e-3,
           threads: int = 1, log: Callable[[str], None] = print) -> dict:
     """Train the model and write it to `out` (a model folder: config, weights, tokenizer, router_init.safetensors,
     training.json). Returns what training.json holds. `threads`: torch's CPU threads; one, because the model's
