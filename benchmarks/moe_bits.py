@@ -135,9 +135,10 @@ def main(argv: list[str] | None = None) -> int:
             f"[{min(rand):.3f}, {max(rand):.3f}]")
     for r in rows:
         r["ratio"] = r["ppl"] / fp32
-    result = {"rows": rows, "change_vs_usage_spearman": usage, "levels": LEVELS, "attn_bits": ATTN_BITS, "calibration": {
-        "nsamples": args.nsamples, "seqlen": args.seqlen}, "model": str(folder),
-        "training": json.loads((folder / "training.json").read_text()), "seconds": round(time.perf_counter() - started)}
+    result = {"rows": rows, "change_vs_usage_spearman": usage, "levels": LEVELS, "attn_bits": ATTN_BITS,
+              "calibration": {"nsamples": args.nsamples, "seqlen": args.seqlen}, "model": str(folder),
+              "training": json.loads((folder / "training.json").read_text()),
+              "seconds": round(time.perf_counter() - started)}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

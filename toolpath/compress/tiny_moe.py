@@ -94,6 +94,7 @@ def train(out: Path, *, steps: int = 800, seed: int = 0, batch: int = 8, seqlen:
     save_file(init_routers, str(out / "router_init.safetensors"))
     info = {"steps": steps, "seed": seed, "batch": batch, "seqlen": seqlen, "lr": lr, "tokens": len(ids),
             "final_loss": sum(losses[-50:]) / len(losses[-50:]), "seconds": round(time.perf_counter() - started, 1),
-            "threads": threads, "config": CONFIG, "data": "pydoc_data.topics, sorted keys, first 80 % (the calibration part)"}
+            "threads": threads, "config": CONFIG,
+            "data": "pydoc_data.topics, sorted keys, first 80 % (the calibration part)"}
     (out / "training.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
     return info
