@@ -35,6 +35,32 @@ LEVELS = (1, 2, 3)
 ATTN_BITS = 4
 
 
+def _ranks(values: list[float]) -> list[int]:
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0] * len(values)
+    for rank, i in enumerate(order):
+        ranks[i] = rank
+    return ranks
+
+
+def routing_diagnostic(model, calib: torch.Tensor, init: dict[int, torch.Tensor]) -> dict[int, float]:
+    """Per MoE layer, the Spearman correlation between each expert's router-norm change and the share of
+    calibration tokens routed to it: what the sensitivity signal says about how much an expert is used."""
+    from toolpath.compress.moe_layout import moe_blocks
+
+    with torch.inference_mode():
+        logits = model(input_ids=calib, output_router_logits=True).router_logits
+    out = {}
+    for block, layer_logits in zip(moe_blocks(model), logits):
+        chosen = torch.topk(layer_logits, 2, dim=-1).indices.reshape(-1)
+        share = torch.bincount(chosen, minlength=block.router.shape[0]).float().tolist()
+        change = (block.router.norm(dim=1) - init[block.layer].norm(dim=1)).tolist()
+        a, b = _ranks(change), _ranks(share)
+        n = len(a)
+        out[block.layer] = round(1 - 6 * sum((x - y) ** 2 for x, y in zip(a, b)) / (n * (n * n - 1)), 3)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
@@ -74,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         quantize_model_gptq(model, calib, allocation_plan(bits, ATTN_BITS))
         return ppl(model)
 
+    usage = routing_diagnostic(fresh(), calib, init)
+    say(f"router-norm change vs share of tokens routed, Spearman per layer: {usage}")
     rows: list[dict] = []
     fp32 = ppl(fresh())
     rows.append({"row": "fp32", "average": 32, "ppl": fp32})
@@ -107,9 +135,10 @@ def main(argv: list[str] | None = None) -> int:
             f"[{min(rand):.3f}, {max(rand):.3f}]")
     for r in rows:
         r["ratio"] = r["ppl"] / fp32
-    result = {"rows": rows, "levels": LEVELS, "attn_bits": ATTN_BITS, "calibration": {
-        "nsamples": args.nsamples, "seqlen": args.seqlen}, "model": str(folder),
-        "training": json.loads((folder / "training.json").read_text()), "seconds": round(time.perf_counter() - started)}
+    result = {"rows": rows, "change_vs_usage_spearman": usage, "levels": LEVELS, "attn_bits": ATTN_BITS,
+              "calibration": {"nsamples": args.nsamples, "seqlen": args.seqlen}, "model": str(folder),
+              "training": json.loads((folder / "training.json").read_text()),
+              "seconds": round(time.perf_counter() - started)}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0

@@ -22,7 +22,7 @@ def default_dir() -> Path:
     return home_dir() / "models" / "tiny-moe"
 
 
-def ensure(out: Path | None = None, *, steps: int = 2000, seed: int = 0, force: bool = False, log=print) -> Path:
+def ensure(out: Path | None = None, *, steps: int = 800, seed: int = 0, force: bool = False, log=print) -> Path:
     """The trained model's folder, training it first when it is missing (or `force`)."""
     out = out or default_dir()
     if force or not (out / "router_init.safetensors").is_file():
@@ -32,7 +32,7 @@ def ensure(out: Path | None = None, *, steps: int = 2000, seed: int = 0, force: 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--steps", type=int, default=800)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--force", action="store_true", help="train again even if the folder exists")

@@ -222,3 +222,18 @@ def test_moe_bits_refuses_a_dense_model_and_bad_levels(tmp_path, capsys):
     assert main(["compress", f"hf:{dense}", "--method", "moe-bits", "--bits", "3.5", "--out", str(out)]) == 2
     assert "between the levels 1 and 3" in capsys.readouterr().err
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(("out", ".out"))]
+
+
+def test_router_init_is_read_in_either_layout(tmp_path):
+    from safetensors.torch import save_file
+
+    from toolpath.compress.moe_bits import read_router_init
+
+    a, b = torch.randn(8, 16), torch.randn(8, 16)
+    save_file({"model.layers.0.mlp.gate.weight": a, "model.layers.1.block_sparse_moe.gate.weight": b,
+               "model.embed_tokens.weight": torch.zeros(2, 2)}, str(tmp_path / "r.safetensors"))
+    routers = read_router_init(tmp_path / "r.safetensors")
+    assert set(routers) == {0, 1} and torch.equal(routers[0], a) and torch.equal(routers[1], b)
+    save_file({"x": a}, str(tmp_path / "none.safetensors"))
+    with pytest.raises(ValueError, match="no `layers.N.…gate.weight` tensors"):
+        read_router_init(tmp_path / "none.safetensors")

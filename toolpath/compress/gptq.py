@@ -19,7 +19,6 @@ get one Hessian per expert from the tokens the router sent to it (see moe_layout
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -128,12 +127,21 @@ def quantize_model_rtn(model, plan: Plan, group_size: int = GROUP_SIZE, log=None
     from .moe_layout import layer_targets
 
     out: dict[str, Any] = {}
-    for index, layer in enumerate(decoder_layers(model)):
+    layers = decoder_layers(model)
+    line = _progress("rtn", len(layers), log)
+    for layer in layers:
         for name, param, experts in layer_targets(model, layer):
             out.update(_quantize_param(name, param, experts, plan, lambda w, b, e: quantize_rtn(w, b, group_size)))
-        if log:
-            log(f"rtn: layer {index + 1}/{len(decoder_layers(model))} done")
+        line.update()
+    line.close(f"{len(out)} weights quantized")
     return out
+
+
+def _progress(label: str, layers: int, log):
+    """One progress line for the layer loop (redrawn on a terminal when no `log` is given)."""
+    from ..policies.hf import ProgressLine
+
+    return ProgressLine(f"{label}: quantizing {layers} decoder layers", layers, unit="layers", log=log)
 
 
 def quantize_model_gptq(model, calibration: torch.Tensor, plan: Plan, group_size: int = GROUP_SIZE,
@@ -144,8 +152,8 @@ def quantize_model_gptq(model, calibration: torch.Tensor, plan: Plan, group_size
     layers = decoder_layers(model)
     inputs = _first_layer_inputs(model, layers[0], calibration, chunk)
     out: dict[str, Any] = {}
-    started = time.perf_counter()
-    for index, layer in enumerate(layers):
+    line = _progress("gptq", len(layers), log)
+    for layer in layers:
         targets = layer_targets(model, layer)
         with HessianHooks(model, layer, targets) as hooks:
             _run_layer(layer, inputs)
@@ -154,8 +162,8 @@ def quantize_model_gptq(model, calibration: torch.Tensor, plan: Plan, group_size
                 return gptq_quantize(w, hooks.hessian(name, expert), bits, group_size, act_order=act_order)
             out.update(_quantize_param(name, param, experts, plan, fit))
         inputs = [(_run_layer(layer, [(x, kw)])[0], kw) for x, kw in inputs]  # quantized outputs feed the next
-        if log:
-            log(f"gptq: layer {index + 1}/{len(layers)} done ({time.perf_counter() - started:.0f} s)")
+        line.update()
+    line.close(f"{len(out)} weights quantized")
     return out
 
 

@@ -16,6 +16,12 @@ def check_source(source: str) -> None:
         raise ValueError(f"model {source!r}: compression needs a local model: local, local:NAME or hf:PATH")
     if kind == "hf" and not Path(value).expanduser().exists():
         raise ValueError(f"model {source!r}: {value} does not exist")
+    if kind == "local" and not value:
+        from ..policies.local import availability
+
+        ok, why = availability()
+        if not ok:
+            raise ValueError(f"model 'local': {why}")
     if kind == "local" and value:
         from ..registry import entry
 

@@ -43,7 +43,7 @@ def router_weights(model) -> dict[str, "torch.Tensor"]:
             if name.endswith("mlp.gate.weight") or name.endswith("block_sparse_moe.gate.weight")}
 
 
-def train(out: Path, *, steps: int = 2000, seed: int = 0, batch: int = 8, seqlen: int = 128, lr: float = 3e-3,
+def train(out: Path, *, steps: int = 800, seed: int = 0, batch: int = 8, seqlen: int = 128, lr: float = 3e-3,
           threads: int = 1, log: Callable[[str], None] = print) -> dict:
     """Train the model and write it to `out` (a model folder: config, weights, tokenizer, router_init.safetensors,
     training.json). Returns what training.json holds. `threads`: torch's CPU threads; one, because the model's
@@ -94,6 +94,7 @@ def train(out: Path, *, steps: int = 2000, seed: int = 0, batch: int = 8, seqlen
     save_file(init_routers, str(out / "router_init.safetensors"))
     info = {"steps": steps, "seed": seed, "batch": batch, "seqlen": seqlen, "lr": lr, "tokens": len(ids),
             "final_loss": sum(losses[-50:]) / len(losses[-50:]), "seconds": round(time.perf_counter() - started, 1),
-            "threads": threads, "config": CONFIG, "data": "pydoc_data.topics, sorted keys, first 80 % (the calibration part)"}
+            "threads": threads, "config": CONFIG,
+            "data": "pydoc_data.topics, sorted keys, first 80 % (the calibration part)"}
     (out / "training.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
     return info
