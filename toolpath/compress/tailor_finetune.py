@@ -1,0 +1,116 @@
+"""The default candidates: short fine-tunes of the base model on two kinds of real data, cached.
+
+`english`: next-token loss on the training split of pydoc_data.topics. `toolcalls`: loss on the assistant's
+tokens of solved arithmetic tool-call episodes (tailor_data). Only the decoder layers are trained (embeddings,
+final norm and head stay the base model's): the layers are what tailoring recombines, and leaving the 49k-row
+embedding out of the optimizer keeps a step affordable on a CPU. Each fine-tune is a folder under
+$TOOLPATH_HOME/models/tailor-…, named by the base model, the data and the recipe, so it is made once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+from ..policies.hf import ProgressLine, home_dir
+from . import tailor_data
+
+RECIPES = ("english", "toolcalls")
+LR = 1e-4
+ENGLISH_BATCH, ENGLISH_LENGTH = 4, 128
+TRANSCRIPT_BATCH = 2
+
+
+def cache_dir(source_key: str, recipe: str, steps: int, seed: int) -> Path:
+    digest = hashlib.sha256(json.dumps([source_key, recipe, steps, seed, LR, 1]).encode()).hexdigest()[:12]
+    slug = "".join(c if c.isalnum() else "-" for c in source_key.rpartition("/")[2])[:40]
+    return home_dir() / "models" / f"tailor-{slug}-{recipe}-{digest}"
+
+
+def _batches(tokenizer, recipe: str, steps: int):
+    """`steps` batches of (input_ids, labels), labels -100 where no loss is taken."""
+    import torch
+
+    if recipe == "english":
+        blocks = tailor_data.english_blocks(tokenizer, "train", steps * ENGLISH_BATCH, ENGLISH_LENGTH)
+        if not blocks:
+            raise ValueError("the English training text is empty")
+        for s in range(steps):
+            rows = [blocks[(s * ENGLISH_BATCH + j) % len(blocks)].ids for j in range(ENGLISH_BATCH)]
+            ids = torch.cat(rows)
+            yield ids, ids.clone()
+        return
+    episodes = tailor_data.transcripts(tokenizer, "train", steps * TRANSCRIPT_BATCH)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    for s in range(steps):
+        chunk = episodes[s * TRANSCRIPT_BATCH:(s + 1) * TRANSCRIPT_BATCH]
+        width = max(e.ids.shape[1] for e in chunk)
+        ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+        labels = torch.full((len(chunk), width), -100, dtype=torch.long)
+        for j, e in enumerate(chunk):
+            ids[j, :e.ids.shape[1]] = e.ids[0]
+            labels[j, e.scored] = e.ids[0, e.scored]
+        yield ids, labels
+
+
+def finetune(base, tokenizer, recipe: str, steps: int, seed: int, target: Path, log=None) -> Path:
+    """Fine-tune a copy of `base` by `recipe` and save it to `target` (atomically); returns `target`."""
+    import copy
+
+    import torch
+
+    if recipe not in RECIPES:
+        raise ValueError(f"unknown fine-tune recipe {recipe!r}; recipes: {', '.join(RECIPES)}")
+    torch.manual_seed(seed)
+    model = copy.deepcopy(base)
+    model.train()
+    params = []
+    for name, p in model.named_parameters():
+        p.requires_grad_(".layers." in f".{name}")
+        if p.requires_grad:
+            params.append(p)
+    optim = torch.optim.AdamW(params, lr=LR, weight_decay=0.0)
+    line = ProgressLine(f"fine-tuning the {recipe} candidate", steps, unit="steps", log=log)
+    losses = []
+    for ids, labels in _batches(tokenizer, recipe, steps):
+        loss = model(input_ids=ids, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optim.step()
+        optim.zero_grad(set_to_none=True)
+        losses.append(float(loss.detach()))
+        line.update(1)
+    line.close(f"loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    tmp = target.parent / f".{target.name}.{uuid.uuid4().hex[:6]}"
+    tmp.mkdir(parents=True)
+    try:
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+        (tmp / "tailor_finetune.json").write_text(json.dumps({"recipe": recipe, "steps": steps, "seed": seed,
+                                                             "lr": LR, "losses": losses}, indent=1))
+        os.replace(tmp, target)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (target / "config.json").is_file():
+            raise
+    return target
+
+
+def default_candidates(base, tokenizer, source_key: str, steps: int, seed: int, log=None) -> list[Path]:
+    """The two default candidates' folders, made on first use."""
+    out = []
+    for recipe in RECIPES:
+        target = cache_dir(source_key, recipe, steps, seed)
+        if not (target / "config.json").is_file():
+            finetune(base, tokenizer, recipe, steps, seed, target, log)
+        else:
+            (log or (lambda _t: None))(f"candidate {recipe}: cached at {target}")
+        out.append(target)
+    return out
