@@ -26,9 +26,9 @@ def _tokenizer():
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    text = [topics[k] for k in sorted(topics)[:40]] + ['<tool_call>{"name": "calculator", "arguments": '
+    text = [topics[k] for k in sorted(topics)[:120]] + ['<tool_call>{"name": "calculator", "arguments": '
                                                        '{"expression": "12 * 7"}}</tool_call> 0123456789']
-    tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=600, special_tokens=["<eos>"],
+    tok.train_from_iterator(text, trainers.BpeTrainer(vocab_size=2000, special_tokens=["<eos>"],
                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", pad_token="<eos>")
 
@@ -80,7 +80,7 @@ def test_tailor_removes_the_target_and_writes_a_loadable_folder(tiny, tmp_path):
 
     out = tmp_path / "out"
     lines, log = _lines()
-    opts = {"remove": "2", "trials": "6", "seed": "1", "candidates": ",".join(str(c) for c in tiny["cands"])}
+    opts = {"remove": "2", "trials": "6", "seed": "1", "calib_blocks": "1", "candidates": ",".join(str(c) for c in tiny["cands"])}
     info = tailor.compress(f"hf:{tiny['dir']}", out, bits=None, options=opts, log=log)
     assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == LAYERS - 2
     assert info["layers"]["after"] == LAYERS - 2 and len(info["layers"]["removed"]) == 2

@@ -100,6 +100,7 @@ def compress(source: str, out: Path, *, bits: float | None, options: dict[str, s
     log = log or print
     started = time.perf_counter()
     base, tokenizer, key = load_source(source)
+    opts.target_removed(base.config.num_hidden_layers)  # a bad target fails before any fine-tune starts
     paths = opts.candidates or default_candidates(base, tokenizer, key, opts.finetune_steps, opts.seed, log)
     names = ["base"] + [p.name for p in paths]
     candidates = [load_candidate(p) for p in paths]
