@@ -30,6 +30,7 @@ TOOL_SCHEMAS = [
     {"name": "final_answer", "description": "Give the final answer and end the episode.",
      "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}}},
 ]
+MIN_PREFIX = 8
 SYSTEM = "You are a helpful assistant that solves the user's task with the tools given."
 
 
@@ -125,6 +126,33 @@ def transcripts(tokenizer, split: str, n: int) -> list[Example]:
                                if i > 0 and b > a and any(s <= a < e for s, e in spans)], dtype=torch.long)
         out.append(Example(enc["input_ids"].to(torch.long), scored))
     return out
+
+
+def shared_prefix(examples: list[Example]) -> int:
+    """How many leading tokens every example shares and that no scored token is predicted from: the system
+    prompt and the worked demonstration of a transcript, the same in every episode. A model can run them once."""
+    if not examples:
+        return 0
+    first = examples[0].ids[0]
+    n = min(int(e.scored.min()) - 1 if e.scored is not None and e.scored.numel() else e.ids.shape[1]
+            for e in examples)
+    for e in examples[1:]:
+        m = min(n, e.ids.shape[1])
+        same = (e.ids[0, :m] == first[:m]).tolist() + [False]
+        n = same.index(False)
+    return n if n >= MIN_PREFIX else 0  # a few shared tokens are not worth a cache
+
+
+def suffix_batch(examples: list[Example], start: int, pad: int):
+    """The examples' tokens from `start` on, right-padded into one batch (padding after a sequence cannot
+    change its causal logits), and each example's scored positions relative to `start`."""
+    import torch
+
+    width = max(e.ids.shape[1] - start for e in examples)
+    ids = torch.full((len(examples), width), pad, dtype=torch.long)
+    for j, e in enumerate(examples):
+        ids[j, :e.ids.shape[1] - start] = e.ids[0, start:]
+    return ids, [e.scored - start for e in examples]
 
 
 def describe(n_english: int, length: int, n_transcripts: int, split: str) -> dict:

@@ -45,16 +45,33 @@ def _batches(tokenizer, recipe: str, steps: int):
             yield ids, ids.clone()
         return
     episodes = tailor_data.transcripts(tokenizer, "train", steps * TRANSCRIPT_BATCH)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
     for s in range(steps):
         chunk = episodes[s * TRANSCRIPT_BATCH:(s + 1) * TRANSCRIPT_BATCH]
-        width = max(e.ids.shape[1] for e in chunk)
-        ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-        labels = torch.full((len(chunk), width), -100, dtype=torch.long)
-        for j, e in enumerate(chunk):
-            ids[j, :e.ids.shape[1]] = e.ids[0]
-            labels[j, e.scored] = e.ids[0, e.scored]
-        yield ids, labels
+        start = tailor_data.shared_prefix(chunk)
+        ids, scored = tailor_data.suffix_batch(chunk, start, pad=0)
+        labels = torch.full_like(ids, -100)
+        for j, pos in enumerate(scored):
+            labels[j, pos] = ids[j, pos]
+        yield chunk, start, ids, labels
+
+
+def _loss(model, batch):
+    """The batch's loss. For transcripts, the shared prompt (system text and demonstration, no loss on it)
+    runs once without gradient and the episodes continue from its cache: the loss is the same, the step is
+    about three times cheaper, and the gradient reaches the layers through the episode's own tokens."""
+    import torch
+
+    from .tailor_layers import prefix_cache
+
+    if len(batch) == 2:
+        ids, labels = batch
+        return model(input_ids=ids, labels=labels).loss
+    chunk, _start, ids, labels = batch
+    with torch.no_grad():
+        start, cache = prefix_cache(model, chunk)
+    logits = model(input_ids=ids, cache=cache).logits if cache is not None else model(input_ids=ids).logits
+    return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
+                                             labels[:, 1:].reshape(-1), ignore_index=-100)
 
 
 def finetune(base, tokenizer, recipe: str, steps: int, seed: int, target: Path, log=None) -> Path:
@@ -76,8 +93,8 @@ def finetune(base, tokenizer, recipe: str, steps: int, seed: int, target: Path, 
     optim = torch.optim.AdamW(params, lr=LR, weight_decay=0.0)
     line = ProgressLine(f"fine-tuning the {recipe} candidate", steps, unit="steps", log=log)
     losses = []
-    for ids, labels in _batches(tokenizer, recipe, steps):
-        loss = model(input_ids=ids, labels=labels).loss
+    for batch in _batches(tokenizer, recipe, steps):
+        loss = _loss(model, batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optim.step()

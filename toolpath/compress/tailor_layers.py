@@ -177,14 +177,39 @@ def evaluate(model, english: list[Example], transcripts: list[Example]) -> dict[
             logits = model(ex.ids).logits[0, :-1].float()
             nll += torch.nn.functional.cross_entropy(logits, ex.ids[0, 1:], reduction="sum").item()
             count += ex.ids.shape[1] - 1
-        hits, total = 0, 0
-        for ex in transcripts:
-            logits = model(ex.ids).logits[0]
-            pred = logits[ex.scored - 1].argmax(-1)
-            hits += int((pred == ex.ids[0, ex.scored]).sum())
-            total += int(ex.scored.numel())
+        hits, total = _transcript_hits(model, transcripts)
     ppl = math.exp(nll / count) if count else float("nan")
     return {"ppl": ppl if math.isfinite(ppl) else float("inf"), "acc": hits / total if total else 0.0}
+
+
+def prefix_cache(model, examples: list[Example]):
+    """(start, cache): the examples' shared prefix run once, its cache repeated for the batch; (0, None) when
+    they share too little for it to pay."""
+    from .tailor_data import shared_prefix
+
+    start = shared_prefix(examples)
+    if not start:
+        return 0, None
+    cache = model(examples[0].ids[:, :start], use_cache=True).cache
+    cache.batch_repeat_interleave(len(examples))
+    return start, cache
+
+
+def _transcript_hits(model, transcripts: list[Example]) -> tuple[int, int]:
+    """Next-token hits and count on the transcripts' scored tokens, in one batch after their shared prefix."""
+    from .tailor_data import suffix_batch
+
+    if not transcripts:
+        return 0, 0
+    start, cache = prefix_cache(model, transcripts)
+    ids, scored = suffix_batch(transcripts, start, pad=0)
+    logits = model(ids, cache=cache).logits if cache is not None else model(ids).logits
+    hits = total = 0
+    for j, pos in enumerate(scored):
+        pred = logits[j, pos - 1].argmax(-1)
+        hits += int((pred == ids[j, pos]).sum())
+        total += int(pos.numel())
+    return hits, total
 
 
 def share(metrics: dict[str, float], base: dict[str, float], weights: dict[str, float]) -> float:
