@@ -12,6 +12,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("optuna")
 
 from toolpath.compress import tailor, tailor_layers  # noqa: E402
+from toolpath.compress.tailor_finetune import default_candidates  # noqa: E402
 from toolpath.compress.tailor_layers import Composer, Plan, Workbench  # noqa: E402
 from toolpath.spec import ModelSpec  # noqa: E402
 
@@ -80,7 +81,8 @@ def test_tailor_removes_the_target_and_writes_a_loadable_folder(tiny, tmp_path):
 
     out = tmp_path / "out"
     lines, log = _lines()
-    opts = {"remove": "2", "trials": "6", "seed": "1", "calib_blocks": "1", "candidates": ",".join(str(c) for c in tiny["cands"])}
+    opts = {"remove": "2", "trials": "6", "seed": "1", "calib_blocks": "1",
+            "candidates": ",".join(str(c) for c in tiny["cands"])}
     info = tailor.compress(f"hf:{tiny['dir']}", out, bits=None, options=opts, log=log)
     assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == LAYERS - 2
     assert info["layers"]["after"] == LAYERS - 2 and len(info["layers"]["removed"]) == 2
@@ -103,8 +105,8 @@ def test_keep_share_and_default_candidates_are_made_and_cached(tiny, tmp_path, m
     made = sorted((tmp_path / "home" / "models").glob("tailor-*"))
     assert [p.name.split("-")[-2] for p in made] == ["english", "toolcalls"]
     lines, log = _lines()
-    tailor.compress(f"hf:{tiny['dir']}", tmp_path / "b", bits=None, options=opts, log=log)
-    assert sum("cached" in line for line in lines) == 2  # the second run fine-tunes nothing
+    again = default_candidates(tiny["model"], tiny["tok"], "hf:" + str(Path(tiny["dir"]).resolve()), 1, 0, log)
+    assert again == made and sum("cached" in line for line in lines) == 2  # nothing is fine-tuned twice
 
 
 def test_output_scale_zero_makes_a_layer_the_identity(tiny):
@@ -176,3 +178,18 @@ def test_bits_and_bad_sources_are_rejected(tiny, tmp_path):
     with pytest.raises(ValueError, match="source"):
         tailor.compress("openai:gpt-4o", tmp_path / "o", bits=None, options={}, log=None)
     assert not (tmp_path / "o").exists()
+
+
+def test_prefix_shared_evaluation_equals_running_each_transcript_whole(tiny):
+    from toolpath.compress import tailor_data
+
+    model = tiny["model"]
+    episodes = tailor_data.transcripts(tiny["tok"], "calibration", 3)
+    assert tailor_data.shared_prefix(episodes) > 20  # the system prompt and the demonstration
+    hits = total = 0
+    with torch.no_grad():
+        for e in episodes:
+            pred = model(e.ids).logits[0, e.scored - 1].argmax(-1)
+            hits += int((pred == e.ids[0, e.scored]).sum())
+            total += int(e.scored.numel())
+        assert tailor_layers._transcript_hits(model, episodes) == (hits, total)

@@ -20,6 +20,9 @@ ALLOWED: dict[str, set[str]] = {name: set(FLOOR0) for name in FLOOR0}
 ALLOWED["runs"] = set(FLOOR0)
 ALLOWED["policies"] = set(FLOOR0)
 ALLOWED["sandboxes"] = FLOOR0 | {"runs"}
+# Weight compression loads its source model through the policies and is reached only by the CLI (and by
+# hf.py through the registry, for the folders it writes).
+ALLOWED["compress"] = FLOOR0 | {"policies"}
 ALLOWED["tools"] = ALLOWED["sandboxes"] | {"sandboxes"}
 ALLOWED["planners"] = ALLOWED["tools"] | {"tools", "policies"}
 ALLOWED["baselines"] = ALLOWED["planners"]
