@@ -112,7 +112,8 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
-    print(f"{args.model}: {n} -> {n - n_remove} layers; base ppl {base_metrics['ppl']:.2f}, acc {base_metrics['acc']:.3f}")
+    print(f"{args.model}: {n} -> {n - n_remove} layers; "
+          f"base ppl {base_metrics['ppl']:.2f}, acc {base_metrics['acc']:.3f}")
     print(f"{'method':<22}{'ppl':>10}{'acc':>8}{'share':>8}")
     for r in sorted(rows, key=lambda r: -r["share"]):
         print(f"{r['method']:<22}{r['ppl']:>10.2f}{r['acc']:>8.3f}{r['share']:>8.3f}")

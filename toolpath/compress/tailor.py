@@ -56,7 +56,8 @@ def load_candidate(path: Path):
 
 def calibration(tokenizer, opts: TailorOptions, split: str = "calibration"):
     english = tailor_data.english_blocks(tokenizer, split, opts.calib_blocks, CALIB_LENGTH)
-    transcripts = tailor_data.transcripts(tokenizer, split, max(1, round(opts.calib_blocks * CALIB_TRANSCRIPTS_PER_BLOCK)))
+    n_episodes = max(1, round(opts.calib_blocks * CALIB_TRANSCRIPTS_PER_BLOCK))
+    transcripts = tailor_data.transcripts(tokenizer, split, n_episodes)
     return english, transcripts
 
 

@@ -141,7 +141,6 @@ class Workbench:
         self._models: dict[tuple, Any] = {}
 
     def model(self, plan: Plan):
-        import torch
         from transformers import AutoModelForCausalLM
 
         cfg = self.composer.config(plan)
