@@ -122,14 +122,15 @@ def logits_through(model, ids, cache):
     return torch.cat(logits, dim=1)
 
 
-def test_bits_16_reproduces_dynamic_cache_exactly():
+@pytest.mark.parametrize("kind", ["kivi", "chanmix"])
+def test_bits_16_reproduces_dynamic_cache_exactly(kind):
     model = tiny_llama()
     ids = torch.randint(0, 128, (1, 70), generator=torch.Generator().manual_seed(3))
     ref = logits_through(model, ids, transformers.DynamicCache(config=model.config))
-    got = logits_through(model, ids, kvcache.attach(model, "kivi", bits=16))
+    got = logits_through(model, ids, kvcache.attach(model, kind, bits=16))
     assert (got - ref).abs().max() < 1e-5
     a = model.generate(ids[:, :30], max_new_tokens=30, do_sample=False)
-    b = model.generate(ids[:, :30], max_new_tokens=30, do_sample=False, cache=kvcache.attach(model, "kivi", bits=16))
+    b = model.generate(ids[:, :30], max_new_tokens=30, do_sample=False, cache=kvcache.attach(model, kind, bits=16))
     assert torch.equal(a, b)
 
 
