@@ -168,7 +168,7 @@ def main(argv=None) -> int:
     p.add_argument("--window", type=int, default=2048, help="tokens per window (default 2048)")
     p.add_argument("--agree", type=int, default=256, help="greedy tokens compared (default 256)")
     p.add_argument("--prompt", type=int, default=128, help="prompt tokens before them (default 128)")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: no spin-waits on a shared CPU)")
     p.add_argument("--sparse-rows", default="passkey,recall,speed",
                    help="rows of benchmarks/kvcache_sparse.py to run too, where it is present ('' for none)")
     p.add_argument("--lengths", default="1024:20,2048:20,4096:20,8192:20",
