@@ -82,7 +82,7 @@ def measure_model(name: str, model, tok, args) -> dict:
     prompt = windows(tok, args.windows + 1, args.window)[-1:, :args.prompt]  # a held-out passage of its own
     fp16 = fp16_bytes_per_token(model)
     out: dict = {"model": name, "fp16_bytes_per_token": fp16, "windows": args.windows, "window": args.window,
-                 "kinds": {}}
+                 "agree_tokens": args.agree, "kinds": {}}
 
     started = time.perf_counter()
     full_nll, _ = decode_through(model, win, DynamicCache(config=model.config))
@@ -148,11 +148,12 @@ def available_models() -> list[str]:
 
 
 def markdown(results: list[dict]) -> str:
-    lines = ["| model | cache | bytes/token | × fp16 | ppl | ppl increase | greedy agree (256) | same prefix |",
+    n = results[0].get("agree_tokens", 256) if results else 256
+    lines = [f"| model | cache | bytes/token | × fp16 | ppl | ppl increase | greedy agree ({n}) | same prefix |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['model']} | full (DynamicCache) | {r['fp16_bytes_per_token']} (fp16) | 1.000 | "
-                     f"{r['full']['ppl']:.3f} | – | 1.000 | 256 |")
+                     f"{r['full']['ppl']:.3f} | – | 1.000 | {r.get('agree_tokens', 256)} |")
         for label, k in r["kinds"].items():
             lines.append(f"| {r['model']} | {label} | {k['bytes_per_token']:.0f} | {k['bytes_vs_fp16']:.3f} | "
                          f"{k['ppl']:.3f} | +{k['ppl_increase']:.3f} | {k['agree']:.3f} | {k['prefix']} |")
