@@ -19,6 +19,7 @@ import argparse
 import importlib.util
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -61,22 +62,27 @@ def decode_through(model, ids, cache):
     return torch.stack(nll, 1), torch.stack(top, 1)
 
 
-def measure_model(name: str, args) -> dict:
+def load(name: str, threads: int):
     import torch
-    from transformers import DynamicCache
 
-    from toolpath.policies.kvcache import attach
     from toolpath.policies.local import load_local
     from toolpath.spec import ModelSpec
 
     policy = load_local(ModelSpec(name=name))
-    model, tok = policy.model, policy.tokenizer
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(threads)
+    return policy.model.eval(), policy.tokenizer
+
+
+def measure_model(name: str, model, tok, args) -> dict:
+    import torch
+    from transformers import DynamicCache
+
+    from toolpath.policies.kvcache import attach
     win = windows(tok, args.windows, args.window)
     prompt = windows(tok, args.windows + 1, args.window)[-1:, :args.prompt]  # a held-out passage of its own
     fp16 = fp16_bytes_per_token(model)
     out: dict = {"model": name, "fp16_bytes_per_token": fp16, "windows": args.windows, "window": args.window,
-                 "kinds": {}}
+                 "agree_tokens": args.agree, "kinds": {}}
 
     started = time.perf_counter()
     full_nll, _ = decode_through(model, win, DynamicCache(config=model.config))
@@ -115,16 +121,24 @@ def measure_model(name: str, args) -> dict:
     return out
 
 
-def sparse_rows(name: str, args) -> dict | None:
-    """The sparse kinds' rows (benchmarks/kvcache_sparse.py, where that module is present)."""
+def sparse_rows(model, tok, args) -> list[dict] | None:
+    """The sparse kinds' rows 3-5 (passkey, attention-mass recall and agreement, speed) from
+    benchmarks/kvcache_sparse.py, where that module is present, on the model already loaded."""
     path = ROOT / "benchmarks" / "kvcache_sparse.py"
-    if not path.is_file():
+    if not path.is_file() or not args.sparse_rows:
         return None
     spec = importlib.util.spec_from_file_location("kvcache_sparse", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    rows = getattr(module, "rows", None)
-    return rows(name, args) if callable(rows) else None
+    kinds, wanted, rows = ["quest", "icecache"], args.sparse_rows.split(","), []
+    if "passkey" in wanted:
+        lengths, trials = module.parse_lengths(args.lengths)
+        rows += module.passkey_rows(model, tok, kinds, lengths, trials, [64, 256])
+    if "recall" in wanted:
+        rows += module.recall_rows(model, tok, kinds, [64, 128, 256, 512], args.window, args.agree)
+    if "speed" in wanted:
+        rows += module.speed_rows(model, tok, kinds, 256, args.window, 32)
+    return rows
 
 
 def available_models() -> list[str]:
@@ -134,11 +148,12 @@ def available_models() -> list[str]:
 
 
 def markdown(results: list[dict]) -> str:
-    lines = ["| model | cache | bytes/token | × fp16 | ppl | ppl increase | greedy agree (256) | same prefix |",
+    n = results[0].get("agree_tokens", 256) if results else 256
+    lines = [f"| model | cache | bytes/token | × fp16 | ppl | ppl increase | greedy agree ({n}) | same prefix |",
              "|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['model']} | full (DynamicCache) | {r['fp16_bytes_per_token']} (fp16) | 1.000 | "
-                     f"{r['full']['ppl']:.3f} | – | 1.000 | 256 |")
+                     f"{r['full']['ppl']:.3f} | – | 1.000 | {r.get('agree_tokens', 256)} |")
         for label, k in r["kinds"].items():
             lines.append(f"| {r['model']} | {label} | {k['bytes_per_token']:.0f} | {k['bytes_vs_fp16']:.3f} | "
                          f"{k['ppl']:.3f} | +{k['ppl_increase']:.3f} | {k['agree']:.3f} | {k['prefix']} |")
@@ -154,7 +169,11 @@ def main(argv=None) -> int:
     p.add_argument("--window", type=int, default=2048, help="tokens per window (default 2048)")
     p.add_argument("--agree", type=int, default=256, help="greedy tokens compared (default 256)")
     p.add_argument("--prompt", type=int, default=128, help="prompt tokens before them (default 128)")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: no spin-waits on a shared CPU)")
+    p.add_argument("--sparse-rows", default="passkey,recall,speed",
+                   help="rows of benchmarks/kvcache_sparse.py to run too, where it is present ('' for none)")
+    p.add_argument("--lengths", default="1024:20,2048:20,4096:20,8192:20",
+                   help="passkey lengths and trials (sparse rows), LENGTH:TRIALS,...")
     p.add_argument("--json", action="store_true", help="print one JSON object with every figure")
     args = p.parse_args(argv)
     from toolpath.policies.local import offline
@@ -162,20 +181,23 @@ def main(argv=None) -> int:
     offline()
     results, sparse = [], {}
     for name in args.models or available_models():
-        results.append(measure_model(name, args))
-        extra = sparse_rows(name, args)
+        model, tok = load(name, args.threads)
+        results.append(measure_model(name, model, tok, args))
+        extra = sparse_rows(model, tok, args)
         if extra is not None:
             sparse[name] = extra
     if args.json:
-        print(json.dumps({"results": results, "sparse": sparse or None}, indent=1))
+        print(json.dumps({"results": results, "sparse": sparse or None, "load_average": os.getloadavg()}, indent=1))
     else:
         print(markdown(results))
         for r in results:
             if "chanmix2_increase_vs_kivi2" in r:
                 print(f"{r['model']}: chanmix-2's perplexity increase is {r['chanmix2_increase_vs_kivi2']:.2f} of "
                       f"kivi-2's (goal <= 0.5)")
-        if sparse:
-            print(json.dumps(sparse, indent=1))
+        for name, rows in sparse.items():
+            for row in rows:
+                print(name, "  ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
+        print(f"load average {os.getloadavg()}")
     return 0
 
 

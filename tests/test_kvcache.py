@@ -63,16 +63,18 @@ def test_channel_codec_error_is_within_half_a_step_per_channel(bits):
 
 
 @pytest.mark.parametrize("bits", [2, 4])
-@pytest.mark.parametrize("channels", [64, 40])  # 40: the last channel group is padded
+@pytest.mark.parametrize("channels", [64, 40])
 def test_token_codec_error_is_within_half_a_step_per_token_group(bits, channels):
     x = with_outliers((1, 2, 5, channels))
     codec = quant.TokenCodec(bits, 32)
     y = codec.decode(codec.encode(x), channels, torch.float32)
     assert y.shape == x.shape
-    for lo in range(0, channels, 32):
-        g = x[..., lo:lo + 32]
+    width = codec.width(channels)
+    assert width == (32 if channels == 64 else 40)  # 40 channels: one group, not 32 + 8
+    for lo in range(0, channels, width):
+        g = x[..., lo:lo + width]
         step = (g.amax(-1, keepdim=True) - g.amin(-1, keepdim=True)) / ((1 << bits) - 1)
-        assert ((y[..., lo:lo + 32] - g).abs() <= step * 0.5 + 1e-2 * g.abs() + 1e-3).all()
+        assert ((y[..., lo:lo + width] - g).abs() <= step * 0.5 + 1e-2 * g.abs() + 1e-3).all()
 
 
 def test_fp8_codec_keeps_relative_precision_of_outlier_channels():
@@ -122,14 +124,15 @@ def logits_through(model, ids, cache):
     return torch.cat(logits, dim=1)
 
 
-def test_bits_16_reproduces_dynamic_cache_exactly():
+@pytest.mark.parametrize("kind", ["kivi", "chanmix"])
+def test_bits_16_reproduces_dynamic_cache_exactly(kind):
     model = tiny_llama()
     ids = torch.randint(0, 128, (1, 70), generator=torch.Generator().manual_seed(3))
     ref = logits_through(model, ids, transformers.DynamicCache(config=model.config))
-    got = logits_through(model, ids, kvcache.attach(model, "kivi", bits=16))
+    got = logits_through(model, ids, kvcache.attach(model, kind, bits=16))
     assert (got - ref).abs().max() < 1e-5
     a = model.generate(ids[:, :30], max_new_tokens=30, do_sample=False)
-    b = model.generate(ids[:, :30], max_new_tokens=30, do_sample=False, cache=kvcache.attach(model, "kivi", bits=16))
+    b = model.generate(ids[:, :30], max_new_tokens=30, do_sample=False, cache=kvcache.attach(model, kind, bits=16))
     assert torch.equal(a, b)
 
 

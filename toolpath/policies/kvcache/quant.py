@@ -82,15 +82,21 @@ class ChannelCodec:
 
 
 class TokenCodec:
-    """Per-token quantization over groups of `group` channels (the last group padded by repeating its last
-    channel, which leaves its min and max unchanged): -> (packed codes, scale and zero [B, H, n, groups])."""
+    """Per-token quantization over groups of about `group` channels (padded by repeating the last channel,
+    which leaves its group's min and max unchanged): -> (packed codes, scale and zero [B, H, n, groups])."""
 
     def __init__(self, bits: int, group: int):
         self.bits, self.group = bits, group
 
+    def width(self, c: int) -> int:
+        """Channels per group: c // group groups (at least one), as even as padding allows, so a class of
+        176 channels is 5 groups of 36 rather than 6 with a short last one (a scale and zero per group cost)."""
+        k = max(1, c // self.group)
+        return -(-c // k)
+
     def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         b, h, n, c = x.shape
-        g = min(self.group, c)
+        g = self.width(c)
         pad = (-c) % g
         if pad:
             x = torch.cat([x, x[..., -1:].expand(b, h, n, pad)], dim=-1)
@@ -100,7 +106,7 @@ class TokenCodec:
     def decode(self, parts: tuple[torch.Tensor, ...], channels: int, dtype: torch.dtype) -> torch.Tensor:
         packed, scale, zero = parts
         b, h, n, _ = packed.shape
-        g = min(self.group, channels)
+        g = self.width(channels)
         padded = channels + (-channels) % g
         q = unpack(packed, self.bits, padded).reshape(b, h, n, -1, g)
         return dequantize(q, scale.unsqueeze(4), zero.unsqueeze(4), dtype).reshape(b, h, n, padded)[..., :channels]
