@@ -41,8 +41,7 @@ def _seg_argmax(values, seg, n):
 def bisect(points, seg, n):
     """Split each of n segments of points [N, D'] in two by 2-means; returns side [N] bool (True = second).
 
-    Seeds are the point farthest from the segment mean and the point farthest from that one; a segment whose
-    split leaves a side empty (identical keys) is split by alternating members instead.
+    Seeds are the point farthest from the segment mean and the point farthest from that one.
     """
     import torch
 
@@ -59,16 +58,20 @@ def bisect(points, seg, n):
         a = torch.where(count_a[:, None] > 0, sum_a / count_a.clamp(min=1)[:, None], a)
         b = torch.where(count_b[:, None] > 0, sum_b / count_b.clamp(min=1)[:, None], b)
     side = ((points - a[seg]) ** 2).sum(1) > ((points - b[seg]) ** 2).sum(1)
+    size = torch.bincount(seg, minlength=n)
     count_b = torch.bincount(seg[side], minlength=n)
-    lopsided = (count_b == 0) | (count_b == torch.bincount(seg, minlength=n))
+    # a split that leaves less than a quarter on one side (an outlier key peeled off, or identical keys)
+    # becomes a median split along the seeds' axis, so the hierarchy stays about log2(N / page) deep
+    lopsided = 4 * torch.minimum(count_b, size - count_b) < size
     if lopsided.any():
-        order = torch.argsort(seg, stable=True)
+        proj = ((points - a[seg]) * (b - a)[seg]).sum(1)
+        order = torch.argsort(proj, stable=True)
+        order = order[torch.argsort(seg[order], stable=True)]
         rank = torch.empty_like(order)
         rank[order] = torch.arange(seg.numel(), device=seg.device)
-        first = torch.zeros(n, dtype=torch.long, device=seg.device).scatter_reduce(
-            0, seg, rank, "amin", include_self=False)
-        alternate = (rank - first[seg]) % 2 == 1
-        side = torch.where(lopsided[seg], alternate, side)
+        first = torch.cumsum(size, 0) - size
+        median = (rank - first[seg]) * 2 >= size[seg]
+        side = torch.where(lopsided[seg], median, side)
     return side
 
 

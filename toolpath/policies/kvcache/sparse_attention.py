@@ -59,6 +59,7 @@ def _build_sparse_layer():
             self.budget = budget
             self.dense = dense
             self.sparse_steps = 0  # decode steps that attended a subset
+            self.last_query = None
 
         def update(self, key_states, value_states, *args, **kwargs):
             keys, values = super().update(key_states, value_states, *args, **kwargs)
@@ -75,6 +76,7 @@ def _build_sparse_layer():
 
         def sparse_kv(self, query, mask):
             self.sparse_steps += 1
+            self.last_query = query  # kept for attention-mass recall figures (one decode row, small)
             return self.select_kv(query, mask)
 
         def select_kv(self, query, mask):  # pragma: no cover - abstract
