@@ -235,7 +235,7 @@ def test_icecache_specific_options():
 
 
 def test_refuse_sliding_window_models():
-    from transformers import Gemma3TextConfig, LlamaConfig, MistralConfig
+    from transformers import Gemma3TextConfig, LlamaConfig, MistralConfig, Qwen2Config
 
     mistral = MistralConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                             num_key_value_heads=2, sliding_window=32)
@@ -245,6 +245,7 @@ def test_refuse_sliding_window_models():
         assert "sliding" in kind.refuse(mistral)
         assert "sliding" in kind.refuse(gemma)
         assert kind.refuse(LlamaConfig(num_hidden_layers=2)) is None
+        assert kind.refuse(Qwen2Config(num_hidden_layers=2, use_sliding_window=False)) is None
     from transformers import MistralForCausalLM
 
     with pytest.raises(ValueError, match="quest cannot run"):

@@ -14,8 +14,9 @@ sink + recent + the selected pages through the registered attention function. Th
 Where this differs from the paper (its project page and paper describe the method, not every constant):
 - Index: the paper's multi-level DCI (dynamic continuous indexing) tree with randomized projections and
   per-head approximate nearest-neighbour search. Here: a bisecting 2-means hierarchy built once over the prefill
-  (leaves = pages), then incremental updates (a token joins the nearest leaf centroid, a full leaf splits in
-  two), and the search scores every leaf exactly with a channel-wise max/min bound on the page's keys
+  (leaves = pages; a split that would leave under a quarter on one side, such as one outlier key, becomes a
+  median split so the tree stays shallow), then incremental updates (a token joins the nearest leaf
+  centroid, a full leaf splits in two), and the search scores every leaf exactly with a channel-wise max/min bound on the page's keys
   instead of walking DCI's projections: at up to 8k tokens a head has at most ~1k leaves, cheaper to score
   all on a CPU than to maintain projection indices, and an exact bound cannot miss a page an ANN search would.
 - Keys are clustered in the paper's transformed space [k, sqrt(M^2 - |k|^2)] (M fixed at the prefill).
