@@ -37,6 +37,11 @@ INTRO = ("There is a pass key hidden inside a lot of irrelevant text. Find it an
 QUESTION = "\nWhat is the pass key? The pass key is"
 
 
+def log(text: str) -> None:
+    """Progress on stderr (a long CPU run shows where it is; --json stays clean on stdout)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
 def load(model_name: str):
     from toolpath.policies.local import load_local
     from toolpath.spec import ModelSpec
@@ -121,6 +126,8 @@ def passkey_rows(model, tok, kinds, lengths, trials, budgets=(64, 256), seed=0):
             ids = passkey_prompt(tok, length, i / (n - 1) if n > 1 else 0.5, key)
             full = prefill(model, ids[:, :-1])
             answers = run_kinds(model, full, ids[0, -1], 7, configs(kinds, budgets))
+            log(f"passkey {length} trial {i + 1}/{n}: key {key}, answers " + ", ".join(
+                f"{k}:{b}={tok.decode(t).strip()!r}" for (k, b), t in answers.items()))
             for config, tokens in answers.items():
                 hits[config] = hits.get(config, 0) + (str(key) in tok.decode(tokens))
         base = hits[("full", None)] / n
@@ -158,8 +165,10 @@ def attention_mass(cache) -> list[float]:
         probs = torch.softmax(scores, dim=-1).view(t[0], t[1], -1)  # [B, Hq, T]
         if sel.shape[1] != t[1]:  # one selection per KV head: its query heads share it
             sel = sel.repeat_interleave(group, dim=1)
-        mass = torch.zeros_like(probs).scatter_(2, sel.clamp(min=0), (sel >= 0).float()) * probs
-        out.append(float(mass.sum(-1).mean()))
+        # padding (-1) points at an extra column, so it cannot clear a real token's mark (token 0 is the sink)
+        slot = torch.where(sel >= 0, sel, torch.full_like(sel, probs.shape[-1]))
+        chosen = torch.zeros(*probs.shape[:2], probs.shape[-1] + 1).scatter_(2, slot, 1.0)[..., :-1]
+        out.append(float((chosen * probs).sum(-1).mean()))
         layer.last_query = None
     return out
 
@@ -182,6 +191,7 @@ def recall_rows(model, tok, kinds, budgets=(64, 128, 256, 512), context=2048, ne
         same = [a == b for a, b in zip(tokens, ref)]
         prefix = same.index(False) if False in same else len(same)
         m = masses.get(config, [])
+        log(f"recall {config}: agreement {sum(same)}/{len(same)}")
         rows.append({"row": "recall", "kind": config[0], "budget": config[1], "context": int(ids.shape[1]),
                      "new_tokens": new_tokens, "greedy_agreement": sum(same) / len(same),
                      "agreement_prefix": prefix, "attention_recall": sum(m) / len(m) if m else None})
