@@ -12,6 +12,7 @@ file's one-time conversion is not counted as anyone's load. Per configuration:
 - decode: greedy, the fixed prompt, --tokens new tokens (min = max), tokens/s over the tokens after the first;
 - perplexity: --windows windows of 512 tokens of held-out English, the last 20 % of Python's own
   pydoc_data.topics (sorted keys), the same text for every model.
+- peak RSS: the process's maximum (ru_maxrss), so it includes the load's conversion and the perplexity pass.
 Ratios are against fp32 of the same model in the same run. Models not installed are skipped, saying so;
 llama.cpp's row is measured only where llama-cpp-python imports, else the reason is printed.
 Timings on a shared machine are noisy: the load average is printed with them.

@@ -17,10 +17,18 @@
 The quantized layers keep only the low-bit tensors (`weight` is deleted), so the memory saving is real.
 `lm_head: quantized | float` (option `lm_head`, default quantized) says whether the output projection is
 quantized too; when it shares its weight with the input embeddings (SmolLM2, Qwen2.5-0.5B), the embedding
-table stays a float tensor (a lookup reads a few rows) and only the head's product reads the low-bit copy.
+table stays a bf16 tensor (a lookup reads a few rows) and only the head's product reads the low-bit copy.
 
-The choice between these kernels and the alternatives (fbgemm's dynamic int8 linear, torchao) was made by
-measurement: benchmarks/local_model.py prints each option's speed and perplexity.
+Chosen by measurement on SmolLM2-135M (2 shared cores, held-out perplexity of pydoc_data.topics, fp32 12.0):
+- torch's weight-only kernels with bf16 activations: int8 12.1, int4 (group 32) 12.6; with fp32 activations the
+  same kernels were 10-40x slower than plain fp32 layers, so quantized models compute in bf16;
+- fbgemm's dynamic int8 linear (torch.ao.nn.quantized.dynamic.Linear, activations quantized per call): fast,
+  but perplexity 46: rejected;
+- torchao 0.18 installs beside torch 2.13 (`pip install --no-deps`), but its CPU weight-only int4 layout
+  (Int4OpaqueTensor) calls the same aten kernel (read in its source; not timed separately): not a dependency;
+- a static KV cache (`cache_implementation="static"`) made decoding slower (bf16 5.5 -> 2.4 tokens/s), and
+  torch.compile of the forward did not finish compiling within 10 minutes on the busy machine: neither is used.
+benchmarks/local_model.py prints each option's load time, speed, memory and perplexity for every local model.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..spec import INT4_GROUPS, LM_HEAD, WEIGHTS
+
 GROUP = 32  # int4 group size along the input dimension (see above)
 
 
