@@ -29,10 +29,12 @@ from .nodes import END, Runtime, Step, budget_exceeded, compile_graph, node, rec
 
 
 SYSTEM_PROMPT = """You split an image-editing instruction into subtasks. Reply with one JSON list, one object per
-subtask in the order they should run: {"id": "s1", "kind": KIND, "target": {"name": "red circle", "color": "red",
-"shape": "circle"}, "params": {...}, "parents": ["s0"]}. KIND is one of recolor {color}, remove, replace {color,
+subtask in the order they should run: {"id": "s1", "kind": KIND, "target": {"name": "blue square", "color": "blue",
+"shape": "square"}, "params": {...}, "parents": ["s0"]}. KIND is one of recolor {color}, remove, replace {color,
 shape}, text_remove {text?}, text_replace {old?, text}, text_add {text, position}, background {color},
-upscale {factor}. Parents are the ids of earlier subtasks this one depends on."""
+upscale {factor}. The target names only what the instruction says: you cannot see the image, so leave out a
+colour or shape the instruction does not give ("the circle" is {"name": "circle", "shape": "circle"}). Parents
+are the ids of earlier subtasks this one depends on."""
 
 
 class EditAgentState(AgentState, total=False):
