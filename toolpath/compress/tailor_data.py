@@ -63,6 +63,7 @@ def english_blocks(tokenizer, split: str, n_blocks: int, length: int) -> list[Ex
 
 
 def _question(rng: random.Random, category: str) -> tuple[str, str, int]:
+    # The arith benchmark's generator (evals/benchmarks/arith.py), repeated: compress sits below evals.
     a, b, c = rng.randint(12, 999), rng.randint(12, 999), rng.randint(2, 40)
     if category == "add":
         return f"What is {a} + {b}?", f"{a} + {b}", a + b
