@@ -197,6 +197,20 @@ def test_allocation_beats_uniform_bits_on_its_cost():
     assert sum(costs[str(b)][c] for c, b in enumerate(alloc)) < sum(costs["2"]) / 2
 
 
+@pytest.mark.parametrize("bits", [1, 2, 3, 4])
+@pytest.mark.parametrize("per_token", [False, True])
+def test_allocation_within_bytes_never_holds_more_than_kivi(bits, per_token):
+    from toolpath.policies.kvcache.chanmix import allocate, allocate_within_bytes, allocation_bytes
+
+    for seed in range(5):
+        costs = skewed_costs(n=192, seed=seed)  # SmolLM2's 3 KV heads x 64 channels
+        alloc = allocate_within_bytes(costs, bits, False, 32, per_token)
+        kivi = bits * 192 / 8 + 4 * 192 / 32
+        assert allocation_bytes(alloc, 32, per_token) <= kivi
+        # only what the classes' overhead forces is given up
+        assert sum(alloc) >= sum(allocate(costs, bits)) - 8 * 32
+
+
 def calibrated(model, home):
     from toolpath.policies.kvcache import calibrate
 

@@ -22,6 +22,10 @@ each choice deliberate:
   token over groups of G channels of one class, sorted by magnitude so a group's range fits its channels.
 - A fp8 step costs 4 bits more than 4-bit integers; when the last bits of the budget cannot pay for one, they
   go to cheaper steps, so with fp8 the average may fall short of `bits` by under 4 bits per layer in total.
+- The budget is bytes, not only code bits: every class adds its own partial value groups (a scale and zero
+  each) and byte padding, so a side's bytes per token may not exceed KIVI's at the same `bits` (codes at the
+  average plus a scale and zero per G elements). Where the classes' overhead would pass that, code bits are
+  taken from the allocation until it fits: chanmix never holds more than KIVI at equal bits.
 """
 
 from __future__ import annotations
@@ -51,12 +55,13 @@ def refuse(config: Any) -> str | None:
     return attention_refusal(config)
 
 
-def allocate(costs: dict[str, list[float]], bits: float, fp8: bool = False) -> list[int]:
-    """Bits per channel (1, 2, 3, 4, or 8 for fp8) minimising the summed cost with sum(bits) <= bits x channels,
-    by the greedy cost-per-bit rule described above. `costs`: level ("1".."4", "8") -> cost per channel."""
+def allocate(costs: dict[str, list[float]], bits: float, fp8: bool = False, spend: int | None = None) -> list[int]:
+    """Bits per channel (1, 2, 3, 4, or 8 for fp8) minimising the summed cost with sum(bits) <= bits x channels
+    (or <= `spend` bits in all), by the greedy cost-per-bit rule described above. `costs`: level ("1".."4",
+    "8") -> cost per channel."""
     levels = [1, 2, 3, 4] + ([8] if fp8 else [])
     n = len(costs["1"])
-    budget = int(round(bits * n)) - n
+    budget = (int(round(bits * n)) if spend is None else spend) - n
     if budget < 0:
         raise ValueError(f"kv_cache.bits: at least 1 bit per channel, got {bits}")
     chosen = [0] * n  # index into levels
@@ -84,6 +89,39 @@ def allocate(costs: dict[str, list[float]], bits: float, fp8: bool = False) -> l
         if nxt is not None:
             heapq.heappush(heap, nxt)
     return [levels[i] for i in chosen]
+
+
+def class_bytes(bits: int, channels: int, group: int, per_token: bool) -> float:
+    """Bytes per token one class of `channels` channels stores: its packed codes and its float16 scales and zeros
+    (keys: one pair per channel per `group` tokens; values: one pair per channel group of each token; fp8: the
+    codes and one scale per channel per `group` tokens)."""
+    from .quant import TokenCodec
+
+    if bits == 8:
+        return channels + 2 * channels / group
+    if per_token:
+        width = TokenCodec(bits, group).width(channels)
+        padded = channels + (-channels) % width
+        return bits * -(-padded // 8) + 4 * (padded // width)
+    return bits * -(-channels // 8) + 4 * channels / group
+
+
+def allocation_bytes(alloc: list[int], group: int, per_token: bool) -> float:
+    return sum(class_bytes(b, alloc.count(b), group, per_token) for b in set(alloc))
+
+
+def allocate_within_bytes(costs: dict[str, list[float]], bits: int, fp8: bool, group: int, per_token: bool) -> list[int]:
+    """The allocation at `bits` whose bytes per token are at most KIVI's at the same bits (codes at the
+    average, a scale and zero per `group` elements): code bits are given up until the classes' overhead fits."""
+    n = len(costs["1"])
+    limit = bits * n / 8 + 4 * n / group
+    spend = bits * n
+    while True:
+        alloc = allocate(costs, bits, fp8, spend=spend)
+        excess = allocation_bytes(alloc, group, per_token) - limit
+        if excess <= 0 or spend <= n:
+            return alloc
+        spend = max(n, spend - max(1, int(excess * 8)))
 
 
 class MixedCodec:
@@ -135,8 +173,8 @@ def attach(model: Any, bits: int = 2, fp8: bool = False, group: int = 32, residu
     prof = calibrate.profile(model, group=group)
     layers = []
     for layer in prof["layers"]:
-        kbits = allocate(layer["keys"], bits, fp8)
-        vbits = allocate(layer["values"], bits, fp8)
+        kbits = allocate_within_bytes(layer["keys"], bits, fp8, group, per_token=False)
+        vbits = allocate_within_bytes(layer["values"], bits, fp8, group, per_token=True)
         kc = MixedCodec(kbits, prof["kv_heads"], prof["head_dim"], group, per_token=False)
         vc = MixedCodec(vbits, prof["kv_heads"], prof["head_dim"], group, per_token=True, order=layer["value_rms"])
         layers.append(QuantizedLayer(kc, vc, group, residual))
