@@ -379,3 +379,17 @@ def test_spec_validates_decoding():
 
     assert set(registry.names("decoder")) == {"vcd", "shield"}
     assert SpecError  # the CLI reports these as a SpecError naming the file and field
+
+
+def test_any_dtype_and_inference_mode(vlm_dir, tmp_path):
+    """bfloat16 weights and pixels, everything prepared and run inside inference_mode (as a policy does)."""
+    model = transformers.LlavaForConditionalGeneration.from_pretrained(vlm_dir, dtype=torch.bfloat16).eval()
+    processor = transformers.AutoProcessor.from_pretrained(vlm_dir)
+    for setting in ("vcd", {"kind": "shield", **FAST}):
+        with torch.inference_mode():
+            inputs = _inputs(processor)
+            inputs["pixel_values"] = inputs["pixel_values"].to(torch.bfloat16)
+            dec = decoding.prepare(model, processor, inputs, setting, tmp_path)
+            out = _generate(model, inputs, dec, max_new_tokens=3)
+        assert out.shape[1] == inputs["input_ids"].shape[1] + 3
+        assert dec.stats()["extra_forward_passes"] >= 3
