@@ -127,7 +127,9 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
     # short form `KIND:N` (bits of a quantized cache, token budget of a sparse one).
     "kv_cache": {name: (f"toolpath.policies.kvcache.{name}:validate", {"value": value, "form": f"{name}[:{value.upper()}]"})
                  for name, value in (("kivi", "bits"), ("chanmix", "bits"), ("quest", "budget"), ("icecache", "budget"))},
-    "decoder": {}, "embedder": {},
+    # Decoding methods (toolpath/policies/decoding/): each entry is the kind's `validate`.
+    "decoder": {name: (f"toolpath.policies.decoding.{name}:validate", {}) for name in ("vcd", "shield")},
+    "embedder": {},
 }
 
 _LOCK = threading.RLock()

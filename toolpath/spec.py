@@ -117,6 +117,13 @@ class ModelSpec(_Part):
             v = {**v, "kv_cache": kv_cache_setting(v["kv_cache"])}
         return v
 
+    @field_validator("options")
+    @classmethod
+    def _decoding(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if v.get("decoding") is not None:
+            v = {**v, "decoding": decoding_setting(v["decoding"])}
+        return v
+
 
 def parse_kv_cache(text: str) -> dict[str, Any]:
     """`KIND[:N]` -> {"kind": KIND, <N's name>: N}: N is what the kind's registry entry names (`value`: bits for a
@@ -153,6 +160,25 @@ def kv_cache_setting(value: Any) -> dict[str, Any]:
     if kind not in known:
         raise ValueError(f"kv_cache.kind: unknown kind {kind!r}; known: {', '.join(known)}")
     validate = registry.load("kv_cache", kind)
+    return {"kind": kind, **validate({k: x for k, x in value.items() if k != "kind"})}
+
+
+def decoding_setting(value: Any) -> dict[str, Any]:
+    """`model.options.decoding` (a mapping with `kind`, or a kind's name alone: "vcd") -> {"kind": ..., every option
+    normalised}. The kind's own `validate` (reached through the registry: kinds live on floor 1) checks its options
+    and raises ValueError naming the field, e.g. "decoding.alpha: must be > 0, got -1"."""
+    known = registry.declared("decoder")
+    if isinstance(value, str):
+        value = {"kind": value.strip()}
+    if not isinstance(value, dict):
+        raise ValueError(f"decoding: expected a mapping with 'kind' or a kind's name ({', '.join(known)}), "
+                         f"got {type(value).__name__}")
+    kind = value.get("kind")
+    if kind is None:
+        raise ValueError(f"decoding.kind: missing; known: {', '.join(known)}")
+    if kind not in known:
+        raise ValueError(f"decoding.kind: unknown kind {kind!r}; known: {', '.join(known)}")
+    validate = registry.load("decoder", kind)
     return {"kind": kind, **validate({k: x for k, x in value.items() if k != "kind"})}
 
 
