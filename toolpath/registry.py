@@ -105,7 +105,8 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
         "gui_grounding": "gui_grounding:GUIGrounding", "miniwob": "miniwob:MiniWoB", "webarena": "webarena:WebArena",
         "webarena_lite": "webarena:WebArenaLite", "webarena_lite_v2": "webarena:WebArenaLiteV2",
         "webarena_verified": "webarena:WebArenaVerified", "webarena_verified_hard": "webarena:WebArenaVerifiedHard",
-        "tabletop": "tabletop:Tabletop", "vabench": "vabench:VABench"}.items()},
+        "tabletop": "tabletop:Tabletop", "vabench": "vabench:VABench", "pope": "pope:POPE",
+        "chair": "chair:CHAIR"}.items()},
     "format": {
         "json": ("toolpath.policies.formats.json:JSONFormat", {}),
         "deepeyes": ("toolpath.policies.formats.deepeyes:DeepEyesFormat", {}),

@@ -29,6 +29,9 @@ from .tools import cmd_tools_calibrate, cmd_tools_call, cmd_tools_list, cmd_tool
 WEIGHTS = ("fp32", "bf16", "int8", "int4")
 WEIGHTS_HELP = ("how a local model's weights are held: fp32 (as loaded), bf16, int8 or int4 weight-only "
                 "(sets model.options.weights)")
+DECODING_HELP = ("hallucination-mitigated decoding for local vision-language models: vcd or shield with their "
+                 "defaults, or a JSON mapping with kind and options, e.g. '{\"kind\": \"vcd\", \"alpha\": 0.5}' "
+                 "(sets model.options.decoding)")
 
 
 def _port(text: str) -> int:
@@ -68,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--agent-param", action="append", metavar="KEY=VALUE", help="set agent.params.KEY (a JSON value or plain text; repeatable), e.g. planner=policy")
     r.add_argument("--kv-cache", metavar="KIND[:N]", help="a KV cache for local models: kivi, chanmix, quest or icecache, with N its bits (quantized) or token budget (sparse), e.g. chanmix:2 (sets model.options.kv_cache)")
     r.add_argument("--weights", choices=WEIGHTS, help=WEIGHTS_HELP)
+    r.add_argument("--decoding", metavar="KIND", help=DECODING_HELP)
     r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     r.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     r.set_defaults(fn=cmd_run)
@@ -123,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--agent-param", action="append", metavar="KEY=VALUE", help="an agent parameter for every task (a JSON value or plain text; repeatable), e.g. planner=policy; kept by --resume")
     ev.add_argument("--weights", choices=WEIGHTS, help=WEIGHTS_HELP + "; kept by --resume")
+    ev.add_argument("--decoding", metavar="KIND", help=DECODING_HELP + " for every task; kept by --resume")
     ev.add_argument("--data", metavar="PATH", help="the benchmark's data (OSWorld-G, ScreenSpot: a JSON file or folder)")
     ev.add_argument("--workers", type=int, default=1, help="episodes at once (local worker processes; default 1)")
     ev.add_argument("--executor", choices=("local", "ray"), default="local",

@@ -89,3 +89,20 @@ def parse_pairs(items: list[str] | None, flag: str) -> dict:
         except json.JSONDecodeError:
             out[key.strip()] = raw
     return out
+
+
+def decoding_option(text: str) -> dict:
+    """`--decoding KIND` as model.options.decoding: {"kind": KIND} (the method's defaults), or the mapping a JSON
+    object spells out. What the kind and its options may be is checked where the spec loads, not here."""
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise BadInput(f"--decoding {text!r}: not valid JSON: {err.msg} at column {err.colno}") from None
+        if not isinstance(value.get("kind"), str) or not value["kind"].strip():
+            raise BadInput(f"--decoding {text!r}: the mapping needs a \"kind\" (e.g. vcd or shield)")
+        return value
+    if not text or not re.fullmatch(r"[A-Za-z0-9_.-]+", text):
+        raise BadInput(f"--decoding {text!r}: expected a decoding kind such as vcd or shield, or a JSON mapping")
+    return {"kind": text}

@@ -10,6 +10,7 @@ from .common import (
     EXIT_FAILED,
     EXIT_OK,
     BadInput,
+    decoding_option,
     echo,
     echo_json,
     fmt_tokens,
@@ -152,6 +153,9 @@ def cmd_run(args) -> int:
         if getattr(args, "weights", None) is not None:
             model = data.setdefault("model", {})
             model["options"] = {**model.get("options", {}), "weights": args.weights}
+        if getattr(args, "decoding", None):
+            model = data.setdefault("model", {})
+            model["options"] = {**model.get("options", {}), "decoding": decoding_option(args.decoding)}
         spec = TaskSpec.model_validate(data)
         problem = resolve_model_path(spec, Path.cwd()) if args.model is not None else None
         if problem is not None:

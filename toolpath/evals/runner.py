@@ -28,9 +28,23 @@ from typing import Callable
 from ..runs import Store
 from ..spec import WEIGHTS
 from .benchmarks import SCORING_MODES, Record, check_scoring, get_benchmark
+from .benchmarks.base import mean_metrics
 from .sample import SAMPLE_KEY, SampleResult, check_agent_params
 
 EXECUTORS = ("local", "ray")
+
+
+def decoding_setting(decoding: dict) -> dict:
+    """`decoding` as the spec normalises model.options.decoding (its own validator fills the method's defaults),
+    or a ValueError naming what is wrong, before any sample starts."""
+    from pydantic import ValidationError
+
+    from ..spec import ModelSpec
+
+    try:
+        return ModelSpec(options={"decoding": decoding}).options["decoding"]
+    except ValidationError as err:
+        raise ValueError(f"--decoding: {err.errors()[0]['msg'].removeprefix('Value error, ')}") from None
 
 
 def weighted_score(samples: list[SampleResult], mode: str | None = None) -> float:
@@ -49,13 +63,9 @@ def _scores(samples: list[SampleResult]) -> dict[str, float]:
     return {mode: round(weighted_score(samples, mode), 6) for mode in SCORING_MODES}
 
 
-def _means(samples: list[SampleResult]) -> dict[str, float]:
-    """Per metric, its mean over the samples that report it."""
-    values: dict[str, list[float]] = defaultdict(list)
-    for s in samples:
-        for k, v in s.metrics.items():
-            values[k].append(v)
-    return {k: round(sum(v) / len(v), 4) for k, v in values.items()}
+def _figures(aggregate: Callable[[list[dict]], dict], samples: list[SampleResult]) -> dict[str, float]:
+    """The benchmark's own figures over `samples` (Benchmark.aggregate), rounded for the summary."""
+    return {k: round(v, 4) for k, v in aggregate([s.metrics for s in samples if s.metrics]).items()}
 
 
 @dataclass
@@ -68,6 +78,7 @@ class EvalResult:
     overall_excludes: tuple[str, ...] = ()  # categories with a row of their own but not in the overall score
     scoring: str = "toolpath"  # the mode of `score`; `scores` has both
     weights: str | None = None  # every task's model.options.weights when the eval set it (--weights)
+    aggregate: Callable[[list[dict]], dict] = mean_metrics  # the benchmark's: per-sample metrics → its figures
 
     def summary(self) -> dict:
         by_cat: dict[str, list[SampleResult]] = defaultdict(list)
@@ -83,7 +94,7 @@ class EvalResult:
             "scoring": self.scoring,
             "scores": _scores(kept),
             "by_category": {k: {"n": len(v), "score": weighted_score(v), "scores": _scores(v),
-                                **({"metrics": _means(v)} if any(s.metrics for s in v) else {})}
+                                **({"metrics": _figures(self.aggregate, v)} if any(s.metrics for s in v) else {})}
                             for k, v in sorted(by_cat.items())},
             "tokens": sum(s.tokens for s in self.samples),
             "seconds": round(self.seconds, 3),
@@ -94,7 +105,7 @@ class EvalResult:
         out["cost_usd"] = round(sum(priced), 6) if priced else None  # None: no sample's model has a price
         out["unpriced"] = sum(1 for s in self.samples if s.cost_usd is None)
         if any(s.metrics for s in kept):
-            out["metrics"] = _means(kept)
+            out["metrics"] = _figures(self.aggregate, kept)
         if self.weights:
             out["weights"] = self.weights
         if self.overall_excludes:  # say what the overall score is over, when it is not every sample
@@ -160,7 +171,7 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
              data: str | None = None, workers: int = 1, executor: str = "local", resume: str | None = None,
              timeout: float | None = None, retries: int = 4, scoring: str = "toolpath",
              kv_cache: dict | None = None, weights: str | None = None,
-             agent_params: dict | None = None) -> EvalResult:
+             agent_params: dict | None = None, decoding: dict | None = None) -> EvalResult:
     check_scoring(scoring)
     if weights is not None and weights not in WEIGHTS:
         raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
@@ -170,6 +181,8 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
         raise ValueError(f"workers must be at least 1 (0 only with ray: as many as its CPUs), got {workers}")
     if timeout is not None and timeout <= 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
+    if decoding is not None and not resume:
+        decoding = decoding_setting(decoding)
     done: dict[str, SampleResult] = {}
     if resume:
         row = store.find_eval(resume)
@@ -181,6 +194,7 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
         limit, seed, data = params.get("limit"), params.get("seed", 0), params.get("data")
         scoring = params.get("scoring", "toolpath")
         kv_cache = params.get("kv_cache")
+        decoding = params.get("decoding")  # like weights: the interrupted eval's
         weights = params.get("weights")  # the interrupted eval's, whatever this call says
         agent_params = params.get("agent_params")
         model = row["model"] if params.get("model_given", True) else None
@@ -194,16 +208,18 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
         eval_id = store.create_eval(bench.name, model_name, {"limit": limit, "seed": seed, "model_given": bool(model),
                                                               "scoring": scoring,
                                                               **({"kv_cache": kv_cache} if kv_cache else {}),
+                                                              **({"decoding": decoding} if decoding else {}),
                                                               **({"weights": weights} if weights else {}),
                                                               **({"agent_params": agent_params} if agent_params else {}),
                                                               **({"data": str(data)} if data else {})}, len(records))
     result = EvalResult(eval_id=eval_id, benchmark=bench.name, model=model_name,
-                        overall_excludes=tuple(bench.overall_excludes), scoring=scoring, weights=weights)
+                        overall_excludes=tuple(bench.overall_excludes), scoring=scoring, weights=weights,
+                        aggregate=bench.aggregate)
     started = time.perf_counter()
     todo = [r for r in records if r.id not in done]
     adopted = adopt_runs(store, eval_id, {r.id for r in todo}) if resume else {}
     jobs = [{**_job(store, benchmark, data, r, model, eval_id, timeout, retries, adopted.get(r.id), scoring, weights),
-             "kv_cache": kv_cache, "agent_params": agent_params} for r in todo]
+             "kv_cache": kv_cache, "decoding": decoding, "agent_params": agent_params} for r in todo]
     if executor == "ray":
         from .executors import run_ray
 

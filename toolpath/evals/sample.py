@@ -9,6 +9,7 @@ or as a Ray task — so all three give the same results. A job is plain data (pi
      "scoring": the scoring mode of the sample's score, "toolpath" or "official" (absent: "toolpath"),
      "weights": the model's options.weights for every task (--weights), or None,
      "kv_cache": the model's options.kv_cache for every task (--kv-cache), or None,
+     "decoding": the model's options.decoding for every task (--decoding), or None,
      "agent_params": agent parameters set on every task (--agent-param), or None}
 
 The sample's run is written to the store by the process that runs it; the eval's process stores the sample's
@@ -115,6 +116,8 @@ def sample_spec(bench, rec: Record, job: dict):
     spec = spec.model_copy(deep=True, update={"metadata": {**spec.metadata, SAMPLE_KEY: rec.id}})
     if job.get("kv_cache"):  # `toolpath eval --kv-cache`: every sample's model runs with it
         spec.model.options["kv_cache"] = dict(job["kv_cache"])
+    if job.get("decoding"):  # `toolpath eval --decoding`: every sample's model decodes with it
+        spec.model.options["decoding"] = dict(job["decoding"])
     if job.get("agent_params"):  # `toolpath eval --agent-param`, over the benchmark's own params
         spec.agent.params = {**spec.agent.params, **job["agent_params"]}
     if job.get("weights"):  # the eval's --weights, in every task's model options

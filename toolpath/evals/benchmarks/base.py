@@ -13,6 +13,9 @@ runner calls each hook directly instead of asking whether it exists:
     score_final(record, answer, final_state) -> Score (default: `score`)
     metrics(record, answer)  -> dict (default: `score(...).metrics`)
     final_metrics(record, answer, final_state) -> dict: numbers measured on the final state (default: none)
+    aggregate(metrics)       -> dict: the eval's figures over a set of samples (all, or one category) from their
+                             per-sample metrics (default: each metric's mean over the samples that report it; POPE's
+                             precision/recall/F1 and CHAIR_i are pooled over the set instead)
     scoring                  "toolpath" (default) or "official": which scorer `score` applies where ours and
                              the published one differ; `scored_as(mode)` is the same benchmark in the other
                              mode, so an eval stores both scores of every sample
@@ -86,6 +89,15 @@ def as_score(value: Any) -> Score:
     return value if isinstance(value, Score) else Score(float(value))
 
 
+def mean_metrics(metrics: list[dict[str, float]]) -> dict[str, float]:
+    """Per metric, its mean over the samples that report it."""
+    values: dict[str, list[float]] = {}
+    for m in metrics:
+        for k, v in m.items():
+            values.setdefault(k, []).append(v)
+    return {k: sum(v) / len(v) for k, v in values.items()}
+
+
 class Benchmark:
     name: str = ""
     description: str = ""
@@ -121,3 +133,10 @@ class Benchmark:
 
     def final_metrics(self, record: Record, answer: Any, final_state: dict) -> dict[str, float]:
         return {}
+
+    def aggregate(self, metrics: list[dict[str, float]]) -> dict[str, float]:
+        """The figures a set of samples reports, from the per-sample metrics of those that have any (a sample
+        that never ran has none). A published figure that is a ratio over the whole set (POPE's precision,
+        CHAIR_i) is not the mean of per-sample ratios: such a benchmark stores the counts per sample and
+        pools them here."""
+        return mean_metrics(metrics)
