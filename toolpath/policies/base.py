@@ -49,6 +49,7 @@ class Response:
     latency_s: float = 0.0
     raw: str = ""  # the model's output exactly as produced, kept in the step record
     cache_bytes: int | None = None  # bytes its KV cache held at the end of the answer (model.options.kv_cache)
+    decoding: dict | None = None  # what model.options.decoding did: its settings, extra forward passes, seconds
 
 
 @runtime_checkable
