@@ -414,3 +414,44 @@ def test_embodied_sends_its_camera_frames_and_trace(tee, tmp_path):
         r = run_episode(spec, store, policy=policy)
     assert r.status == "finished", r.error
     assert policy.images and all(n >= 2 for n in policy.images)  # every question comes with the camera frames
+
+
+def test_an_idefics3_folder_splits_images_into_tiles_and_runs(tmp_path, monkeypatch):
+    """Idefics3 (SmolVLM's architecture): its processor cuts each image into tiles, each with its own placeholder
+    run, and needs the tokenizer's character offsets."""
+    from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3Processor, LlamaConfig
+    from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
+
+    tok = tiny_tokenizer()
+    tok.add_special_tokens({"additional_special_tokens": ["<fake_token_around_image>", "<global-img>"] +
+                            [f"<row_{i}_col_{j}>" for i in range(1, 5) for j in range(1, 5)]})
+    processor = Idefics3Processor(image_processor=Idefics3ImageProcessorPil(size={"longest_edge": 64},
+                                                                           max_image_size={"longest_edge": SIZE}),
+                                  tokenizer=tok, image_seq_len=4, chat_template=TOOL_IMAGES)
+    config = Idefics3Config(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=SIZE, patch_size=PATCH),
+        text_config=LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192).to_dict(),
+        image_token_id=processor.image_token_id, scale_factor=2)
+    torch.manual_seed(0)
+    Idefics3ForConditionalGeneration(config).eval().save_pretrained(tmp_path / "m")
+    processor.save_pretrained(tmp_path / "m")
+    p = load(tmp_path / "m")
+    assert p.is_vlm and type(p.model).__name__ == "Idefics3ForConditionalGeneration" and p.traits.tool == "images"
+    spy = ProcessorSpy(monkeypatch, p)
+    r = p.respond(conversation(tmp_path), [CROP])
+    assert colours(spy.images) == ORDER and spy.text.count("<image>") == len(ORDER)
+    assert r.tokens_in > len(ORDER) * 4
+
+
+def test_an_image_on_an_assistant_turn_follows_it_in_a_user_turn(tiny, tmp_path):
+    """The embodied agent records the trace it drew on its own answer; the model sees it right after that turn."""
+    trace = picture(tmp_path / "trace_1.png", (9, 9, 9))
+    msgs = [Message(role="user", content="Where?"), Message(role="assistant", content="here", name="reason", images=[trace]),
+            Message(role="user", content="Go on.")]
+    chat, labels = load(tiny)._vlm_chat(msgs, [])
+    roles = [m["role"] for m in chat]
+    i = roles.index("assistant")
+    assert roles[i + 1] == "user" and chat[i + 1]["content"][0]["type"] == "image"
+    assert labels == ["'trace_1.png' (message 2, assistant reason)"]

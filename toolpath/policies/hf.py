@@ -192,6 +192,10 @@ class HFPolicy:
         self._tool_role = "tool" in template  # templates that know a tool role get one; others see a user turn
         self.plain = not template  # a base model without a chat template is prompted as a plain transcript
         self.traits = self._read_template() if self.is_vlm else None
+        if self.is_vlm:
+            from .vlm_chat import control_tokens
+
+            self._control_tokens = control_tokens(processor)
         self.kv_cache = self._kv_cache_setting()
 
     def _read_template(self):
@@ -327,9 +331,10 @@ class HFPolicy:
                 return dict(self.tokenizer(plain_prompt(chat), return_tensors="pt")), []
             return dict(self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt",
                                                            return_dict=True)), []
-        from .vlm_chat import as_plain_text, check_placeholders, without_text
+        from .vlm_chat import as_plain_text, check_placeholders, escape_control_tokens, without_text
 
         chat, labels = self._vlm_chat(messages, tools, fmt)
+        chat = escape_control_tokens(chat, self._control_tokens)
         images = [p["image"] for m in chat if not isinstance(m["content"], str) for p in m["content"]
                   if p.get("type") == "image"]
         try:
@@ -340,11 +345,8 @@ class HFPolicy:
                 check_placeholders(self.processor.apply_chat_template(
                     without_text(chat), chat_template=self.template, tokenize=False, add_generation_prompt=True),
                     self.traits, labels, self.name)
-                # sanitize_control_tokens: text from tools or the task that happens to contain the image
-                # placeholder or a turn marker is encoded as text, never as an image slot or a turn boundary.
                 enc = self.processor.apply_chat_template(chat, chat_template=self.template, add_generation_prompt=True,
-                                                         tokenize=True, return_dict=True, return_tensors="pt",
-                                                         sanitize_control_tokens=True)
+                                                         tokenize=True, return_dict=True, return_tensors="pt")
         except (ValueError, TypeError, IndexError) as err:
             named = f" with its images {', '.join(labels)}" if labels else ""
             raise PolicyError(f"{self.name}: the processor refused the conversation{named}: {err}") from err

@@ -15,6 +15,7 @@ tower and the projector (VCD, SHIELD) see plain float modules.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -54,8 +55,11 @@ def load_vlm(folder: Path, dtype: Any) -> tuple[Any, Any]:
                           f"vision-language models; use model.options.weights (int8/int4) on the original folder")
     try:
         processor = AutoProcessor.from_pretrained(str(folder))
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise PolicyError(f"cannot load the processor of vision-language model {folder}: {err}") from err
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError) as err:
+        # Some processors (Qwen2-VL's, with its video processor) cannot even be built without torchvision.
+        hint = "" if importlib.util.find_spec("torchvision") else " (torchvision is not installed; some processors need it)"
+        raise PolicyError(f"cannot load the processor of vision-language model {folder}: "
+                          f"{type(err).__name__}: {err}{hint}") from err
     missing = [part for part in ("image_processor", "tokenizer") if getattr(processor, part, None) is None]
     if missing:
         raise PolicyError(f"vision-language model {folder} has no {' or '.join(missing)} (AutoProcessor gave "

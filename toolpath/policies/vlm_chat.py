@@ -147,6 +147,39 @@ def build_chat(turns: list[Turn], traits: TemplateTraits, render_observation: Ca
     return chat, labels
 
 
+def control_tokens(processor: Any) -> list[str]:
+    """The strings the tokenizer turns into special tokens (turn markers, image placeholders), longest first."""
+    tok = processor.tokenizer
+    found = {t.content for t in getattr(tok, "added_tokens_decoder", {}).values() if getattr(t, "special", False)}
+    found |= {str(t) for t in getattr(tok, "all_special_tokens", [])}
+    found |= {v for k in ("image_token", "boi_token", "eoi_token", "video_token")
+              if isinstance(v := getattr(processor, k, None), str)}
+    return sorted((t for t in found if t and not t.isspace()), key=len, reverse=True)
+
+
+def escape_control_tokens(chat: list[dict], tokens: list[str]) -> list[dict]:
+    """The chat with every special-token string inside its texts broken by a zero-width space: text a tool or a
+    web page returned that contains `<image>` or `<|im_end|>` is read as text, never as an image slot (which
+    would leave the processor one image short) or a turn boundary. (transformers' own sanitize_control_tokens
+    does this inside the tokenizer, but refuses tokenizers that add a BOS and loses the character offsets some
+    processors, Idefics3's, need.)"""
+    if not tokens:
+        return chat
+
+    def clean(text: str) -> str:
+        for t in tokens:
+            if t in text:
+                text = text.replace(t, t[0] + "\u200b" + t[1:])
+        return text
+
+    def content(c):
+        if isinstance(c, str):
+            return clean(c)
+        return [{**p, "text": clean(p["text"])} if p.get("type") == "text" else p for p in c]
+
+    return [{**m, "content": content(m["content"])} for m in chat]
+
+
 def without_text(chat: list[dict]) -> list[dict]:
     """The chat with every text emptied: what a template writes for the images alone (text a tool returned may
     itself contain a placeholder string, which must not count as an image)."""
