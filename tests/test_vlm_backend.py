@@ -455,3 +455,12 @@ def test_an_image_on_an_assistant_turn_follows_it_in_a_user_turn(tiny, tmp_path)
     i = roles.index("assistant")
     assert roles[i + 1] == "user" and chat[i + 1]["content"][0]["type"] == "image"
     assert labels == ["'trace_1.png' (message 2, assistant reason)"]
+
+
+def test_a_vlm_without_a_chat_template_gets_a_plain_transcript_with_its_placeholders(tmp_path, monkeypatch):
+    p = load(build_tiny_llava(tmp_path / "m", template=None))
+    assert p.plain and p.traits.tool is None
+    spy = ProcessorSpy(monkeypatch, p)
+    p.respond(conversation(tmp_path), [CROP])
+    assert colours(spy.images) == ORDER and spy.text.count("<image>") == len(ORDER)
+    assert spy.text.rstrip().endswith("Assistant:") and "User: <image>\n<image>\nWhich is left?" in spy.text

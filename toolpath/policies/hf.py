@@ -1,4 +1,7 @@
-"""Local transformers models: a safetensors folder or a single GGUF file, on the CPU or a GPU.
+"""Local transformers models: a safetensors folder or a single GGUF file, on the CPU or a GPU. A folder whose
+config describes a vision-language model loads with its processor and sees the conversation's images as pixels
+(vlm.py: loading, weights, context; vlm_chat.py: the chat of content parts); every generation goes through
+`HFPolicy._generate(inputs, kwargs)` with the processor's full inputs.
 
 Tool calls use the run's response format (formats.py: JSON tool calls by default, or DeepEyesV2's tags),
 taught in the system prompt, cut at the format's stop sequences, and read back tolerantly.
@@ -340,7 +343,7 @@ class HFPolicy:
         try:
             if self.plain:
                 enc = self.processor(text=plain_prompt(as_plain_text(chat, self.traits.marker)),
-                                     images=images or None, return_tensors="pt")
+                                     images=[images] if images else None, return_tensors="pt")  # one sample: its images
             else:
                 check_placeholders(self.processor.apply_chat_template(
                     without_text(chat), chat_template=self.template, tokenize=False, add_generation_prompt=True),

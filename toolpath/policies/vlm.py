@@ -6,11 +6,14 @@ AutoModelForImageTextToText maps (Llava, Idefics3/SmolVLM, Qwen2-VL, ...); it lo
 and AutoProcessor, so every later code path (placeholders, pixel values, the vision tower) is transformers' own.
 
 Weights (`model.options.weights`) apply to the language model and its head only; the vision tower and the
-projector stay as loaded (float32 for fp32, bfloat16 otherwise). Why: the language side runs once per
-generated token, the vision side once per image at prefill, so almost all of the time and memory that low-bit
-weights save is on the language side (LLaVA-1.5-7B: 7B of its 7.3B parameters); quantizing a CLIP tower is
-where LLaVA's own 4/8-bit recipes lose accuracy (they skip it too); and the decoding methods that hook the vision
-tower and the projector (VCD, SHIELD) see plain float modules.
+projector stay as loaded (float32 for fp32, bfloat16 otherwise). Measured on a LLaVA of the tiny VLM's shape
+(SmolLM2-135M + a 6-layer, 192-wide CLIP tower at 64 px; 1 thread on the shared 2-core machine): the vision side
+is 2.3% of the parameters; quantizing it too saved 3-4 MB of 198 (int8) / 147 (int4) and did not make the image
+encoding faster (int8 35 ms against 16 ms as bf16, int4 15 against 13: weight-only kernels gain nothing on such
+small matrices), while generation time is the language side's. LLaVA-1.5-7B's proportions are similar (0.3B of
+7B). So the simpler choice costs nothing measurable, keeps the CLIP tower exact (where LLaVA's own 4/8-bit
+recipes skip quantization too), and leaves the decoding methods that hook the tower and the projector (VCD,
+SHIELD) plain float modules.
 """
 
 from __future__ import annotations
