@@ -1,4 +1,7 @@
-"""Local transformers models: a safetensors folder or a single GGUF file, on the CPU or a GPU.
+"""Local transformers models: a safetensors folder or a single GGUF file, on the CPU or a GPU. A folder whose
+config describes a vision-language model loads with its processor and sees the conversation's images as pixels
+(vlm.py: loading, weights, context; vlm_chat.py: the chat of content parts); every generation goes through
+`HFPolicy._generate(inputs, kwargs)` with the processor's full inputs.
 
 Tool calls use the run's response format (formats.py: JSON tool calls by default, or DeepEyesV2's tags),
 taught in the system prompt, cut at the format's stop sequences, and read back tolerantly.
@@ -172,16 +175,41 @@ def plain_prompt(chat: list[dict]) -> str:
 
 
 class HFPolicy:
-    def __init__(self, model: Any, tokenizer: Any, spec: ModelSpec, name: str, load_seconds: float = 0.0):
+    """A local transformers model: a text model (tokenizer + causal LM) or a vision-language model (processor +
+    image-text-to-text model, `is_vlm`), which is given the conversation's images as pixels (vlm_chat.py)."""
+
+    def __init__(self, model: Any, tokenizer: Any, spec: ModelSpec, name: str, load_seconds: float = 0.0,
+                 processor: Any = None):
         self.model = model
         self.tokenizer = tokenizer
+        self.processor = processor  # a VLM's processor (images -> pixel values, placeholders); None for text models
+        self.is_vlm = processor is not None
         self.spec = spec
         self.name = name
         self.load_seconds = load_seconds
-        template = getattr(tokenizer, "chat_template", None) or ""
+        template = (getattr(processor, "chat_template", None) if self.is_vlm else None) \
+            or getattr(tokenizer, "chat_template", None) or ""
+        if isinstance(template, dict):  # a processor with several named templates: its default one
+            template = template.get("default") or ""
+        self.template = template
         self._tool_role = "tool" in template  # templates that know a tool role get one; others see a user turn
         self.plain = not template  # a base model without a chat template is prompted as a plain transcript
+        self.traits = self._read_template() if self.is_vlm else None
+        if self.is_vlm:
+            from .vlm_chat import control_tokens
+
+            self._control_tokens = control_tokens(processor)
         self.kv_cache = self._kv_cache_setting()
+
+    def _read_template(self):
+        from .vlm_chat import TemplateTraits, read_template
+
+        marker = self.processor.image_token
+        if self.plain:  # a plain transcript: each image is its placeholder on a line of its own
+            return TemplateTraits(marker=marker, system=True, tool=None)
+        return read_template(lambda chat: self.processor.apply_chat_template(
+            chat, chat_template=self.template, tokenize=False, add_generation_prompt=True), marker, self.name,
+            tool_role=self._tool_role)
 
     # ---- model.options.kv_cache (toolpath/policies/kvcache): checked at load, a fresh cache per generate() ----
     def _kv_cache_setting(self) -> dict | None:
@@ -191,7 +219,7 @@ class HFPolicy:
         from .kvcache import kind_module
 
         kind = setting["kind"]
-        reason = kind_module(kind).refuse(self.model.config)
+        reason = kind_module(kind).refuse(self.model.config.get_text_config())  # a VLM's cache serves its LM
         if reason:
             raise PolicyError(f"model.options.kv_cache: {kind} cannot run with {self.name}: {reason}")
         return setting
@@ -225,63 +253,115 @@ class HFPolicy:
         if not (folder / "config.json").is_file():
             raise PolicyError(f"hf model folder {folder} has no config.json")
         from .quant import apply_from_spec, load_dtype  # low-bit or bf16 weights when the spec's options ask
+        from .vlm import apply_weights_to_language_side, folder_is_vlm, load_vlm
 
+        processor = None
         try:
-            tok = AutoTokenizer.from_pretrained(str(folder))
-            if (folder / "compression.json").is_file():  # written by `toolpath compress`: maybe packed weights
-                from ..registry import load as load_entry
-
-                model = load_entry("compressor", "packed")(folder)
+            if folder_is_vlm(folder):
+                model, processor = load_vlm(folder, load_dtype(spec))
+                tok = processor.tokenizer
             else:
-                model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=load_dtype(spec))
+                tok = AutoTokenizer.from_pretrained(str(folder))
+                if (folder / "compression.json").is_file():  # written by `toolpath compress`: maybe packed weights
+                    from ..registry import load as load_entry
+
+                    model = load_entry("compressor", "packed")(folder)
+                else:
+                    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=load_dtype(spec))
         except (OSError, ValueError) as err:
             raise PolicyError(f"cannot load hf model from {folder}: {err}") from err
         model.eval()
-        weights = apply_from_spec(model, spec)
+        weights = apply_weights_to_language_side(model, spec) if processor is not None else apply_from_spec(model, spec)
         torch.set_num_threads(max(1, os.cpu_count() or 1))
-        policy = cls(model, tok, spec, name or f"hf:{path}", time.perf_counter() - started)
+        policy = cls(model, tok, spec, name or f"hf:{path}", time.perf_counter() - started, processor=processor)
         policy.weights = weights
         return policy
 
-    def _chat(self, messages: list[Message], tools: list[dict], fmt=FORMATS["json"]) -> list[dict]:
-        chat = []
+    def _turns(self, messages: list[Message], tools: list[dict], fmt) -> list:
+        """The conversation as turns in the run's grammar: the tool guide joins the system prompt, followed by the
+        format's worked example; assistant turns are their calls rendered back as the model wrote them."""
+        from .vlm_chat import Turn
+
+        turns = []
         guide = fmt.guide(tools) if tools else ""
-        demo = fmt.demonstration(tools) if self.spec.options.get("demonstration", True) else []
-        for m in messages:
+        demo = [Turn(d["role"], d["content"]) for d in fmt.demonstration(tools)] \
+            if self.spec.options.get("demonstration", True) else []
+        for i, m in enumerate(messages, 1):
+            source = f"message {i}, {m.role}" + (f" {m.name}" if m.name else "")
             if m.role == "system":
-                chat.append({"role": "system", "content": (m.content + "\n\n" + guide).strip()})
-                chat.extend(demo)
+                turns.append(Turn("system", (m.content + "\n\n" + guide).strip(), list(m.images), m.name or "", source))
+                turns.extend(demo)
                 guide, demo = "", []
-            elif m.role == "tool":
-                if self._tool_role:
-                    chat.append({"role": "tool", "content": m.content})
-                else:
-                    chat.append({"role": "user", "content": fmt.render_observation(m.name or "", m.content)})
             elif m.role == "assistant":
                 # Its calls go back in the grammar the model wrote them in, so it sees its own turn.
-                chat.append({"role": "assistant", "content": fmt.render_assistant(m.content, m.tool_calls)})
+                turns.append(Turn("assistant", fmt.render_assistant(m.content, m.tool_calls), list(m.images),
+                                  m.name or "", source))
             else:
-                text = m.content
-                if m.images:
-                    text += "".join(f"\n[image: {ref.name or ref.sha256[:12]}]" for ref in m.images)
-                chat.append({"role": m.role, "content": text})
+                turns.append(Turn(m.role, m.content, list(m.images), m.name or "", source))
         if guide:
-            chat[0:0] = [{"role": "system", "content": guide}] + demo
+            turns[0:0] = [Turn("system", guide)] + demo
+        return turns
+
+    def _chat(self, messages: list[Message], tools: list[dict], fmt=FORMATS["json"]) -> list[dict]:
+        """The chat a text model sees: images are named, since it cannot see them."""
+        chat = []
+        for t in self._turns(messages, tools, fmt):
+            if t.role == "tool":
+                if self._tool_role:
+                    chat.append({"role": "tool", "content": t.text})
+                else:
+                    chat.append({"role": "user", "content": fmt.render_observation(t.name, t.text)})
+            elif t.role in ("system", "assistant"):
+                chat.append({"role": t.role, "content": t.text})
+            else:
+                text = t.text + "".join(f"\n[image: {ref.name or ref.sha256[:12]}]" for ref in t.images)
+                chat.append({"role": t.role, "content": text})
         return chat
 
-    def respond(self, messages: list[Message], tools: list[dict], **generation: Any) -> Response:
+    def _vlm_chat(self, messages: list[Message], tools: list[dict], fmt=FORMATS["json"]) -> tuple[list[dict], list[str]]:
+        """The chat a vision-language model sees (content parts with the images read as pixels) and the label of
+        each image in order; PolicyError naming an image that cannot be read."""
+        from .vlm_chat import build_chat
+
+        return build_chat(self._turns(messages, tools, fmt), self.traits, fmt.render_observation)
+
+    def _inputs(self, messages: list[Message], tools: list[dict], fmt) -> tuple[dict, list[str]]:
+        """The model's full inputs (input_ids, attention_mask and, for a VLM, pixel_values and whatever else its
+        processor makes: image_sizes, image_grid_thw...) and the labels of the images in them."""
+        if not self.is_vlm:
+            chat = self._chat(messages, tools, fmt)
+            if self.plain:
+                return dict(self.tokenizer(plain_prompt(chat), return_tensors="pt")), []
+            return dict(self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt",
+                                                           return_dict=True)), []
+        from .vlm_chat import as_plain_text, check_placeholders, escape_control_tokens, without_text
+
+        chat, labels = self._vlm_chat(messages, tools, fmt)
+        chat = escape_control_tokens(chat, self._control_tokens)
+        images = [p["image"] for m in chat if not isinstance(m["content"], str) for p in m["content"]
+                  if p.get("type") == "image"]
+        try:
+            if self.plain:
+                enc = self.processor(text=plain_prompt(as_plain_text(chat, self.traits.marker)),
+                                     images=[images] if images else None, return_tensors="pt")  # one sample: its images
+            else:
+                check_placeholders(self.processor.apply_chat_template(
+                    without_text(chat), chat_template=self.template, tokenize=False, add_generation_prompt=True),
+                    self.traits, labels, self.name)
+                enc = self.processor.apply_chat_template(chat, chat_template=self.template, add_generation_prompt=True,
+                                                         tokenize=True, return_dict=True, return_tensors="pt")
+        except (ValueError, TypeError, IndexError) as err:
+            named = f" with its images {', '.join(labels)}" if labels else ""
+            raise PolicyError(f"{self.name}: the processor refused the conversation{named}: {err}") from err
+        return dict(enc), labels
+
+    def _generation_kwargs(self, generation: dict, fmt, room: int | None) -> dict[str, Any]:
         import torch
 
-        started = time.perf_counter()
-        fmt = generation.get("format") or FORMATS["json"]
-        chat = self._chat(messages, tools, fmt)
-        if self.plain:
-            enc = self.tokenizer(plain_prompt(chat), return_tensors="pt")
-        else:
-            enc = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt",
-                                                     return_dict=True)
         temperature = float(generation.get("temperature", self.spec.temperature))
         max_new = int(generation.get("max_new_tokens", self.spec.max_new_tokens))
+        if room is not None:
+            max_new = min(max_new, room)  # the answer gets what the context has left
         kwargs: dict[str, Any] = dict(max_new_tokens=max_new, pad_token_id=self.tokenizer.eos_token_id,
                                       stop_strings=list(fmt.stop) + ([PLAIN_TURN] if self.plain else []),
                                       tokenizer=self.tokenizer)
@@ -290,12 +370,33 @@ class HFPolicy:
             torch.manual_seed(int(generation.get("seed", 0)))
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        return kwargs
+
+    def _generate(self, inputs: dict, kwargs: dict):
+        """The one place a generation runs: `inputs` are the processor's (or tokenizer's) full outputs, `kwargs`
+        generate()'s options (cache, stop strings, sampling, logits processors); returns the output ids."""
+        import torch
+
+        with _LOCK, torch.inference_mode():
+            return self.model.generate(**inputs, **kwargs)
+
+    def respond(self, messages: list[Message], tools: list[dict], **generation: Any) -> Response:
+        from .vlm import context_room
+
+        started = time.perf_counter()
+        fmt = generation.get("format") or FORMATS["json"]
+        inputs, labels = self._inputs(messages, tools, fmt)
+        n_in = inputs["input_ids"].shape[1]
+        room = None
+        if self.is_vlm:
+            text_config = self.model.config.get_text_config()
+            room = context_room(inputs["input_ids"][0].tolist(), getattr(text_config, "max_position_embeddings", None),
+                                getattr(self.processor, "image_token_id", None), labels, self.name)
+        kwargs = self._generation_kwargs(generation, fmt, room)
         cache = self._new_kv_cache()
         if cache is not None:
             kwargs["cache"] = cache
-        with _LOCK, torch.inference_mode():
-            out = self.model.generate(**enc, **kwargs)
-        n_in = enc["input_ids"].shape[1]
+        out = self._generate(inputs, kwargs)
         new = out[0, n_in:]
         raw = self.tokenizer.decode(new, skip_special_tokens=True)
         if self.plain:
