@@ -464,3 +464,70 @@ def test_a_vlm_without_a_chat_template_gets_a_plain_transcript_with_its_placehol
     p.respond(conversation(tmp_path), [CROP])
     assert colours(spy.images) == ORDER and spy.text.count("<image>") == len(ORDER)
     assert spy.text.rstrip().endswith("Assistant:") and "User: <image>\n<image>\nWhich is left?" in spy.text
+
+
+# ---- model.options.decoding through the policy ----------------------------------------------------------------
+
+def test_vcd_runs_through_the_policy_and_its_stats_come_back(tiny, tmp_path):
+    from toolpath.state import Message
+
+    img = picture(tmp_path / "red.png", (200, 30, 30))
+    messages = [Message(role="user", content="What colour is the shape?", images=[img])]
+    plain = load(tiny).respond(messages, [])
+    assert plain.decoding is None
+    policy = load(tiny, decoding={"kind": "vcd"})
+    first, again = policy.respond(messages, []), policy.respond(messages, [])
+    assert first.decoding["kind"] == "vcd" and first.decoding["extra_forward_passes"] >= first.tokens_out
+    assert first.raw == again.raw  # temperature 0: the noised image is seeded
+    text_only = policy.respond([Message(role="user", content="Say hi.")], [])
+    assert text_only.decoding["skipped"] == "no image"
+
+
+def test_shield_hooks_are_gone_after_the_policy_answers(tiny, tmp_path):
+    from toolpath.state import Message
+
+    policy = load(tiny, decoding={"kind": "shield", "parts": ["inherent"]})
+    img = picture(tmp_path / "blue.png", (30, 30, 200))
+    resp = policy.respond([Message(role="user", content="Describe the image.", images=[img])], [])
+    assert resp.decoding["kind"] == "shield" and "inherent_bias" in resp.decoding
+    projector = policy.model.model.multi_modal_projector
+    assert not projector._forward_pre_hooks and not projector._forward_hooks
+
+
+def test_decoding_on_a_text_model_is_refused_at_load(tmp_path):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                 num_attention_heads=2)).save_pretrained(tmp_path / "text")
+    tiny_tokenizer().save_pretrained(tmp_path / "text")
+    with pytest.raises(PolicyError, match="decoding: vcd needs a vision-language model"):
+        load(tmp_path / "text", decoding={"kind": "vcd"})
+
+
+@pytest.mark.parametrize("kind", ["vcd", "shield"])
+def test_a_run_and_an_eval_with_decoding_through_the_cli(tiny, tmp_path, kind):
+    from toolpath.runs import Store
+
+    img = tmp_path / "shape.png"
+    Image.new("RGB", (64, 64), (200, 30, 30)).save(img)
+    spec = tmp_path / "task.yaml"
+    spec.write_text(json.dumps({"id": "look", "instruction": "Is there a red circle in the image?",
+                                "inputs": {"images": [str(img)]}, "agent": {"name": "react"}, "tools": [],
+                                "model": {"name": f"hf:{tiny}", "max_new_tokens": 4}, "limits": {"max_steps": 1}}))
+    home = tmp_path / "home"
+    # SHIELD's statistical part and attack need a CLIP text encoder this random model lacks: its inherent part
+    decoding = "vcd" if kind == "vcd" else json.dumps({"kind": "shield", "parts": ["inherent"]})
+    r = toolpath_cli("run", spec, "--decoding", decoding, "--json", home=home, env={"HF_HUB_OFFLINE": "1"},
+                     timeout=300)
+    assert r.returncode == 0, r.stderr
+    run_id = json.loads(r.stdout)["run_id"]
+    store = Store(home)
+    stored = json.loads(store.get_run(run_id)["spec"])
+    assert stored["model"]["options"]["decoding"]["kind"] == kind
+    steps = [s for s in store.steps(run_id) if s["node"] == "policy"]
+    assert steps and all(s["payload"]["decoding"]["kind"] == kind for s in steps)
+    ev = toolpath_cli("eval", "pope", "--model", f"hf:{tiny}", "--decoding", decoding, "--limit", "2", "--json",
+                      home=home, env={"HF_HUB_OFFLINE": "1"}, timeout=600)
+    assert ev.returncode == 0, ev.stderr
+    summary = json.loads(ev.stdout)
+    assert {"precision", "recall", "f1", "yes_ratio"} <= set(summary["metrics"]), summary

@@ -200,6 +200,18 @@ class HFPolicy:
 
             self._control_tokens = control_tokens(processor)
         self.kv_cache = self._kv_cache_setting()
+        self.decoding = self._decoding_setting()
+
+    def _decoding_setting(self) -> dict | None:
+        """model.options.decoding (policies/decoding): contrastive and encoder-side decoding act on an image, so a
+        text-only model is refused when it loads, before a run starts."""
+        setting = self.spec.options.get("decoding")
+        if not setting:
+            return None
+        if not self.is_vlm:
+            raise PolicyError(f"model.options.decoding: {setting.get('kind')} needs a vision-language model; "
+                              f"{self.name} is text-only")
+        return setting
 
     def _read_template(self):
         from .vlm_chat import TemplateTraits, read_template
@@ -374,11 +386,23 @@ class HFPolicy:
 
     def _generate(self, inputs: dict, kwargs: dict):
         """The one place a generation runs: `inputs` are the processor's (or tokenizer's) full outputs, `kwargs`
-        generate()'s options (cache, stop strings, sampling, logits processors); returns the output ids."""
+        generate()'s options (cache, stop strings, sampling); -> (output ids, the decoding's stats or None).
+        A decoding option adds its logits processors and, for the call only, its forward hooks; it is prepared
+        outside inference mode (SHIELD's attack needs gradients) and under the same lock."""
+        import contextlib
+
         import torch
 
-        with _LOCK, torch.inference_mode():
-            return self.model.generate(**inputs, **kwargs)
+        with _LOCK:
+            decoding = None
+            if self.decoding is not None:
+                from .decoding import prepare
+
+                decoding = prepare(self.model, self.processor, inputs, self.decoding, home_dir())
+                kwargs = {**kwargs, "logits_processor": decoding.logits_processor}
+            with decoding.hooks() if decoding is not None else contextlib.nullcontext(), torch.inference_mode():
+                out = self.model.generate(**inputs, **kwargs)
+        return out, (decoding.stats() if decoding is not None else None)
 
     def respond(self, messages: list[Message], tools: list[dict], **generation: Any) -> Response:
         from .vlm import context_room
@@ -396,7 +420,7 @@ class HFPolicy:
         cache = self._new_kv_cache()
         if cache is not None:
             kwargs["cache"] = cache
-        out = self._generate(inputs, kwargs)
+        out, decoding = self._generate(inputs, kwargs)
         new = out[0, n_in:]
         raw = self.tokenizer.decode(new, skip_special_tokens=True)
         if self.plain:
@@ -404,4 +428,4 @@ class HFPolicy:
         parsed = fmt.parse(raw, id_prefix=f"call{sum(1 for m in messages if m.role == 'assistant') + 1}")
         return Response(text=parsed.content, tool_calls=parsed.calls, issues=parsed.issues, answer=parsed.answer, raw=raw,
                         tokens_in=int(n_in), tokens_out=int(new.shape[0]), latency_s=time.perf_counter() - started,
-                        cache_bytes=cache.nbytes() if cache is not None else None)
+                        cache_bytes=cache.nbytes() if cache is not None else None, decoding=decoding)
