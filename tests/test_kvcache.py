@@ -245,7 +245,7 @@ def test_mixed_codec_round_trips_each_class():
     order = flat.pow(2).mean(0).sqrt().tolist()
     values = SharedGroupValues(bits, heads=2, head_dim=16, group=8, order=order)
     y = values.decode(values.encode(x), 16, torch.float32).transpose(1, 2).reshape(64, 32)
-    ints = sorted((c for c, b in enumerate(bits) if b != 8), key=lambda c: order[c])
+    ints = sorted((c for c, b in enumerate(bits) if b != 8), key=lambda c: (bits[c], order[c]))
     for g in range(0, len(ints), values.width):  # per token: half a step of the shared group's range
         members = ints[g:g + values.width]
         span = flat[:, members].amax(1) - flat[:, members].amin(1)

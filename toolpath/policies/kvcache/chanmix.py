@@ -20,7 +20,8 @@ each choice deliberate:
   same per layer as KIVI at the same bits.
 - Keys are quantized per channel over groups of G tokens (as KIVI), each channel at its class's bits.
 - Values are quantized per token over groups of about G channels formed across all classes, channels sorted
-  by magnitude so a group's range fits its channels: each group stores one float16 minimum and range per
+  by class and then magnitude (a group's range fits its channels, and only where two classes meet does a
+  group mix bit-widths): each group stores one float16 minimum and range per
   token, and each channel reads its step from that range at its own bits (range / (2^b - 1)). Groups per
   class would add a partial group (a scale and zero) per class and token; shared groups cost exactly KIVI's
   scales, so chanmix at `bits` holds KIVI's bytes at `bits` plus at most a byte of padding per class.
@@ -123,8 +124,8 @@ class MixedCodec:
 
 
 class SharedGroupValues:
-    """Values: per token, groups of about G channels formed across classes (channels sorted by `order`, their
-    magnitude), one float16 minimum and range per group and token; each integer class packs its codes at its
+    """Values: per token, groups of about G channels formed across classes (channels sorted by class, then by
+    `order`, their magnitude), one float16 minimum and range per group and token; each integer class packs its codes at its
     own bits, stepping by range / (2^b - 1) of its channels' groups. fp8 channels are encoded apart (FP8Codec)
     and take no part in the groups."""
 
@@ -134,7 +135,9 @@ class SharedGroupValues:
         from .quant import FP8Codec, TokenCodec
 
         self.heads, self.head_dim = heads, head_dim
-        ints = sorted((c for c, b in enumerate(bits_per_channel) if b != 8), key=lambda c: order[c])
+        # by class, then magnitude: a group holds channels of one bit-width except where two classes meet
+        ints = sorted((c for c, b in enumerate(bits_per_channel) if b != 8),
+                      key=lambda c: (bits_per_channel[c], order[c]))
         width = TokenCodec(2, group).width(len(ints)) if ints else 1
         self.perm = torch.tensor(ints, dtype=torch.long)
         self.groups = -(-len(ints) // width)
