@@ -18,13 +18,8 @@ each choice deliberate:
 - Keys and values are allocated separately, each at the requested average (the cache's bytes split evenly).
 - Each layer is allocated on its own: every layer then holds the same bytes, so a long context costs the
   same per layer as KIVI at the same bits.
-- Keys are quantized per channel over groups of G tokens (as KIVI), each channel at its class's bits.
-- Values are quantized per token over groups of about G channels formed across all classes, channels sorted
-  by class and then magnitude (a group's range fits its channels, and only where two classes meet does a
-  group mix bit-widths): each group stores one float16 minimum and range per
-  token, and each channel reads its step from that range at its own bits (range / (2^b - 1)). Groups per
-  class would add a partial group (a scale and zero) per class and token; shared groups cost exactly KIVI's
-  scales, so chanmix at `bits` holds KIVI's bytes at `bits` plus at most a byte of padding per class.
+- Channels of one class are stored together: keys per channel over groups of G tokens (as KIVI), values per
+  token over groups of G channels of one class, sorted by magnitude so a group's range fits its channels.
 - A fp8 step costs 4 bits more than 4-bit integers; when the last bits of the budget cannot pay for one, they
   go to cheaper steps, so with fp8 the average may fall short of `bits` by under 4 bits per layer in total.
 """
@@ -92,122 +87,42 @@ def allocate(costs: dict[str, list[float]], bits: float, fp8: bool = False) -> l
 
 
 class MixedCodec:
-    """Keys: the channels of every KV head flattened, split into classes of one bit-width each, each class
-    encoded per channel over groups of G tokens (ChannelCodec; 8 bits: FP8Codec)."""
+    """Channels of every KV head flattened, split into classes of one bit-width each, each class encoded by its
+    own codec (keys: ChannelCodec; values: TokenCodec; 8 bits: FP8Codec)."""
 
-    def __init__(self, bits_per_channel: list[int], heads: int, head_dim: int, group: int):
+    def __init__(self, bits_per_channel: list[int], heads: int, head_dim: int, group: int, per_token: bool,
+                 order: list[float] | None = None):
         import torch
 
-        from .quant import ChannelCodec, FP8Codec
+        from .quant import ChannelCodec, FP8Codec, TokenCodec
 
         self.heads, self.head_dim = heads, head_dim
         self.classes = []
         for b in sorted(set(bits_per_channel)):
             idx = [c for c, x in enumerate(bits_per_channel) if x == b]
-            codec = FP8Codec(group) if b == 8 else ChannelCodec(b, group)
+            if order is not None:  # channels of similar magnitude share a value group
+                idx.sort(key=lambda c: order[c])
+            codec = FP8Codec(group) if b == 8 else (TokenCodec if per_token else ChannelCodec)(b, group)
             self.classes.append((b, torch.tensor(idx, dtype=torch.long), codec, 2 if b == 8 else 3))
 
     def encode(self, x):
-        flat = _flatten(x)
+        b, h, n, d = x.shape
+        flat = x.transpose(1, 2).reshape(b, 1, n, h * d)
         parts = []
         for _, idx, codec, _ in self.classes:
             parts.extend(codec.encode(flat[..., idx.to(x.device)].contiguous()))
         return tuple(parts)
 
     def decode(self, parts, channels, dtype):  # `channels`: the head_dim, known here already
-        out = _empty(parts[0], self.heads * self.head_dim, dtype)
+        import torch
+
+        b, _, n = parts[0].shape[:3]  # every codec's first part is [batch, 1, tokens, ...]
+        out = torch.empty(b, 1, n, self.heads * self.head_dim, dtype=dtype, device=parts[0].device)
         i = 0
         for _, idx, codec, count in self.classes:
             out[..., idx.to(out.device)] = codec.decode(parts[i:i + count], len(idx), dtype)
             i += count
-        return _unflatten(out, self.heads, self.head_dim)
-
-
-class SharedGroupValues:
-    """Values: per token, groups of about G channels formed across classes (channels sorted by class, then by
-    `order`, their magnitude), one float16 minimum and range per group and token; each integer class packs its codes at its
-    own bits, stepping by range / (2^b - 1) of its channels' groups. fp8 channels are encoded apart (FP8Codec)
-    and take no part in the groups."""
-
-    def __init__(self, bits_per_channel: list[int], heads: int, head_dim: int, group: int, order: list[float]):
-        import torch
-
-        from .quant import FP8Codec, TokenCodec
-
-        self.heads, self.head_dim = heads, head_dim
-        # by class, then magnitude: a group holds channels of one bit-width except where two classes meet
-        ints = sorted((c for c, b in enumerate(bits_per_channel) if b != 8),
-                      key=lambda c: (bits_per_channel[c], order[c]))
-        width = TokenCodec(2, group).width(len(ints)) if ints else 1
-        self.perm = torch.tensor(ints, dtype=torch.long)
-        self.groups = -(-len(ints) // width)
-        self.width = width
-        group_of = {c: i // width for i, c in enumerate(ints)}
-        self.classes = []  # (bits, channel indices, their group indices)
-        for b in sorted({bits_per_channel[c] for c in ints}):
-            idx = [c for c in ints if bits_per_channel[c] == b]
-            self.classes.append((b, torch.tensor(idx, dtype=torch.long),
-                                 torch.tensor([group_of[c] for c in idx], dtype=torch.long)))
-        fp8 = [c for c, b in enumerate(bits_per_channel) if b == 8]
-        self.fp8 = (torch.tensor(fp8, dtype=torch.long), FP8Codec(group)) if fp8 else None
-
-    def encode(self, x):
-        import torch
-
-        from .quant import EPS, pack
-
-        flat = _flatten(x)
-        b, _, n, _ = flat.shape
-        grouped = flat[..., self.perm.to(x.device)]
-        pad = self.groups * self.width - grouped.shape[-1]
-        if pad:  # repeating the last channel leaves its group's min and max unchanged
-            grouped = torch.cat([grouped, grouped[..., -1:].expand(b, 1, n, pad)], dim=-1)
-        grouped = grouped.reshape(b, 1, n, self.groups, self.width)
-        lo = grouped.amin(-1).to(torch.float16)
-        span = (grouped.amax(-1) - lo.to(x.dtype)).clamp_min(EPS).to(torch.float16)
-        parts = [lo, span]
-        for bits, idx, gid in self.classes:
-            levels = (1 << bits) - 1
-            step = (span.to(x.dtype)[..., gid.to(x.device)] / levels).clamp_min(EPS)
-            zero = lo.to(x.dtype)[..., gid.to(x.device)]
-            q = ((flat[..., idx.to(x.device)] - zero) / step).round_().clamp_(0, levels).to(torch.uint8)
-            parts.append(pack(q, bits))
-        if self.fp8 is not None:
-            parts.extend(self.fp8[1].encode(flat[..., self.fp8[0].to(x.device)].contiguous()))
-        return tuple(parts)
-
-    def decode(self, parts, channels, dtype):
-        from .quant import EPS, unpack
-
-        lo, span = parts[0].to(dtype), parts[1].to(dtype)
-        out = _empty(parts[0], self.heads * self.head_dim, dtype)
-        for i, (bits, idx, gid) in enumerate(self.classes):
-            levels = (1 << bits) - 1
-            q = unpack(parts[2 + i], bits, len(idx)).to(dtype)
-            g = gid.to(out.device)
-            out[..., idx.to(out.device)] = q * (span[..., g] / levels).clamp_min(EPS) + lo[..., g]
-        if self.fp8 is not None:
-            rest = parts[2 + len(self.classes):]
-            out[..., self.fp8[0].to(out.device)] = self.fp8[1].decode(rest, len(self.fp8[0]), dtype)
-        return _unflatten(out, self.heads, self.head_dim)
-
-
-def _flatten(x):
-    """[batch, heads, tokens, head_dim] -> [batch, 1, tokens, heads * head_dim]: classes span the KV heads."""
-    b, h, n, d = x.shape
-    return x.transpose(1, 2).reshape(b, 1, n, h * d)
-
-
-def _unflatten(x, heads: int, head_dim: int):
-    b, _, n, _ = x.shape
-    return x.reshape(b, n, heads, head_dim).transpose(1, 2)
-
-
-def _empty(like, channels: int, dtype):
-    import torch
-
-    b, _, n = like.shape[:3]  # every stored part is [batch, 1, tokens, ...]
-    return torch.empty(b, 1, n, channels, dtype=dtype, device=like.device)
+        return out.reshape(b, n, self.heads, self.head_dim).transpose(1, 2)
 
 
 def attach(model: Any, bits: int = 2, fp8: bool = False, group: int = 32, residual: int = 32):
@@ -222,7 +137,7 @@ def attach(model: Any, bits: int = 2, fp8: bool = False, group: int = 32, residu
     for layer in prof["layers"]:
         kbits = allocate(layer["keys"], bits, fp8)
         vbits = allocate(layer["values"], bits, fp8)
-        kc = MixedCodec(kbits, prof["kv_heads"], prof["head_dim"], group)
-        vc = SharedGroupValues(vbits, prof["kv_heads"], prof["head_dim"], group, order=layer["value_rms"])
+        kc = MixedCodec(kbits, prof["kv_heads"], prof["head_dim"], group, per_token=False)
+        vc = MixedCodec(vbits, prof["kv_heads"], prof["head_dim"], group, per_token=True, order=layer["value_rms"])
         layers.append(QuantizedLayer(kc, vc, group, residual))
     return KVCache(layers)
