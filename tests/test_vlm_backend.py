@@ -211,7 +211,7 @@ def test_generate_gets_the_processors_full_inputs(tiny, tmp_path, monkeypatch):
 
     def fake(inputs, kwargs):
         got.update(inputs=inputs, kwargs=kwargs)
-        return torch.cat([inputs["input_ids"], torch.tensor([[p.tokenizer.eos_token_id]])], dim=1)
+        return torch.cat([inputs["input_ids"], torch.tensor([[p.tokenizer.eos_token_id]])], dim=1), None
 
     monkeypatch.setattr(p, "_generate", fake)
     r = p.respond(conversation(tmp_path)[:2], [])
