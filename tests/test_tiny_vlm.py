@@ -188,3 +188,33 @@ def test_local_tiny_vlm_when_missing_says_how_to_build_it(home):
 def test_models_build_refuses_an_unknown_name(home):
     r = toolpath_cli("models", "build", "nope", home=home)
     assert r.returncode == 2 and "invalid choice: 'nope'" in r.stderr
+
+
+def test_models_build_runs_the_build_with_the_seed_and_reports_it(home, monkeypatch, capsys):
+    """The command's own part (arguments, stage lines, the summary, a missing dependency as bad input); the
+    build itself is tested above at toy scale."""
+    from toolpath.cli import main
+    from toolpath.train import tiny_vlm
+
+    calls = []
+
+    def fake_build(seed, log, step_log):
+        calls.append((seed, step_log))
+        log("[1/4] data: …")
+        return {"folder": str(home / "models" / "tiny-vlm"), "seconds": {"total": 12.0},
+                "figures": {"easy_vqa_test": {"accuracy": 0.9}, "easy_vqa_blank_image": {"accuracy": 0.4}}}
+
+    monkeypatch.setattr(tiny_vlm, "build", fake_build)
+    assert main(["models", "build", "tiny-vlm", "--seed", "3"]) == 0
+    out = capsys.readouterr()
+    assert calls == [(3, None)] and "toolpath: [1/4] data" in out.err
+    assert "easy-vqa test 0.900 (blank image 0.400); use it as model: local:tiny-vlm" in out.out
+    assert main(["models", "build", "tiny-vlm", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["figures"]["easy_vqa_test"]["accuracy"] == 0.9
+
+    def missing(seed, log, step_log):
+        raise RuntimeError("the tiny VLM trains on the easy-vqa package: pip install easy-vqa")
+
+    monkeypatch.setattr(tiny_vlm, "build", missing)
+    assert main(["models", "build", "tiny-vlm"]) == 2
+    assert "models build tiny-vlm: the tiny VLM trains on the easy-vqa package" in capsys.readouterr().err
