@@ -30,18 +30,18 @@ class BuildConfig:
     easy_vqa_images: int | None = None  # train images used (None: all 4,000)
     scenes: int = 4000  # generated training scenes
     heldout_scenes: int = 300
-    clip_steps: int = 350
+    clip_steps: int = 250
     clip_batch: int = 128
     clip_lr: float = 1e-3
-    proj_steps: int = 140
+    proj_steps: int = 32
     proj_batch: int = 8
     proj_lr: float = 1e-3
     lora_rank: int = 8
     lora_lr: float = 5e-4
-    max_turns: int = 5
+    max_turns: int = 6
     eval_questions: int = 1000  # easy-vqa test questions (a fixed sample)
-    eval_scene_questions: int = 200
-    eval_blank: bool = True  # the blind baseline (a grey image) on the same questions
+    eval_scene_questions: int = 150
+    eval_blank: int = 300  # the blind baseline (a grey image) on the first N of the same questions (0: none)
     captions: int = 8  # held-out images captioned in the report
     threads: int = 2
 
@@ -52,7 +52,7 @@ def toy_config() -> BuildConfig:
                                      text_layers=1, embed_dim=16),
                        easy_vqa_images=24, scenes=24, heldout_scenes=6, clip_steps=3, clip_batch=16, proj_steps=2,
                        proj_batch=2, lora_rank=2, max_turns=2, eval_questions=6, eval_scene_questions=4,
-                       captions=2, eval_blank=True, threads=1)
+                       captions=2, eval_blank=4, threads=1)
 
 
 def folder(home: Path | None = None) -> Path:
@@ -146,13 +146,13 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
         ev_sample = ve.question_sample(ev_test, cfg.eval_questions, seed=0)
         sc_sample = ve.question_sample(sc_test, cfg.eval_scene_questions, seed=0)
         figures = {
-            "easy_vqa_test": ve.accuracy(vlm, vproc, ev_test, ev_sample),
+            "easy_vqa_test": ve.accuracy(vlm, vproc, ev_test, ev_sample, first=cfg.eval_blank),
             "easy_vqa_majority": ve.majority_baseline(ev_train, ev_sample),
-            "scenes_heldout": ve.accuracy(vlm, vproc, sc_test, sc_sample),
+            "scenes_heldout": ve.accuracy(vlm, vproc, sc_test, sc_sample, first=cfg.eval_blank),
         }
-        if cfg.eval_blank:
-            figures["easy_vqa_blank_image"] = ve.accuracy(vlm, vproc, ev_test, ev_sample, blank=True)
-            figures["scenes_blank_image"] = ve.accuracy(vlm, vproc, sc_test, sc_sample, blank=True)
+        if cfg.eval_blank:  # the same model on the same questions, without the picture
+            figures["easy_vqa_blank_image"] = ve.accuracy(vlm, vproc, ev_test, ev_sample[:cfg.eval_blank], blank=True)
+            figures["scenes_blank_image"] = ve.accuracy(vlm, vproc, sc_test, sc_sample[:cfg.eval_blank], blank=True)
         half = max(1, cfg.captions // 2)
         figures["captions"] = ve.captions(vlm, vproc, ev_test[:half] + sc_test[:cfg.captions - half])
         figures["clip_retrieval"] = retrieval

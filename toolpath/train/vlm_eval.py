@@ -50,17 +50,21 @@ def question_sample(examples: list[ImageQA], n: int, seed: int) -> list[tuple[in
 
 
 def accuracy(model, processor, examples: list[ImageQA], sample: list[tuple[int, str, str]], *,
-             blank: bool = False) -> dict:
+             blank: bool = False, first: int | None = None) -> dict:
     """Exact match (after lower-casing and dropping punctuation) on the sample; `blank` replaces every image
-    by a uniform grey one of the same size."""
+    by a uniform grey one of the same size. `first`: also the accuracy on the sample's first N questions
+    (to set beside a baseline measured on those)."""
     images = [examples[i].image for i, _, _ in sample]
     if blank:
         images = [np.full_like(im, 128) for im in images]
     got = answer(model, processor, images, [q for _, q, _ in sample])
     hits = [normalize(g) == normalize(a) for g, (_, _, a) in zip(got, sample)]
     yes = [normalize(g).startswith("yes") for g, (_, _, a) in zip(got, sample) if a in ("yes", "no")]
-    return {"accuracy": round(float(np.mean(hits)), 4) if hits else None, "questions": len(sample),
-            "yes_ratio": round(float(np.mean(yes)), 4) if yes else None}
+    out = {"accuracy": round(float(np.mean(hits)), 4) if hits else None, "questions": len(sample),
+           "yes_ratio": round(float(np.mean(yes)), 4) if yes else None}
+    if first and hits:
+        out[f"accuracy_first_{first}"] = round(float(np.mean(hits[:first])), 4)
+    return out
 
 
 def majority_baseline(train: list[ImageQA], sample: list[tuple[int, str, str]]) -> dict:
