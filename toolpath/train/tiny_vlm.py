@@ -43,7 +43,7 @@ class BuildConfig:
     eval_scene_questions: int = 150
     eval_blank: int = 300  # the blind baseline (a grey image) on the first N of the same questions (0: none)
     captions: int = 8  # held-out images captioned in the report
-    threads: int = 2
+    threads: int = 1  # two OpenMP threads on a busy 2-core machine spin-wait on each other: slower, not faster
 
 
 def toy_config() -> BuildConfig:
