@@ -30,10 +30,10 @@ class BuildConfig:
     easy_vqa_images: int | None = None  # train images used (None: all 4,000)
     scenes: int = 4000  # generated training scenes
     heldout_scenes: int = 300
-    clip_steps: int = 250
+    clip_steps: int = 400
     clip_batch: int = 128
     clip_lr: float = 1e-3
-    proj_steps: int = 32
+    proj_steps: int = 150
     proj_batch: int = 8
     proj_lr: float = 1e-3
     lora_rank: int = 8
