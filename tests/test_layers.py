@@ -28,8 +28,10 @@ ALLOWED["planners"] = ALLOWED["tools"] | {"tools", "policies"}
 ALLOWED["baselines"] = ALLOWED["planners"]
 ALLOWED["agents"] = ALLOWED["planners"] | {"planners", "baselines"}
 ALLOWED["evals"] = ALLOWED["agents"] | {"agents"}
+# Training sits on the evals floor: the tiny VLM learns from the eval suites' generated scenes.
+ALLOWED["train"] = ALLOWED["evals"] | {"evals"}
 ALLOWED["viewer"] = ALLOWED["evals"] | {"evals"}
-ALLOWED["cli"] = ALLOWED["viewer"] | {"viewer", "compress"}
+ALLOWED["cli"] = ALLOWED["viewer"] | {"viewer", "compress", "train"}
 ALLOWED["__main__"] = {"cli"}
 ALLOWED["__init__"] = set()
 

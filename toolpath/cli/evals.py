@@ -29,6 +29,27 @@ def cmd_models_list(args) -> int:
     return EXIT_OK
 
 
+def cmd_models_build(args) -> int:
+    """Train a built model (`local:NAME` then loads it): a progress line per stage on stderr."""
+    from ..train import tiny_vlm
+
+    def stage(line: str) -> None:
+        print(f"toolpath: {line}", file=sys.stderr, flush=True)
+
+    try:
+        report = tiny_vlm.build(args.seed, log=stage, step_log=stage if args.verbose else None)
+    except RuntimeError as err:  # a missing part (easy-vqa, the bundled model), said with how to get it
+        raise BadInput(f"models build {args.name}: {err}") from err
+    if args.json:
+        echo_json(report, indent=2)
+    else:
+        f = report["figures"]
+        echo(f"{tiny_vlm.NAME}: {report['folder']} ({report['seconds']['total']:.0f} s); easy-vqa test "
+             f"{f['easy_vqa_test']['accuracy']:.3f} (blank image "
+             f"{f.get('easy_vqa_blank_image', {}).get('accuracy', float('nan')):.3f}); use it as model: local:tiny-vlm")
+    return EXIT_OK
+
+
 def cmd_eval_list(args) -> int:
     store = store_from_args(args, readonly=True)
     rows = store.list_evals(limit=args.limit or 50)

