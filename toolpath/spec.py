@@ -145,6 +145,19 @@ def parse_kv_cache(text: str) -> dict[str, Any]:
     return out
 
 
+def _kind_setting(field: str, registry_kind: str, value: dict[str, Any]) -> dict[str, Any]:
+    """A model-side option's mapping {"kind": ..., options} -> the same with the options its registered kind's
+    `validate` returns; a missing or unknown kind is named with the known ones."""
+    known = registry.declared(registry_kind)
+    kind = value.get("kind")
+    if kind is None:
+        raise ValueError(f"{field}.kind: missing; known: {', '.join(known)}")
+    if kind not in known:
+        raise ValueError(f"{field}.kind: unknown kind {kind!r}; known: {', '.join(known)}")
+    validate = registry.load(registry_kind, kind)
+    return {"kind": kind, **validate({k: x for k, x in value.items() if k != "kind"})}
+
+
 def kv_cache_setting(value: Any) -> dict[str, Any]:
     """`model.options.kv_cache` (a mapping with `kind`, or `KIND[:N]`) -> {"kind": ..., every option normalised}.
     The kind's own `validate` (reached through the registry: kinds live on floor 1) checks its options and
@@ -153,14 +166,7 @@ def kv_cache_setting(value: Any) -> dict[str, Any]:
         value = parse_kv_cache(value)
     if not isinstance(value, dict):
         raise ValueError(f"kv_cache: expected a mapping with 'kind' or a 'KIND[:N]' string, got {type(value).__name__}")
-    known = registry.declared("kv_cache")
-    kind = value.get("kind")
-    if kind is None:
-        raise ValueError(f"kv_cache.kind: missing; known: {', '.join(known)}")
-    if kind not in known:
-        raise ValueError(f"kv_cache.kind: unknown kind {kind!r}; known: {', '.join(known)}")
-    validate = registry.load("kv_cache", kind)
-    return {"kind": kind, **validate({k: x for k, x in value.items() if k != "kind"})}
+    return _kind_setting("kv_cache", "kv_cache", value)
 
 
 def decoding_setting(value: Any) -> dict[str, Any]:
@@ -173,13 +179,7 @@ def decoding_setting(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"decoding: expected a mapping with 'kind' or a kind's name ({', '.join(known)}), "
                          f"got {type(value).__name__}")
-    kind = value.get("kind")
-    if kind is None:
-        raise ValueError(f"decoding.kind: missing; known: {', '.join(known)}")
-    if kind not in known:
-        raise ValueError(f"decoding.kind: unknown kind {kind!r}; known: {', '.join(known)}")
-    validate = registry.load("decoder", kind)
-    return {"kind": kind, **validate({k: x for k, x in value.items() if k != "kind"})}
+    return _kind_setting("decoding", "decoder", value)
 
 
 class AgentSpec(_Part):
