@@ -230,6 +230,16 @@ def test_chanmix_generates_with_its_classes(home, options):
     assert cache.nbytes() < full.nbytes() * (0.5 if options["bits"] == 4 else 0.4)
 
 
+@pytest.mark.parametrize("sizes", [[1], [3, 5], [7, 1, 13, 2], [64, 64, 64, 0]])
+def test_stream_packing_of_mixed_widths_round_trips_in_whole_bytes_only(sizes):
+    bits = [1, 2, 3, 4][:len(sizes)]
+    codes = [torch.randint(0, 1 << b, (2, 1, 5, n), dtype=torch.uint8) for b, n in zip(bits, sizes)]
+    packed = quant.pack_stream(codes, bits)
+    assert packed.shape[-1] == -(-sum(b * n for b, n in zip(bits, sizes)) // 8)  # one padding, not one per class
+    for q, back in zip(codes, quant.unpack_stream(packed, bits, sizes)):
+        assert torch.equal(back, q)
+
+
 def test_mixed_codec_round_trips_each_class():
     from toolpath.policies.kvcache.chanmix import MixedCodec
 
@@ -245,6 +255,15 @@ def test_mixed_codec_round_trips_each_class():
                 assert err[c] <= 0.07 * scale[c]
             elif not per_token:
                 assert err[c] <= scale[c] * 2 / ((1 << b) - 1) * 0.5 * 1.05 + 1e-3
+
+
+def test_mixed_codec_codes_cost_the_average_bits_exactly():
+    from toolpath.policies.kvcache.chanmix import MixedCodec
+
+    bits = [4, 1, 2, 2, 3, 1, 2, 1] * 4  # 32 channels, 2 bits on average: 64 bits = 8 bytes per token
+    for per_token in (False, True):
+        codec = MixedCodec(bits, heads=2, head_dim=16, group=32, per_token=per_token)
+        assert codec.encode(with_outliers((1, 2, 64, 16)))[0].shape[-1] == 8
 
 
 def test_chanmix_without_a_profile_or_tokenizer_says_how(home):

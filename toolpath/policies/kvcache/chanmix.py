@@ -18,8 +18,9 @@ each choice deliberate:
 - Keys and values are allocated separately, each at the requested average (the cache's bytes split evenly).
 - Each layer is allocated on its own: every layer then holds the same bytes, so a long context costs the
   same per layer as KIVI at the same bits.
-- Channels of one class are stored together: keys per channel over groups of G tokens (as KIVI), values per
-  token over groups of G channels of one class, sorted by magnitude so a group's range fits its channels.
+- Channels of one class are quantized together: keys per channel over groups of G tokens (as KIVI), values
+  per token over groups of about G channels of one class, sorted by magnitude so a group's range fits its
+  channels. The codes of all classes share one bit stream per token (no per-class padding to a byte).
 - A fp8 step costs 4 bits more than 4-bit integers; when the last bits of the budget cannot pay for one, they
   go to cheaper steps, so with fp8 the average may fall short of `bits` by under 4 bits per layer in total.
 """
@@ -87,8 +88,10 @@ def allocate(costs: dict[str, list[float]], bits: float, fp8: bool = False) -> l
 
 
 class MixedCodec:
-    """Channels of every KV head flattened, split into classes of one bit-width each, each class encoded by its
-    own codec (keys: ChannelCodec; values: TokenCodec; 8 bits: FP8Codec)."""
+    """Channels of every KV head flattened, split into classes of one bit-width each, each class quantized by
+    its own codec (keys: ChannelCodec; values: TokenCodec; 8 bits: FP8Codec). The integer classes' codes of a
+    token share one packed stream (quant.pack_stream), so no class pays its own padding to a whole byte.
+    Stored parts: (stream, scale and zero of each integer class, codes and scale of the fp8 class if any)."""
 
     def __init__(self, bits_per_channel: list[int], heads: int, head_dim: int, group: int, per_token: bool,
                  order: list[float] | None = None):
@@ -97,31 +100,52 @@ class MixedCodec:
         from .quant import ChannelCodec, FP8Codec, TokenCodec
 
         self.heads, self.head_dim = heads, head_dim
-        self.classes = []
+        self.classes, self.fp8 = [], None
         for b in sorted(set(bits_per_channel)):
             idx = [c for c, x in enumerate(bits_per_channel) if x == b]
             if order is not None:  # channels of similar magnitude share a value group
                 idx.sort(key=lambda c: order[c])
-            codec = FP8Codec(group) if b == 8 else (TokenCodec if per_token else ChannelCodec)(b, group)
-            self.classes.append((b, torch.tensor(idx, dtype=torch.long), codec, 2 if b == 8 else 3))
+            idx = torch.tensor(idx, dtype=torch.long)
+            if b == 8:
+                self.fp8 = (idx, FP8Codec(group))
+            else:
+                self.classes.append((b, idx, (TokenCodec if per_token else ChannelCodec)(b, group)))
+        self.bits = [b for b, _, _ in self.classes]
+        self.sizes = [len(idx) for _, idx, _ in self.classes]
 
     def encode(self, x):
+        from .quant import pack_stream
+
         b, h, n, d = x.shape
         flat = x.transpose(1, 2).reshape(b, 1, n, h * d)
-        parts = []
-        for _, idx, codec, _ in self.classes:
+        codes, params = [], []
+        for _, idx, codec in self.classes:
+            q, scale, zero = codec.codes(flat[..., idx.to(x.device)].contiguous())
+            codes.append(q)
+            params += [scale, zero]
+        parts = ([pack_stream(codes, self.bits)] if codes else []) + params
+        if self.fp8 is not None:
+            idx, codec = self.fp8
             parts.extend(codec.encode(flat[..., idx.to(x.device)].contiguous()))
         return tuple(parts)
 
     def decode(self, parts, channels, dtype):  # `channels`: the head_dim, known here already
         import torch
 
-        b, _, n = parts[0].shape[:3]  # every codec's first part is [batch, 1, tokens, ...]
+        from .quant import unpack_stream
+
+        b, _, n = parts[0].shape[:3]  # every part is [batch, 1, tokens, ...]
         out = torch.empty(b, 1, n, self.heads * self.head_dim, dtype=dtype, device=parts[0].device)
         i = 0
-        for _, idx, codec, count in self.classes:
-            out[..., idx.to(out.device)] = codec.decode(parts[i:i + count], len(idx), dtype)
-            i += count
+        if self.classes:
+            codes = unpack_stream(parts[0], self.bits, self.sizes)
+            i = 1
+            for (_, idx, codec), q in zip(self.classes, codes):
+                out[..., idx.to(out.device)] = codec.from_codes(q, parts[i], parts[i + 1], dtype)
+                i += 2
+        if self.fp8 is not None:
+            idx, codec = self.fp8
+            out[..., idx.to(out.device)] = codec.decode(parts[i:i + 2], len(idx), dtype)
         return out.reshape(b, n, self.heads, self.head_dim).transpose(1, 2)
 
 

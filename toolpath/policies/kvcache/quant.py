@@ -6,7 +6,8 @@ grows with the tokens (so blocks are appended by concatenation, never re-quantiz
     TokenCodec    per token, over groups of G channels   (KIVI's values)
     FP8Codec      float8_e4m3fn with a per-channel scale over groups of G tokens
 Integers are packed as bit planes: b-bit codes take exactly b bits each (b = 1..8), so 3-bit classes cost
-3 bits, not a byte. Scales and zero points are float16.
+3 bits, not a byte; `pack_stream` puts codes of several widths into one stream per token, so classes of
+mixed widths share the padding to a whole byte. Scales and zero points are float16.
 """
 
 from __future__ import annotations
@@ -44,6 +45,27 @@ def unpack(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
     return out
 
 
+def pack_stream(codes: list[torch.Tensor], bits: list[int]) -> torch.Tensor:
+    """Codes of several widths (`codes[i]`: `[..., n_i]`, each < 2^bits[i]) -> one `[..., ceil(sum(bits_i *
+    n_i) / 8)]` uint8 stream: every code's bits, class after class, eight to a byte."""
+    planes = [torch.stack([(q >> i) & 1 for i in range(b)], dim=-2).flatten(-2) for q, b in zip(codes, bits)]
+    return pack(torch.cat(planes, dim=-1), 1)
+
+
+def unpack_stream(packed: torch.Tensor, bits: list[int], sizes: list[int]) -> list[torch.Tensor]:
+    """The inverse of pack_stream: the codes of each class, `[..., sizes[i]]` uint8."""
+    flat = unpack(packed, 1, sum(b * n for b, n in zip(bits, sizes)))
+    out, at = [], 0
+    for b, n in zip(bits, sizes):
+        planes = flat[..., at:at + b * n].unflatten(-1, (b, n))
+        q = planes[..., 0, :].clone()
+        for i in range(1, b):
+            q |= planes[..., i, :] << i
+        out.append(q)
+        at += b * n
+    return out
+
+
 def quantize(x: torch.Tensor, bits: int, dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Asymmetric min/max quantization reducing over `dim`: codes (uint8), scale and zero (float16, keepdim).
     Codes are computed from the float16 scale and zero that are stored, so decoding sees what encoding saw."""
@@ -67,18 +89,26 @@ class ChannelCodec:
     def __init__(self, bits: int, group: int):
         self.bits, self.group = bits, group
 
-    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def codes(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(codes [B, H, n, C] unpacked, scale, zero)."""
         b, h, n, c = x.shape
         if n % self.group:
             raise ValueError(f"a key block of {n} tokens is not a multiple of the group ({self.group})")
         q, scale, zero = quantize(x.reshape(b, h, n // self.group, self.group, c), self.bits, dim=3)
-        return pack(q.reshape(b, h, n, c), self.bits), scale.squeeze(3), zero.squeeze(3)
+        return q.reshape(b, h, n, c), scale.squeeze(3), zero.squeeze(3)
+
+    def from_codes(self, q: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        b, h, n, c = q.shape
+        q = q.reshape(b, h, n // self.group, self.group, c)
+        return dequantize(q, scale.unsqueeze(3), zero.unsqueeze(3), dtype).reshape(b, h, n, c)
+
+    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        q, scale, zero = self.codes(x)
+        return pack(q, self.bits), scale, zero
 
     def decode(self, parts: tuple[torch.Tensor, ...], channels: int, dtype: torch.dtype) -> torch.Tensor:
         packed, scale, zero = parts
-        b, h, n, _ = packed.shape
-        q = unpack(packed, self.bits, channels).reshape(b, h, n // self.group, self.group, channels)
-        return dequantize(q, scale.unsqueeze(3), zero.unsqueeze(3), dtype).reshape(b, h, n, channels)
+        return self.from_codes(unpack(packed, self.bits, channels), scale, zero, dtype)
 
 
 class TokenCodec:
@@ -94,22 +124,33 @@ class TokenCodec:
         k = max(1, c // self.group)
         return -(-c // k)
 
-    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def codes(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(codes [B, H, n, C] unpacked, scale, zero); the padding channels' codes are not kept (they repeat
+        the last channel's)."""
         b, h, n, c = x.shape
         g = self.width(c)
         pad = (-c) % g
         if pad:
             x = torch.cat([x, x[..., -1:].expand(b, h, n, pad)], dim=-1)
         q, scale, zero = quantize(x.reshape(b, h, n, -1, g), self.bits, dim=4)
-        return pack(q.reshape(b, h, n, -1), self.bits), scale.squeeze(4), zero.squeeze(4)
+        return q.reshape(b, h, n, -1)[..., :c], scale.squeeze(4), zero.squeeze(4)
+
+    def from_codes(self, q: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        b, h, n, c = q.shape
+        g = self.width(c)
+        pad = (-c) % g
+        if pad:
+            q = torch.cat([q, q[..., -1:].expand(b, h, n, pad)], dim=-1)
+        x = dequantize(q.reshape(b, h, n, -1, g), scale.unsqueeze(4), zero.unsqueeze(4), dtype)
+        return x.reshape(b, h, n, -1)[..., :c]
+
+    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        q, scale, zero = self.codes(x)
+        return pack(q, self.bits), scale, zero
 
     def decode(self, parts: tuple[torch.Tensor, ...], channels: int, dtype: torch.dtype) -> torch.Tensor:
         packed, scale, zero = parts
-        b, h, n, _ = packed.shape
-        g = self.width(channels)
-        padded = channels + (-channels) % g
-        q = unpack(packed, self.bits, padded).reshape(b, h, n, -1, g)
-        return dequantize(q, scale.unsqueeze(4), zero.unsqueeze(4), dtype).reshape(b, h, n, padded)[..., :channels]
+        return self.from_codes(unpack(packed, self.bits, channels), scale, zero, dtype)
 
 
 class FP8Codec:
