@@ -33,7 +33,7 @@ class TrainConfig:
     model: M.MetaEmbedConfig = field(default_factory=M.MetaEmbedConfig)
     groups: tuple[tuple[int, int], ...] = GROUPS
     temperature: float = 0.03
-    steps: int = 240
+    steps: int = 200
     batch: int = 32
     lr: float = 2e-3
     warmup: int = 20
