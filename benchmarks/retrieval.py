@@ -188,8 +188,9 @@ SECTIONS = {"budgets": budgets_section}
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
-    ap.add_argument("--plot", default=str(ROOT / "benchmarks" / "out" / "retrieval_recall_vs_budget.png"),
-                    help="where the recall-vs-budget PNG goes ('' for none)")
+    ap.add_argument("--plot", default=str(Path(os.environ.get("TOOLPATH_HOME") or Path.home() / ".toolpath")
+                                          / "reports" / "retrieval_recall_vs_budget.png"),
+                    help="where the recall-vs-budget PNG goes (default under $TOOLPATH_HOME/reports; '' for none)")
     ap.add_argument("--model", help="a MetaEmbed folder (default $TOOLPATH_HOME/models/metaembed)")
     ap.add_argument("--limit", type=int, help="at most N held-out queries")
     ap.add_argument("--timed-queries", type=int, default=50, help="queries encoded one at a time for the ms figures")

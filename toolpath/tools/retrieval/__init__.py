@@ -102,15 +102,16 @@ def retrieve(query: str, k: int = 5, budget: str = DEFAULT_BUDGET) -> ToolResult
         else:
             notes = [f"{len(image_files)} images not searched: text -> image retrieval needs the tiny CLIP "
                      f"(`{CLIP_BUILD_COMMAND}`)"] + notes
-    return _format(query, budget, root, hits, pictures, notes)
+    return _format(query, budget, root, hits, pictures, notes, searched_text=bool(text_files))
 
 
-def _format(query: str, budget: str, root: Path, hits: list[dict], pictures: list[dict], notes: list[str]) -> ToolResult:
+def _format(query: str, budget: str, root: Path, hits: list[dict], pictures: list[dict], notes: list[str],
+            searched_text: bool = True) -> ToolResult:
     from ..search.text_index import _snippet, _stemmer
 
     stemmer = _stemmer()
     lines = [f"{len(hits)} passage{'s' if len(hits) != 1 else ''} for {query!r} in {root} (MetaEmbed, budget {budget}):"
-             if hits else f"no passages for {query!r} in {root}"]
+             if hits else f"no passages for {query!r} in {root}" if searched_text else f"{query!r} in {root}:"]
     data = []
     for n, h in enumerate(hits, 1):
         snippet = _snippet(h["text"], query, stemmer)
