@@ -31,10 +31,12 @@ def cmd_models_list(args) -> int:
 
 def cmd_models_build(args) -> int:
     """Train a built model (`local:NAME` then loads it): a progress line per stage on stderr."""
-    from ..train import tiny_vlm
-
     def stage(line: str) -> None:
         print(f"toolpath: {line}", file=sys.stderr, flush=True)
+
+    if args.name == "metaembed":
+        return _build_metaembed(args, stage)
+    from ..train import tiny_vlm
 
     try:
         report = tiny_vlm.build(args.seed, log=stage, step_log=stage if args.verbose else None)
@@ -47,6 +49,22 @@ def cmd_models_build(args) -> int:
         echo(f"{tiny_vlm.NAME}: {report['folder']} ({report['seconds']['total']:.0f} s); easy-vqa test "
              f"{f['easy_vqa_test']['accuracy']:.3f} (blank image "
              f"{f.get('easy_vqa_blank_image', {}).get('accuracy', float('nan')):.3f}); use it as model: local:tiny-vlm")
+    return EXIT_OK
+
+
+def _build_metaembed(args, stage) -> int:
+    from ..train import metaembed_training
+
+    try:
+        report = metaembed_training.build(args.seed, log=stage, step_log=stage if args.verbose else None)
+    except RuntimeError as err:  # no training text (pydoc_data missing), said with what is missing
+        raise BadInput(f"models build {args.name}: {err}") from err
+    if args.json:
+        echo_json(report, indent=2)
+    else:
+        echo(f"{metaembed_training.NAME}: {report['folder']} ({report['seconds']:.0f} s); training loss "
+             f"{report['training']['loss_first']} -> {report['training']['loss_last10']:.3f}; measure it with "
+             "python benchmarks/retrieval.py")
     return EXIT_OK
 
 

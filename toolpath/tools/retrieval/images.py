@@ -1,0 +1,76 @@
+"""Text -> image retrieval with the tiny CLIP made by `toolpath models build tiny-vlm` (its clip/ folder: a
+transformers CLIPModel, its tokenizer and image processor). Single-vector: one CLIP embedding per image and
+per query, cosine similarity; the images are indexed like the text (index.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+
+from ..registry import ToolError
+from ..search.cache import _home
+from .index import VectorIndex, vector_index
+
+CLIP_BUILD_COMMAND = "toolpath models build tiny-vlm"
+_CLIP: dict[str, object] = {}
+_LOCK = threading.Lock()
+
+
+def clip_folder() -> Path:
+    return _home() / "models" / "tiny-vlm" / "clip"
+
+
+def available() -> bool:
+    return (clip_folder() / "config.json").is_file()
+
+
+def _clip():
+    folder = clip_folder()
+    fp = hashlib.sha256((folder / "config.json").read_bytes()
+                        + str((folder / "model.safetensors").stat().st_mtime_ns).encode()).hexdigest()[:16]
+    with _LOCK:
+        if _CLIP.get("fingerprint") != fp:
+            from transformers import AutoImageProcessor, AutoTokenizer, CLIPModel
+
+            try:
+                model = CLIPModel.from_pretrained(str(folder), local_files_only=True).eval()
+                tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+                proc = AutoImageProcessor.from_pretrained(str(folder), local_files_only=True)
+            except (OSError, ValueError) as err:
+                raise ToolError(f"retrieve: cannot load the tiny CLIP at {folder} ({err}); rebuild it with "
+                                f"`{CLIP_BUILD_COMMAND}`") from None
+            _CLIP.update(model=model, tokenizer=tok, processor=proc, fingerprint=fp)
+        return _CLIP["model"], _CLIP["tokenizer"], _CLIP["processor"], fp
+
+
+def embed_text(query: str):
+    import torch
+
+    model, tok, _, _ = _clip()
+    with torch.inference_mode():
+        t = model.get_text_features(**tok([query], return_tensors="pt", truncation=True,
+                                          max_length=model.config.text_config.max_position_embeddings))
+    vec = t.pooler_output if hasattr(t, "pooler_output") else t
+    return torch.nn.functional.normalize(vec, dim=-1)[0].numpy()
+
+
+def image_index(root: Path, files: list[Path]) -> VectorIndex:
+    import torch
+    from PIL import Image
+
+    model, _, proc, fp = _clip()
+    dim = model.config.projection_dim
+
+    def encode_file(path: Path):
+        try:
+            with Image.open(path) as im:
+                pixels = proc([im.convert("RGB")], return_tensors="pt")["pixel_values"]
+        except OSError as err:
+            return [], None, [f"{path.name}: cannot read image ({err})"]
+        with torch.inference_mode():
+            f = model.get_image_features(pixel_values=pixels)
+        vec = torch.nn.functional.normalize(f.pooler_output if hasattr(f, "pooler_output") else f, dim=-1)
+        return [{"path": str(path), "url": path.as_uri(), "title": path.name}], vec.numpy(), []
+
+    return vector_index("clip", root, files, fp, (dim,), encode_file)

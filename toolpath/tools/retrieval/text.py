@@ -1,0 +1,70 @@
+"""Text retrieval over a corpus with MetaEmbed: the trained model (loaded once), the passages of a file (read
+as `search` reads them, so a hit names its file the same way) and their multi-vector index."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from ..registry import ToolError
+from ..search.cache import _corpus_files, _home
+from ..search.documents import PASSAGE_WORDS, TEXT_SUFFIXES, _passages, _read_document
+from ..search.text_index import _passage_url
+from . import model as M
+from .index import VectorIndex, vector_index
+
+BUILD_COMMAND = "toolpath models build metaembed"
+_MODELS: dict[str, object] = {}
+_MODEL_LOCK = threading.Lock()
+
+
+def model_folder() -> Path:
+    return _home() / "models" / "metaembed"
+
+
+def trained_model(what: str = "retrieve"):
+    """(model, fingerprint) of the trained MetaEmbed under $TOOLPATH_HOME, loaded once per process."""
+    folder = model_folder()
+    if not (folder / M.WEIGHTS).is_file() or not (folder / "config.json").is_file():
+        raise ToolError(f"{what}: no trained MetaEmbed model at {folder}; build it with `{BUILD_COMMAND}` "
+                        "(about 20 minutes on 2 CPU cores)")
+    fp = M.fingerprint(folder)
+    with _MODEL_LOCK:
+        if _MODELS.get("fingerprint") != fp:
+            try:
+                _MODELS.update(model=M.load(folder), fingerprint=fp)
+            except (OSError, ValueError, KeyError) as err:
+                raise ToolError(f"{what}: cannot load the MetaEmbed model at {folder} ({type(err).__name__}: {err}); "
+                                f"rebuild it with `{BUILD_COMMAND}`") from None
+        return _MODELS["model"], fp
+
+
+def passages_of(path: Path) -> tuple[list[dict], list[str]]:
+    """The passages of one corpus file with their title and url, exactly as `search` indexes them."""
+    try:
+        docs, notes = _read_document(path)
+    except OSError as err:
+        return [], [f"{path.name}: cannot read ({err.strerror or err})"]
+    out = []
+    for doc in docs:
+        parts = _passages(doc.text)
+        for n, text in enumerate(parts, 1):
+            out.append({"doc": doc.url, "title": doc.title, "url": _passage_url(doc.url, n, len(parts)), "text": text})
+    return out, notes
+
+
+def text_index(root: Path, what: str = "retrieve") -> tuple[VectorIndex, object]:
+    """(index of every passage's Nd vectors, model) for the corpus at root."""
+    files = _corpus_files(root, TEXT_SUFFIXES)
+    model, fp = trained_model(what)
+    cfg = model.config
+
+    def encode_file(path: Path):
+        items, notes = passages_of(path)
+        # The title travels with every passage, as search indexes it: a passage deep in a page is still about it.
+        vecs = model.encode([f"{p['title']}. {p['text']}" for p in items], "doc") if items else None
+        return items, vecs, notes
+
+    index = vector_index("metaembed", root, files, fp, (cfg.nd, cfg.dim), encode_file,
+                         params={"passage": PASSAGE_WORDS}, what=what)
+    return index, model

@@ -1,0 +1,152 @@
+"""`toolpath models build metaembed`: Matryoshka multi-vector contrastive training of MetaEmbed's meta tokens
+and projection on the bundled MiniLM (frozen), written to $TOOLPATH_HOME/models/metaembed.
+
+The loss: for each group (nq, nd) of GROUPS, the late-interaction scores of every query in the batch against
+every document in it, using only the first nq query and nd document vectors, divided by the temperature, and
+cross-entropy with the query's own passage as the answer (the other passages of the batch are the negatives);
+the groups' losses are averaged. Training the small groups beside the large ones is what makes the first
+vectors carry the coarse meaning, so a small budget at query time still ranks well.
+
+Everything follows from the seed: the meta tokens' initialisation, the order of the pairs, the steps (one
+thread: the result is the same on any machine with the same torch).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..tools.retrieval import model as M
+
+NAME = "metaembed"
+BUILD_COMMAND = "toolpath models build metaembed"
+GROUPS = ((1, 1), (2, 4), (4, 8), (8, 16), (16, 64))
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    model: M.MetaEmbedConfig = field(default_factory=M.MetaEmbedConfig)
+    groups: tuple[tuple[int, int], ...] = GROUPS
+    temperature: float = 0.03
+    steps: int = 200
+    batch: int = 32
+    lr: float = 2e-3
+    warmup: int = 20
+    train_doc_tokens: int = 128  # passages are cut here in training (speed); the index reads max_doc_tokens
+    threads: int = 1  # two OpenMP threads on a busy 2-core machine spin-wait on each other
+    sources: tuple[str, ...] = ("pydoc", "markdown", "docstrings")
+
+
+def folder(home: Path | None = None) -> Path:
+    from ..tools.search.cache import _home
+
+    return (home or _home()) / "models" / NAME
+
+
+def multivector_loss(q, d, groups, temperature: float, same=None):
+    """Mean over groups of the in-batch contrastive loss on late-interaction scores of nested prefixes.
+    q (B, Nq, dim), d (B, Nd, dim) unit vectors; `same` (B, B) marks pairs that share a passage (not negatives)."""
+    import torch
+
+    target = torch.arange(len(q))
+    losses = []
+    for nq, nd in groups:
+        sims = torch.einsum("iqc,jdc->ijqd", q[:, :nq], d[:, :nd])  # every query against every document
+        scores = sims.max(dim=3).values.sum(dim=2) / temperature
+        if same is not None:
+            scores = scores.masked_fill(same & ~torch.eye(len(q), dtype=torch.bool), float("-inf"))
+        losses.append(torch.nn.functional.cross_entropy(scores, target))
+    return torch.stack(losses).mean(), [float(x.detach()) for x in losses]
+
+
+def train(model, pairs, passages, cfg: TrainConfig, seed: int, log=None) -> dict:
+    """Train `model`'s meta tokens and projection in place; the encoder stays frozen. Returns the loss curve."""
+    import torch
+
+    torch.manual_seed(seed)
+    for p in model.encoder.parameters():
+        p.requires_grad_(False)
+    params = [model.query_meta, model.doc_meta, *model.proj.parameters()]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / cfg.warmup) * max(0.05, 1 - s / max(cfg.steps, 1)))
+    g = torch.Generator().manual_seed(seed)
+    order: list[int] = []
+    curve = []
+    model.train()
+    model.encoder.eval()  # no dropout in the frozen encoder: the meta tokens learn what the index will see
+    t0 = time.monotonic()
+    for step in range(cfg.steps):
+        if len(order) < cfg.batch:
+            order += torch.randperm(len(pairs), generator=g).tolist()
+        idx, order = order[:cfg.batch], order[cfg.batch:]
+        batch = [pairs[i] for i in idx]
+        qt = model.tokenizer([p.query for p in batch], padding=True, truncation=True,
+                             max_length=cfg.model.max_query_tokens, return_tensors="pt")
+        dt = model.tokenizer([passages[p.passage] for p in batch], padding=True, truncation=True,
+                             max_length=cfg.train_doc_tokens, return_tensors="pt")
+        ids = torch.tensor([p.passage for p in batch])
+        q = model(qt["input_ids"], qt["attention_mask"], "query")
+        d = model(dt["input_ids"], dt["attention_mask"], "doc")
+        loss, parts = multivector_loss(q, d, cfg.groups, cfg.temperature, same=ids[:, None] == ids[None, :])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        curve.append(round(float(loss.detach()), 4))
+        if log and (step % 10 == 0 or step == cfg.steps - 1):
+            log(f"step {step + 1}/{cfg.steps} loss {curve[-1]:.3f} (groups "
+                f"{' '.join(f'{x:.2f}' for x in parts)}) {time.monotonic() - t0:.0f} s")
+    model.eval()
+    return {"loss_first": curve[0] if curve else None, "loss_last10": sum(curve[-10:]) / max(len(curve[-10:]), 1),
+            "curve_every_10": curve[::10], "seconds": round(time.monotonic() - t0, 1)}
+
+
+def build(seed: int = 0, *, home: Path | None = None, config: TrainConfig | None = None, encoder=None,
+          log=print, step_log=None) -> dict:
+    """Train and write the model folder atomically (a temporary sibling, then a rename); returns its report.
+    `encoder` = (tokenizer, model) replaces the bundled MiniLM (tests: a tiny random BERT), and is then saved
+    with the folder."""
+    import torch
+
+    from .metaembed_pairs import build_collection
+
+    cfg = config or TrainConfig()
+    torch.set_num_threads(cfg.threads)
+    t0 = time.monotonic()
+    coll = build_collection(pydoc="pydoc" in cfg.sources, markdown="markdown" in cfg.sources,
+                            docstrings="docstrings" in cfg.sources)
+    train_pairs, heldout = coll.split()
+    if not train_pairs:
+        raise RuntimeError("no training pairs: the sources gave no text (is pydoc_data importable?)")
+    log(f"[1/2] pairs: {len(train_pairs)} training, {len(heldout)} held out (by document), "
+        f"{len(coll.passages)} passages ({time.monotonic() - t0:.0f} s)")
+    custom = encoder is not None
+    tokenizer, enc = encoder if custom else M.load_encoder(M.bundled_encoder_path())
+    model = M.new_model(enc, tokenizer, cfg.model, seed)
+    stats = train(model, train_pairs, coll.passages, cfg, seed, log=step_log)
+    log(f"[2/2] training: {cfg.steps} steps of {cfg.batch} pairs, loss {stats['loss_first']} -> "
+        f"{stats['loss_last10']:.3f} ({stats['seconds']:.0f} s)")
+    target = folder(home)
+    tmp = target.parent / f".{NAME}.{uuid.uuid4().hex[:8]}.tmp"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    report = {"name": NAME, "seed": seed, "config": asdict(cfg), "pairs": {"train": len(train_pairs),
+              "heldout": len(heldout), "passages": len(coll.passages)}, "training": stats,
+              "seconds": round(time.monotonic() - t0, 1), "threads": cfg.threads,
+              "load_average": [round(x, 2) for x in os.getloadavg()]}
+    try:
+        tmp.mkdir()
+        M.save(model, tmp, save_encoder=custom)
+        (tmp / "metaembed.json").write_text(json.dumps(report, indent=2) + "\n")
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return report | {"folder": str(target)}
