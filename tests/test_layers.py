@@ -31,7 +31,11 @@ ALLOWED["evals"] = ALLOWED["agents"] | {"agents"}
 # Training sits on the evals floor: the tiny VLM learns from the eval suites' generated scenes.
 ALLOWED["train"] = ALLOWED["evals"] | {"evals"}
 ALLOWED["viewer"] = ALLOWED["evals"] | {"evals"}
-ALLOWED["cli"] = ALLOWED["viewer"] | {"viewer", "compress", "train"}
+# The servers are entry points like the CLI: `toolpath serve` (models behind an OpenAI-compatible API) and
+# `toolpath mcp serve` (tools over MCP); only the CLI starts them.
+ALLOWED["serve"] = ALLOWED["viewer"] | {"viewer", "compress"}
+ALLOWED["mcp"] = ALLOWED["viewer"] | {"viewer"}
+ALLOWED["cli"] = ALLOWED["viewer"] | {"viewer", "compress", "train", "serve", "mcp"}
 ALLOWED["__main__"] = {"cli"}
 ALLOWED["__init__"] = set()
 
