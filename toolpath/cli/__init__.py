@@ -1,11 +1,11 @@
-"""`toolpath`: run | resume | runs | tools | models | eval | compress.
+"""`toolpath`: run | resume | runs | tools | models | eval | compress | serve.
 
 Exit codes: 0 the agent finished, 1 it failed or ran out of budget, 2 bad input (spec, arguments, ids).
 Only argparse and the standard library load at start-up; everything else is imported by the command that
 needs it, so `toolpath --help` stays fast.
 
 The parser and the dispatch live here; each command is in the module of its group: run.py (run, resume),
-runs.py, tools.py, evals.py (models, eval, report, view); common.py holds what they share.
+runs.py, tools.py, evals.py (models, eval, report, view), serve.py; common.py holds what they share.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from .compress import cmd_compress
 from .evals import cmd_eval, cmd_models_build, cmd_models_list, cmd_report, cmd_view
 from .run import cmd_resume, cmd_run
 from .runs import cmd_runs_list, cmd_runs_show
+from .serve import cmd_serve
 from .tools import cmd_tools_calibrate, cmd_tools_call, cmd_tools_list, cmd_tools_show
 
 
@@ -156,6 +157,17 @@ def build_parser() -> argparse.ArgumentParser:
     vw = sub.add_parser("view", help="serve the trace viewer on 127.0.0.1 (runs, evals, every step)")
     vw.add_argument("--port", type=_port, default=8765, help="port (default 8765; 0 picks a free one)")
     vw.set_defaults(fn=cmd_view)
+
+    sv = sub.add_parser("serve", help="serve a local model behind an OpenAI-compatible API on 127.0.0.1")
+    sv.add_argument("model", help="local, local:NAME or hf:PATH (any model a spec can name)")
+    sv.add_argument("--port", type=_port, default=8000, help="port (default 8000; 0 picks a free one)")
+    sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    sv.add_argument("--kv-cache", metavar="KIND[:N]", help="a KV cache for every request, as in `run --kv-cache`")
+    sv.add_argument("--weights", choices=WEIGHTS, help=WEIGHTS_HELP)
+    sv.add_argument("--decoding", metavar="KIND", help=DECODING_HELP)
+    sv.add_argument("--max-tokens", type=int, metavar="N", help="tokens per answer when a request sets none (default 256)")
+    sv.add_argument("-q", "--quiet", action="store_true", help="no line per request")
+    sv.set_defaults(fn=cmd_serve)
 
     from ..compress import METHODS
 

@@ -58,7 +58,9 @@ class Policy(Protocol):
 
     `generation` carries temperature, max_new_tokens, seed and `format`: the response grammar of the run
     (policies.formats.JSONFormat or DeepEyesFormat), which a policy producing text uses to prompt and parse,
-    and `step`: the run's policy step (1 first, checkpointed, so it goes on counting after a resume).
+    and `step`: the run's policy step (1 first, checkpointed, so it goes on counting after a resume). Local
+    transformers models (hf.py) also take `top_p`, `stop` (more stop sequences, cut from the answer), and a
+    transformers `streamer` and `stopping_criteria` (toolpath serve streams and cancels through them).
 
     `observes` says what the policy reads besides the conversation; an agent hands it what it asks for:
         "screenshot", "image"   the current picture, attached to the last user message (every policy gets it)

@@ -374,11 +374,18 @@ class HFPolicy:
         max_new = int(generation.get("max_new_tokens", self.spec.max_new_tokens))
         if room is not None:
             max_new = min(max_new, room)  # the answer gets what the context has left
-        kwargs: dict[str, Any] = dict(max_new_tokens=max_new, pad_token_id=self.tokenizer.eos_token_id,
-                                      stop_strings=list(fmt.stop) + ([PLAIN_TURN] if self.plain else []),
-                                      tokenizer=self.tokenizer)
+        stops = list(fmt.stop) + list(generation.get("stop") or ()) + ([PLAIN_TURN] if self.plain else [])
+        kwargs: dict[str, Any] = dict(max_new_tokens=max_new, pad_token_id=self.tokenizer.eos_token_id)
+        if stops:  # transformers refuses an empty list
+            kwargs.update(stop_strings=stops, tokenizer=self.tokenizer)
+        # A caller that shows the answer as it is made (toolpath serve) hands a transformers streamer, and one that
+        # may give up on it a stopping criterion, so a gone client does not hold the model until max_new_tokens.
+        for key in ("streamer", "stopping_criteria"):
+            if generation.get(key) is not None:
+                kwargs[key] = generation[key]
         if temperature > 0:
-            kwargs.update(do_sample=True, temperature=temperature, top_p=float(self.spec.options.get("top_p", 0.95)))
+            top_p = generation.get("top_p", self.spec.options.get("top_p", 0.95))
+            kwargs.update(do_sample=True, temperature=temperature, top_p=float(top_p))
             torch.manual_seed(int(generation.get("seed", 0)))
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
@@ -425,6 +432,8 @@ class HFPolicy:
         raw = self.tokenizer.decode(new, skip_special_tokens=True)
         if self.plain:
             raw = raw.split(PLAIN_TURN, 1)[0].rstrip()  # the model went on to write the next user turn
+        for stop in generation.get("stop") or ():  # the caller's own stop sequences end the answer, unshown
+            raw = raw.split(stop, 1)[0]
         parsed = fmt.parse(raw, id_prefix=f"call{sum(1 for m in messages if m.role == 'assistant') + 1}")
         return Response(text=parsed.content, tool_calls=parsed.calls, issues=parsed.issues, answer=parsed.answer, raw=raw,
                         tokens_in=int(n_in), tokens_out=int(new.shape[0]), latency_s=time.perf_counter() - started,

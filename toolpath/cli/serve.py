@@ -1,0 +1,66 @@
+"""`toolpath serve MODEL`: the model behind an OpenAI-compatible API (toolpath/serve), until Ctrl-C."""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+from pathlib import Path
+
+from .common import EXIT_FAILED, EXIT_OK, BadInput, decoding_option, echo, error
+
+
+def _model_spec(args):
+    """The ModelSpec the options describe, checked the way a run spec's `model` is."""
+    from pydantic import ValidationError
+
+    from ..spec import ModelSpec
+
+    options: dict = {}
+    if args.kv_cache:
+        options["kv_cache"] = args.kv_cache  # the spec parses KIND[:N]
+    if args.weights:
+        options["weights"] = args.weights
+    if args.decoding:
+        options["decoding"] = decoding_option(args.decoding)
+    name = args.model
+    kind, sep, value = name.partition(":")
+    if kind in ("hf", "scripted") and value and Path(value).expanduser().exists():
+        name = f"{kind}:{Path(value).expanduser().resolve()}"  # the server's working directory may change
+    fields = {"name": name, "options": options}
+    if args.max_tokens is not None:
+        fields["max_new_tokens"] = args.max_tokens
+    try:
+        return ModelSpec(**fields)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'model'}: {e['msg'].removeprefix('Value error, ')}"
+                             for e in err.errors())
+        raise BadInput(f"toolpath serve {args.model}: {problems}") from None
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def cmd_serve(args) -> int:
+    from ..policies.base import PolicyError
+
+    spec = _model_spec(args)
+    if not _loopback(args.host):
+        error(f"warning: serving on {args.host}: anyone who can reach it may use the model (there is no key)")
+    echo(f"loading {spec.name} …", file=sys.stderr, flush=True)
+    from ..serve import build
+
+    try:
+        server = build(spec, args.host, args.port, access_log=not args.quiet, model_id=args.model)
+    except PolicyError as err:
+        error(f"cannot load {args.model}: {err}")
+        return EXIT_FAILED
+    except OSError as err:  # the port is taken, or the host is not ours
+        raise BadInput(f"cannot listen on {args.host}:{args.port}: {err.strerror or err}") from None
+    echo(f"serving {args.model} at {server.url} (OpenAI-compatible: GET /models, POST /chat/completions); "
+         "Ctrl-C stops", file=sys.stderr, flush=True)
+    server.serve()
+    return EXIT_OK

@@ -1,0 +1,219 @@
+"""The HTTP side: a Starlette app with OpenAI's routes, run by uvicorn on 127.0.0.1.
+
+    GET  /v1/models              the one served model
+    GET  /v1/models/{id}         it, or 404
+    POST /v1/chat/completions    a chat completion, whole or streamed as server-sent events
+
+Every error is OpenAI's shape with its HTTP status; a model that fails answers that request with a 500 and
+the server goes on with the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from ..policies.base import Response
+from .engine import END, Engine, Job, pieces_to_loop
+from .gate import TextGate
+from .requests import APIError, ChatRequest, parse_body, parse_request
+
+PLAIN_TURN = "\nUser:"  # policies/hf.py's: where a model without a chat template starts a user turn of its own
+
+
+def _model_error(err: BaseException) -> APIError:
+    return APIError(500, f"the model failed on this request: {type(err).__name__}: {err}", code="model_error")
+
+
+def _calls(response: Response) -> list[dict]:
+    return [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+             "function": {"name": c.name, "arguments": json.dumps(c.arguments)}} for c in response.tool_calls]
+
+
+def _content(response: Response) -> str:
+    """The answer's text: a call the grammar could not read is shown as the model wrote it, not dropped."""
+    if response.issues and not response.tool_calls:
+        return response.raw.strip()
+    return response.text
+
+
+def _finish(response: Response, request: ChatRequest, default_max: int) -> str:
+    if response.tool_calls:
+        return "tool_calls"
+    return "length" if response.tokens_out >= request.generation.get("max_new_tokens", default_max) else "stop"
+
+
+def _usage(response: Response) -> dict:
+    return {"prompt_tokens": response.tokens_in, "completion_tokens": response.tokens_out,
+            "total_tokens": response.tokens_in + response.tokens_out}
+
+
+class ChatServer:
+    """The app around one Engine; `start()` runs it in a thread (tests, benchmarks), `serve()` in the
+    foreground (the CLI)."""
+
+    def __init__(self, engine: Engine, host: str = "127.0.0.1", port: int = 8000, access_log: bool = False):
+        self.engine = engine
+        self.host = host
+        self.default_max = int(getattr(getattr(engine.policy, "spec", None), "max_new_tokens", 256))
+        self.created = int(time.time())
+        self.socket = socket.create_server((host, port))  # bound now, so port 0 has its number before serving
+        self.port = self.socket.getsockname()[1]
+        self.access_log = access_log
+        self.app = self._app()
+        self._server = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    # ---- routes ----
+    def _app(self):
+        from starlette.applications import Starlette
+        from starlette.exceptions import HTTPException
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+
+        async def api_error(_request, err: APIError):
+            return JSONResponse(err.body(), status_code=err.status)
+
+        async def http_error(_request, err: HTTPException):
+            text = {404: "no such route", 405: "method not allowed"}.get(err.status_code, str(err.detail))
+            return JSONResponse(APIError(err.status_code, f"{text}: see GET /v1/models and POST /v1/chat/completions",
+                                         code=None).body(), status_code=err.status_code)
+
+        async def crash(_request, err: Exception):
+            return JSONResponse(APIError(500, f"internal error: {type(err).__name__}: {err}").body(), status_code=500)
+
+        return Starlette(routes=[Route("/v1/models", self.models, methods=["GET"]),
+                                 Route("/v1/models/{model:path}", self.model, methods=["GET"]),
+                                 Route("/v1/chat/completions", self.chat, methods=["POST"])],
+                         exception_handlers={APIError: api_error, HTTPException: http_error, Exception: crash})
+
+    def _card(self) -> dict:
+        return {"id": self.engine.model_id, "object": "model", "created": self.created, "owned_by": "toolpath"}
+
+    async def models(self, _request):
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({"object": "list", "data": [self._card()]})
+
+    async def model(self, request):
+        from starlette.responses import JSONResponse
+
+        if request.path_params["model"] != self.engine.model_id:
+            raise APIError(404, f"the model {request.path_params['model']!r} does not exist here; this server serves "
+                                f"{self.engine.model_id!r}", "model", "model_not_found")
+        return JSONResponse(self._card())
+
+    async def chat(self, request):
+        from starlette.responses import JSONResponse, StreamingResponse
+
+        body = parse_body(await request.body())
+        folder = Path(tempfile.mkdtemp(prefix="toolpath-serve-"))
+        try:
+            chat = parse_request(body, self.engine.model_id, folder, self.engine.sees_images)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+        if chat.stream:
+            return StreamingResponse(self._events(chat, folder, ident, created), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        job = self.engine.submit(Job(chat, folder=folder))
+        try:
+            response = await asyncio.wrap_future(job.result)
+        except asyncio.CancelledError:  # the client went away: its turn in the queue is given up
+            job.cancelled.set()
+            raise
+        except Exception as err:
+            raise _model_error(err) from None
+        calls = _calls(response)
+        message: dict[str, Any] = {"role": "assistant", "content": _content(response) or (None if calls else "")}
+        if calls:
+            message["tool_calls"] = calls
+        return JSONResponse({"id": ident, "object": "chat.completion", "created": created,
+                             "model": self.engine.model_id, "system_fingerprint": None,
+                             "choices": [{"index": 0, "message": message, "logprobs": None,
+                                          "finish_reason": _finish(response, chat, self.default_max)}],
+                             "usage": _usage(response)})
+
+    async def _events(self, chat: ChatRequest, folder: Path, ident: str, created: int) -> AsyncIterator[str]:
+        def event(delta: dict | None, finish: str | None = None, **extra) -> str:
+            choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+            return "data: " + json.dumps({"id": ident, "object": "chat.completion.chunk", "created": created,
+                                          "model": self.engine.model_id, "system_fingerprint": None,
+                                          "choices": choices, **extra}) + "\n\n"
+
+        pieces, push = pieces_to_loop(asyncio.get_running_loop())
+        job = self.engine.submit(Job(chat, on_text=push, folder=folder))
+        cut = tuple(chat.generation.get("stop") or ()) + ((PLAIN_TURN,) if self.engine.plain else ())
+        gate = TextGate(cut_at=cut, calls=bool(chat.tools))
+        try:
+            yield event({"role": "assistant", "content": ""})
+            while (piece := await pieces.get()) is not END:
+                if new := gate.feed(piece):
+                    yield event({"content": new})
+            try:
+                response = job.result.result()
+            except Exception as err:  # headers are gone already: the error is the stream's last event
+                yield "data: " + json.dumps(_model_error(err).body()) + "\n\n"
+                return
+            if rest := gate.rest(_content(response)):
+                yield event({"content": rest})
+            calls = _calls(response)
+            if calls:
+                yield event({"tool_calls": [{"index": i, **c} for i, c in enumerate(calls)]})
+            yield event({}, _finish(response, chat, self.default_max))
+            if chat.include_usage:
+                yield event(None, usage=_usage(response))
+            yield "data: [DONE]\n\n"
+        finally:
+            job.cancelled.set()  # a no-op once it finished; a gone client's job stops at its next token
+
+    # ---- running ----
+    def _uvicorn(self):
+        import uvicorn
+
+        config = uvicorn.Config(self.app, log_level="info" if self.access_log else "warning",
+                                access_log=self.access_log, lifespan="off", timeout_graceful_shutdown=5)
+        self._server = uvicorn.Server(config)
+        return self._server
+
+    def serve(self) -> None:
+        """In the foreground until interrupted (Ctrl-C)."""
+        try:
+            self._uvicorn().run(sockets=[self.socket])
+        finally:
+            self.engine.close()
+
+    def start(self) -> "ChatServer":
+        """In a daemon thread; returns once it accepts connections."""
+        server = self._uvicorn()
+        self._thread = threading.Thread(target=server.run, kwargs={"sockets": [self.socket]},
+                                        name="toolpath-serve-http", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the server on {self.url} did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.engine.close()
+        self.socket.close()

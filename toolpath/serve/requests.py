@@ -1,0 +1,311 @@
+"""An OpenAI chat-completions request body, checked and turned into what a toolpath policy takes.
+
+Every problem is an `APIError` naming the parameter (`messages[2].content[1].image_url.url`) the way OpenAI's
+own errors do, so a client shows the user what to fix. Parameters we cannot honour are refused by name rather
+than ignored: a client that asked for `n: 3` or `logprobs` must not believe it got them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..policies.formats import JSONFormat, Parsed
+from ..state import ArtifactRef, Message, NotPlainJSON, ToolCall
+
+MAX_TOKENS_LIMIT = 32768  # ModelSpec.max_new_tokens' own bound
+MAX_STOPS = 4  # as OpenAI's API
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# Accepted and ignored whatever their value: they change nothing about the answer.
+IGNORED = {"user", "metadata", "store", "parallel_tool_calls", "service_tier", "stream_options"}
+# Accepted when they ask for nothing (their default), refused otherwise.
+DEFAULTS = {"logprobs": (False, None), "presence_penalty": (0, 0.0, None), "frequency_penalty": (0, 0.0, None),
+            "response_format": (None, {"type": "text"}), "modalities": (None, ["text"]), "top_logprobs": (None, 0)}
+HANDLED = {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "seed", "n",
+           "stream", "tools", "tool_choice"}
+
+
+class APIError(Exception):
+    """An error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}` with its HTTP status."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
+                 kind: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+        self.kind = kind or {400: "invalid_request_error", 404: "invalid_request_error",
+                             405: "invalid_request_error"}.get(status, "server_error")
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+
+
+def bad(message: str, param: str | None = None, code: str | None = "invalid_value") -> APIError:
+    return APIError(400, message, param, code)
+
+
+class PlainText(JSONFormat):
+    """The reply read as it is, for requests that offer no tools: nothing in it is a call (the JSON grammar
+    would read a bare JSON object in an answer as one), and `</tool_call>` stops nothing."""
+
+    name = "text"
+    stop: tuple[str, ...] = ()
+
+    def parse(self, text: str, id_prefix: str = "call") -> Parsed:
+        return Parsed(content=text)
+
+
+PLAIN_TEXT = PlainText()
+TOOL_GRAMMAR = JSONFormat()
+
+
+@dataclass
+class ChatRequest:
+    messages: list[Message]
+    tools: list[dict]  # toolpath tool schemas: name, description, parameters
+    generation: dict[str, Any]  # temperature, max_new_tokens, top_p, seed, stop, format
+    stream: bool = False
+    include_usage: bool = False
+    images: int = 0
+    files: list[Path] = field(default_factory=list)  # the decoded images, removed when the request is done
+
+
+def parse_body(raw: bytes) -> dict:
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise bad(f"the request body is not valid JSON: {err}", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise bad(f"the request body must be a JSON object, got {type(body).__name__}", code="invalid_json")
+    return body
+
+
+def check_model(body: dict, served: str) -> None:
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad("you must give `model`: the name of the served model", "model", "missing_required_parameter")
+    if model != served:
+        raise APIError(404, f"the model {model!r} does not exist here; this server serves {served!r}", "model",
+                       "model_not_found")
+
+
+def _number(body: dict, key: str, low: float, high: float, integer: bool = False, low_open: bool = False) -> Any:
+    value = body.get(key)
+    if value is None:
+        return None
+    kind = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise bad(f"`{key}` must be {'an integer' if integer else 'a number'}, got {json.dumps(value)[:40]}", key)
+    if value < low or value > high or (low_open and value == low):
+        raise bad(f"`{key}` must be {'above' if low_open else 'at least'} {low} and at most {high}, got {value}", key)
+    return value
+
+
+def _refuse_unsupported(body: dict) -> None:
+    for key, value in body.items():
+        if key in HANDLED or key in IGNORED:
+            continue
+        if key in DEFAULTS:
+            if value not in DEFAULTS[key]:
+                raise bad(f"`{key}` is not supported by this server (only its default)", key, "unsupported_parameter")
+            continue
+        if value is not None:
+            raise bad(f"`{key}` is not supported by this server", key, "unsupported_parameter")
+
+
+def _generation(body: dict, grammar) -> dict:
+    gen: dict[str, Any] = {"format": grammar}
+    n = _number(body, "n", 1, 1e9, integer=True)
+    if n not in (None, 1):
+        raise bad(f"`n` must be 1 here (one choice per request), got {n}", "n", "unsupported_value")
+    given = {k: _number(body, k, 1, MAX_TOKENS_LIMIT, integer=True) for k in ("max_completion_tokens", "max_tokens")}
+    max_new = given["max_completion_tokens"] or given["max_tokens"]
+    if max_new is not None:
+        gen["max_new_tokens"] = max_new
+    temperature = _number(body, "temperature", 0, 2)
+    if temperature is not None:
+        gen["temperature"] = float(temperature)
+    top_p = _number(body, "top_p", 0, 1, low_open=True)
+    if top_p is not None:
+        gen["top_p"] = float(top_p)
+    seed = _number(body, "seed", -2**63, 2**63 - 1, integer=True)
+    if seed is not None:
+        gen["seed"] = seed % 2**32  # torch.manual_seed takes what fits in 64 unsigned bits; a negative one does not
+    stop = body.get("stop")
+    if stop is not None:
+        stops = [stop] if isinstance(stop, str) else stop
+        if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops) or len(stops) > MAX_STOPS:
+            raise bad(f"`stop` must be a non-empty string or a list of at most {MAX_STOPS} of them", "stop")
+        gen["stop"] = stops
+    return gen
+
+
+def _tools(body: dict) -> list[dict]:
+    tools = body.get("tools")
+    choice = body.get("tool_choice")
+    if tools is None:
+        if choice not in (None, "none", "auto"):
+            raise bad("`tool_choice` names a tool but no `tools` were given", "tool_choice")
+        return []
+    if not isinstance(tools, list):
+        raise bad("`tools` must be a list of function tools", "tools", "invalid_type")
+    schemas = []
+    for i, t in enumerate(tools):
+        where = f"tools[{i}]"
+        fn = t.get("function") if isinstance(t, dict) else None
+        if not isinstance(t, dict) or t.get("type") != "function" or not isinstance(fn, dict):
+            raise bad(f"{where} must be {{\"type\": \"function\", \"function\": {{...}}}}", where)
+        name = fn.get("name")
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            raise bad(f"{where}.function.name must be 1 to 64 letters, digits, _ or -", f"{where}.function.name")
+        params = fn.get("parameters", {"type": "object", "properties": {}})
+        if not isinstance(params, dict):
+            raise bad(f"{where}.function.parameters must be a JSON Schema object", f"{where}.function.parameters")
+        description = fn.get("description") or ""
+        if not isinstance(description, str):
+            raise bad(f"{where}.function.description must be a string", f"{where}.function.description")
+        schemas.append({"name": name, "description": description, "parameters": params})
+    if choice in (None, "auto"):
+        return schemas
+    if choice == "none":
+        return []
+    # A local model writes its calls in a grammar it was taught in the prompt; nothing here can force one.
+    raise bad(f"`tool_choice` {json.dumps(choice)[:60]} is not supported (only \"auto\" and \"none\")",
+              "tool_choice", "unsupported_value")
+
+
+def _text(content: Any, where: str) -> str:
+    """A message's content that may only be text: a string, or a list of text parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        out = []
+        for j, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise bad(f"{where}[{j}] must be a text part here", f"{where}[{j}]")
+            out.append(part["text"])
+        return "\n".join(out)
+    raise bad(f"{where} must be a string or a list of content parts", where, "invalid_type")
+
+
+def _image(url: Any, where: str, folder: Path, number: int) -> tuple[ArtifactRef, Path]:
+    """A `data:` URL decoded to a file in `folder`; a remote URL is refused: the server reads nothing from the
+    network, so a picture must come with the request."""
+    if not isinstance(url, str) or not url:
+        raise bad(f"{where} must be a data: URL", where)
+    if not url.startswith("data:"):
+        scheme = url.split(":", 1)[0] if ":" in url else "a relative path"
+        raise bad(f"{where}: only data: URLs are accepted (the server fetches nothing), got {scheme}", where,
+                  "remote_image_refused")
+    header, sep, payload = url[5:].partition(",")
+    mime = header.split(";", 1)[0] or "application/octet-stream"
+    if not sep or not header.endswith(";base64"):
+        raise bad(f"{where}: expected data:<image type>;base64,<data>", where)
+    if not mime.startswith("image/"):
+        raise bad(f"{where}: {mime} is not an image type", where)
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as err:
+        raise bad(f"{where}: the base64 data cannot be read: {err}", where) from None
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.verify()
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+        raise bad(f"{where}: the data is not a readable {mime} image: {err}", where) from None
+    digest = hashlib.sha256(data).hexdigest()
+    path = folder / f"image_{number}_{digest[:12]}"
+    path.write_bytes(data)
+    return ArtifactRef(sha256=digest, path=str(path), mime=mime, name=f"image_{number}", size=len(data)), path
+
+
+def _call(c: Any, where: str) -> ToolCall:
+    fn = c.get("function") if isinstance(c, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(c.get("id"), str):
+        raise bad(f"{where} must have an id and a function with a name", where)
+    raw = fn.get("arguments") or "{}"
+    try:
+        args = json.loads(raw) if isinstance(raw, str) else raw
+        return ToolCall(id=c["id"], name=fn["name"], arguments=args)
+    except json.JSONDecodeError as err:
+        raise bad(f"{where}.function.arguments is not valid JSON: {err.msg}", f"{where}.function.arguments") from None
+    except (ValueError, NotPlainJSON) as err:
+        raise bad(f"{where}.function.arguments: {err}", f"{where}.function.arguments") from None
+
+
+def _messages(body: dict, folder: Path, sees_images: bool, model: str) -> tuple[list[Message], list[Path]]:
+    raw = body.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise bad("`messages` must be a non-empty list", "messages", "missing_required_parameter")
+    out: list[Message] = []
+    files: list[Path] = []
+    names: dict[str, str] = {}  # tool call id -> function name, so a tool turn is named after what it answers
+    for i, m in enumerate(raw):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict):
+            raise bad(f"{where} must be an object with a role and content", where, "invalid_type")
+        role = m.get("role")
+        if role in ("system", "developer"):
+            out.append(Message(role="system", content=_text(m.get("content"), f"{where}.content")))
+        elif role == "assistant":
+            calls = [_call(c, f"{where}.tool_calls[{j}]") for j, c in enumerate(m.get("tool_calls") or [])]
+            names.update({c.id: c.name for c in calls})
+            out.append(Message(role="assistant", content=_text(m.get("content"), f"{where}.content"), tool_calls=calls))
+        elif role == "tool":
+            call_id = m.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise bad(f"{where}: a tool message needs the tool_call_id it answers", f"{where}.tool_call_id")
+            out.append(Message(role="tool", content=_text(m.get("content"), f"{where}.content"), tool_call_id=call_id,
+                               name=names.get(call_id) or m.get("name") or None))
+        elif role == "user":
+            content = m.get("content")
+            if not isinstance(content, list):
+                out.append(Message(role="user", content=_text(content, f"{where}.content")))
+                continue
+            texts, images = [], []
+            for j, part in enumerate(content):
+                at = f"{where}.content[{j}]"
+                kind = part.get("type") if isinstance(part, dict) else None
+                if kind == "text" and isinstance(part.get("text"), str):
+                    texts.append(part["text"])
+                elif kind == "image_url":
+                    if not sees_images:
+                        raise bad(f"{at}: {model} is a text-only model and takes no images", at, "images_not_supported")
+                    url = part.get("image_url")
+                    ref, path = _image(url.get("url") if isinstance(url, dict) else url, f"{at}.image_url.url", folder,
+                                       len(files) + 1)
+                    images.append(ref)
+                    files.append(path)
+                else:
+                    raise bad(f"{at} must be a text or image_url part", at, "invalid_type")
+            out.append(Message(role="user", content="\n".join(texts), images=images))
+        else:
+            raise bad(f"{where}.role must be system, developer, user, assistant or tool, got {json.dumps(role)[:40]}",
+                      f"{where}.role", "invalid_role")
+    return out, files
+
+
+def parse_request(body: dict, served: str, folder: Path, sees_images: bool) -> ChatRequest:
+    """The checked request; APIError for the first problem. Images are written into `folder`."""
+    check_model(body, served)
+    _refuse_unsupported(body)
+    stream = body.get("stream") or False
+    if not isinstance(stream, bool):
+        raise bad("`stream` must be true or false", "stream", "invalid_type")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise bad("`stream_options` must be an object", "stream_options", "invalid_type")
+    tools = _tools(body)
+    generation = _generation(body, TOOL_GRAMMAR if tools else PLAIN_TEXT)
+    messages, files = _messages(body, folder, sees_images, served)
+    return ChatRequest(messages=messages, tools=tools, generation=generation, stream=stream,
+                       include_usage=bool(options.get("include_usage")), images=len(files), files=files)
