@@ -45,8 +45,13 @@ def _loopback(host: str) -> bool:
 
 
 def cmd_serve(args) -> int:
+    import importlib.util
+
     from ..policies.base import PolicyError
 
+    missing = [m for m in ("starlette", "uvicorn") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise BadInput(f"toolpath serve needs {' and '.join(missing)}: pip install 'toolpath[serve]'")
     spec = _model_spec(args)
     if not _loopback(args.host):
         error(f"warning: serving on {args.host}: anyone who can reach it may use the model (there is no key)")

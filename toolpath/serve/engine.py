@@ -12,6 +12,7 @@ import asyncio
 import concurrent.futures
 import queue
 import shutil
+from collections import deque
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,8 @@ class Engine:
         self.plain = bool(getattr(policy, "plain", False))  # prompted as `User:`/`Assistant:` turns
         self.jobs: queue.Queue[Job | None] = queue.Queue()
         self.served = 0
+        # the last jobs run: whether their client was gone by the end, tokens made, the error if any
+        self.history: deque[dict] = deque(maxlen=100)
         self._worker = threading.Thread(target=self._work, name="toolpath-serve-model", daemon=True)
         self._worker.start()
 
@@ -103,9 +106,11 @@ class Engine:
         try:
             response: Response = self.policy.respond(job.request.messages, job.request.tools, **gen)
         except BaseException as err:  # a model failure answers this request, and the worker goes on
+            self.history.append({"cancelled": job.cancelled.is_set(), "tokens_out": 0, "error": str(err)})
             job.result.set_exception(err)
         else:
             self.served += 1
+            self.history.append({"cancelled": job.cancelled.is_set(), "tokens_out": response.tokens_out, "error": None})
             job.result.set_result(response)
 
 
