@@ -72,18 +72,18 @@ class TestLocalModel:
         assert err.value.code == "model_not_found"
 
     def test_a_completion_has_text_and_token_counts(self, local):
-        r = client(local).chat.completions.create(model="local", messages=QUESTION, max_tokens=24, temperature=0)
+        r = client(local).chat.completions.create(model="local", messages=QUESTION, max_tokens=12, temperature=0)
         choice = r.choices[0]
         assert choice.message.role == "assistant" and choice.message.content.strip()
         assert choice.finish_reason in ("stop", "length") and not choice.message.tool_calls
-        assert r.usage.prompt_tokens > 5 and 0 < r.usage.completion_tokens <= 24
+        assert r.usage.prompt_tokens > 5 and 0 < r.usage.completion_tokens <= 12
         assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
         assert r.object == "chat.completion" and r.model == "local"
 
     def test_streamed_chunks_join_to_the_whole_answer(self, local):
         c = client(local)
-        whole = c.chat.completions.create(model="local", messages=QUESTION, max_tokens=24, temperature=0)
-        chunks = list(c.chat.completions.create(model="local", messages=QUESTION, max_tokens=24, temperature=0,
+        whole = c.chat.completions.create(model="local", messages=QUESTION, max_tokens=12, temperature=0)
+        chunks = list(c.chat.completions.create(model="local", messages=QUESTION, max_tokens=12, temperature=0,
                                                 stream=True, stream_options={"include_usage": True}))
         texts = [ch.choices[0].delta.content for ch in chunks if ch.choices and ch.choices[0].delta.content]
         assert len(texts) >= 3  # tokens left as they were made, not in one piece at the end
@@ -96,18 +96,18 @@ class TestLocalModel:
 
     def test_a_stop_sequence_ends_the_answer_unshown_streamed_or_not(self, local):
         c = client(local)
-        full = c.chat.completions.create(model="local", messages=QUESTION, max_tokens=24).choices[0].message.content
+        full = c.chat.completions.create(model="local", messages=QUESTION, max_tokens=16).choices[0].message.content
         word = re.findall(r"[A-Za-z]{4,}", full)[1]  # a word the answer reaches after its start
-        cut = c.chat.completions.create(model="local", messages=QUESTION, max_tokens=24, stop=[word])
+        cut = c.chat.completions.create(model="local", messages=QUESTION, max_tokens=16, stop=[word])
         assert cut.choices[0].message.content == full.split(word, 1)[0]
         streamed = "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
-            model="local", messages=QUESTION, max_tokens=24, stop=word, stream=True) if ch.choices)
+            model="local", messages=QUESTION, max_tokens=16, stop=word, stream=True) if ch.choices)
         assert streamed == full.split(word, 1)[0]
 
     def test_tool_calls_come_back_as_openai_tool_calls_and_results_are_taken(self, local):
         c = client(local)
         ask = [{"role": "user", "content": "What is 345 * 18? Use the calculator tool, then give the number."}]
-        r = c.chat.completions.create(model="local", messages=ask, tools=[CALCULATOR], max_tokens=60)
+        r = c.chat.completions.create(model="local", messages=ask, tools=[CALCULATOR], max_tokens=40)
         choice = r.choices[0]
         assert choice.finish_reason == "tool_calls"
         call = choice.message.tool_calls[0]
@@ -115,7 +115,7 @@ class TestLocalModel:
         assert "345" in json.loads(call.function.arguments)["expression"]
         # the same request streamed: the call arrives as a tool_calls delta
         deltas = [ch.choices[0] for ch in c.chat.completions.create(model="local", messages=ask, tools=[CALCULATOR],
-                                                                      max_tokens=60, stream=True) if ch.choices]
+                                                                      max_tokens=40, stream=True) if ch.choices]
         streamed = [tc for d in deltas for tc in (d.delta.tool_calls or [])]
         assert [tc.function.name for tc in streamed] == ["calculator"]
         assert json.loads(streamed[0].function.arguments) == json.loads(call.function.arguments)
@@ -123,24 +123,24 @@ class TestLocalModel:
         # the client sends the call and its result back; the model answers the next turn
         history = ask + [choice.message.model_dump(exclude_none=True),
                          {"role": "tool", "tool_call_id": call.id, "content": "6210"}]
-        nxt = c.chat.completions.create(model="local", messages=history, tools=[CALCULATOR], max_tokens=30)
+        nxt = c.chat.completions.create(model="local", messages=history, tools=[CALCULATOR], max_tokens=6)
         assert nxt.usage.prompt_tokens > r.usage.prompt_tokens
         assert nxt.choices[0].message.content or nxt.choices[0].message.tool_calls
 
     def test_two_concurrent_requests_are_both_answered_whole(self, local):
         c = client(local)
         prompts = [[{"role": "user", "content": "Say hello."}], QUESTION]
-        alone = [c.chat.completions.create(model="local", messages=p, max_tokens=16).choices[0].message.content
+        alone = [c.chat.completions.create(model="local", messages=p, max_tokens=8).choices[0].message.content
                  for p in prompts]
         answers = [None, None]
 
         def ask(i, stream):
             if stream:
                 answers[i] = "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
-                    model="local", messages=prompts[i], max_tokens=16, stream=True) if ch.choices)
+                    model="local", messages=prompts[i], max_tokens=8, stream=True) if ch.choices)
             else:
                 answers[i] = c.chat.completions.create(model="local", messages=prompts[i],
-                                                       max_tokens=16).choices[0].message.content
+                                                       max_tokens=8).choices[0].message.content
 
         threads = [threading.Thread(target=ask, args=(0, True)), threading.Thread(target=ask, args=(1, False))]
         for t in threads:
@@ -156,7 +156,7 @@ class TestLocalModel:
             lines = r.iter_lines()
             assert sum(1 for line, _ in zip(lines, range(4)) if line.startswith("data:")) >= 2
         # the connection is closed; the generation stops at its next token and the next request is answered
-        r = client(local).chat.completions.create(model="local", messages=QUESTION, max_tokens=8)
+        r = client(local).chat.completions.create(model="local", messages=QUESTION, max_tokens=4)
         assert r.choices[0].message.content
         deadline = time.monotonic() + 60
         while local.engine.jobs.qsize() and time.monotonic() < deadline:
@@ -202,8 +202,8 @@ class TestLocalModel:
 
         monkeypatch.setenv("TOOLPATH_HOME", str(tmp_path / "run-home"))
         spec = parse_spec({"id": "served", "instruction": "What is 2 + 3? Reply with the number.",
-                           "model": {"name": "openai:local", "base_url": local.url}, "tools": ["calculator"],
-                           "limits": {"max_steps": 3}})
+                           "model": {"name": "openai:local", "base_url": local.url, "max_new_tokens": 40},
+                           "tools": ["calculator"], "limits": {"max_steps": 2}})
         before = local.engine.served
         store = Store(tmp_path / "run-home")
         try:
@@ -227,7 +227,7 @@ class TestLocalModel:
                     break
             assert url, "the server never said where it listens"
             r = openai.OpenAI(base_url=url, api_key="x", max_retries=0).chat.completions.create(
-                model="local", messages=QUESTION, max_tokens=6)
+                model="local", messages=QUESTION, max_tokens=4)
             assert r.choices[0].message.content
         finally:
             proc.terminate()
@@ -261,6 +261,34 @@ def test_an_image_part_reaches_a_vision_language_model(llava):
     streamed = list(c.chat.completions.create(model="tiny-llava", stream=True, messages=[{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": png((0, 0, 255))}}]}]))
     assert streamed[-1].choices[0].finish_reason in ("stop", "length")
+
+
+@pytest.mark.slow
+def test_the_cli_serves_a_vlm_with_the_specs_model_options(tmp_path):
+    from test_vlm_backend import build_tiny_llava
+
+    folder = build_tiny_llava(tmp_path / "vlm")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TOOLPATH_HOME=str(tmp_path / "home"))
+    proc = subprocess.Popen([sys.executable, "-m", "toolpath.cli", "serve", f"hf:{folder}", "--port", "0", "-q",
+                             "--weights", "int8", "--kv-cache", "kivi:4", "--max-tokens", "4"],
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    try:
+        url = None
+        for line in proc.stderr:
+            if m := re.search(r"serving \S+ at (\S+)", line):
+                url = m.group(1)
+                break
+        assert url, "the server never said where it listens"
+        c = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
+        card = c.models.retrieve(f"hf:{folder}")
+        assert card.model_extra["options"]["weights"] == "int8"
+        assert {k: card.model_extra["options"]["kv_cache"][k] for k in ("kind", "bits")} == {"kind": "kivi", "bits": 4}
+        r = c.chat.completions.create(model=f"hf:{folder}", messages=[{"role": "user", "content": [
+            {"type": "text", "text": "What is it?"}, {"type": "image_url", "image_url": {"url": png()}}]}])
+        assert 0 < r.usage.completion_tokens <= 4 and r.usage.prompt_tokens > 16
+    finally:
+        proc.terminate()
+        proc.wait(30)
 
 
 @pytest.mark.parametrize("url, code", [

@@ -101,7 +101,10 @@ class ChatServer:
                          exception_handlers={APIError: api_error, HTTPException: http_error, Exception: crash})
 
     def _card(self) -> dict:
-        return {"id": self.engine.model_id, "object": "model", "created": self.created, "owned_by": "toolpath"}
+        # `options`: how it is served (weights, kv_cache, decoding), so a client can tell two servers apart
+        options = getattr(getattr(self.engine.policy, "spec", None), "options", None) or {}
+        return {"id": self.engine.model_id, "object": "model", "created": self.created, "owned_by": "toolpath",
+                "options": options}
 
     async def models(self, _request):
         from starlette.responses import JSONResponse

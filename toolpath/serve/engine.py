@@ -33,7 +33,7 @@ class Job:
     result: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
 
 
-def _streamer(tokenizer, on_text: Callable[[str], None]):
+def text_streamer(tokenizer, on_text: Callable[[str], None]):
     """A transformers TextStreamer that hands each decoded piece on instead of printing it; the prompt is
     skipped (generate() sends it first), special tokens are not shown."""
     from transformers import TextStreamer
@@ -102,7 +102,7 @@ class Engine:
         if self.streams:
             gen["stopping_criteria"] = _cancellation(job.cancelled)
             if job.on_text is not None:
-                gen["streamer"] = _streamer(self.policy.tokenizer, job.on_text)
+                gen["streamer"] = text_streamer(self.policy.tokenizer, job.on_text)
         try:
             response: Response = self.policy.respond(job.request.messages, job.request.tools, **gen)
         except BaseException as err:  # a model failure answers this request, and the worker goes on
