@@ -1,6 +1,6 @@
 """`toolpath serve` against the same model called in-process: tokens/s and time to the first token, same run.
 
-    python benchmarks/serve.py [--model local] [--tokens 64] [--repeats 3] [--json]
+    python benchmarks/serve.py [--model local] [--tokens 64] [--repeats 3] [--threads N] [--json]
 
 One policy object is loaded once and used both ways, so the only difference is the server: the HTTP request,
 the checking of the body, the queue and worker thread, SSE framing and the official `openai` client reading it.
@@ -66,6 +66,8 @@ def main() -> None:
     ap.add_argument("--model", default="local", help="any model a spec can name (default local: SmolLM2-135M)")
     ap.add_argument("--tokens", type=int, default=64, help="max tokens per answer (default 64)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, help="torch threads (default: what the backend sets, all cores); 1 is "
+                                                "steadier on a machine shared with other jobs")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = ap.parse_args()
     os.environ.setdefault("TOOLPATH_HOME", tempfile.mkdtemp(prefix="toolpath-serve-bench-"))
@@ -76,6 +78,10 @@ def main() -> None:
     from toolpath.serve.engine import Engine
 
     policy = load(args.model)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     server = ChatServer(Engine(policy, args.model), port=0).start()
     client = openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0, timeout=600)
     try:
@@ -94,7 +100,9 @@ def main() -> None:
     def ttft(runs):
         return statistics.median(r[1] for r in runs)
 
-    out = {"model": args.model, "max_tokens": args.tokens, "repeats": args.repeats,
+    import torch
+
+    out = {"model": args.model, "max_tokens": args.tokens, "repeats": args.repeats, "threads": torch.get_num_threads(),
            "tokens_made": statistics.median(r[-1] for r in rows["served"]),
            "tokens_per_s": {k: round(rate(v), 2) for k, v in rows.items()},
            "first_token_ms": {"in_process": round(ttft(rows["in_process"]) * 1000, 1),
