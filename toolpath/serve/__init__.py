@@ -1,11 +1,11 @@
 """`toolpath serve MODEL`: any model a spec can name, behind an OpenAI-compatible API on 127.0.0.1.
 
-    requests.py  the chat-completions body checked and turned into toolpath Messages, tool schemas and
-                 generation options; OpenAI-shaped errors (APIError) naming the parameter
-    engine.py    the one model instance behind a FIFO queue and one worker thread; streaming and cancelling
-                 through transformers' streamer and stopping criteria
-    gate.py      which part of a reply being written may already be streamed (stop sequences, tool calls)
-    app.py       the Starlette routes (/v1/models, /v1/chat/completions, SSE) and the uvicorn server
+    chat_request.py  the chat-completions body checked and turned into toolpath Messages, tool schemas and
+                     generation options; OpenAI-shaped errors (APIError) naming the parameter
+    engine.py        the one model instance behind a FIFO queue and one worker thread; streaming and
+                     cancelling through transformers' streamer and stopping criteria
+    gate.py          which part of a reply being written may already be streamed (stop sequences, tool calls)
+    app.py           the Starlette routes (/v1/models, /v1/chat/completions, SSE) and the uvicorn server
 
 Only the CLI imports this package (floor 7); it uses policies.load, so local, local:NAME and hf:PATH
 (text, vision-language and compressed folders) all serve the same way.

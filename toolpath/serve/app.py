@@ -24,7 +24,7 @@ from typing import Any, AsyncIterator
 from ..policies.base import Response
 from .engine import END, Engine, Job, pieces_to_loop
 from .gate import TextGate
-from .requests import APIError, ChatRequest, parse_body, parse_request
+from .chat_request import APIError, ChatRequest, parse_body, parse_request
 
 PLAIN_TURN = "\nUser:"  # policies/hf.py's: where a model without a chat template starts a user turn of its own
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..policies.base import Policy, Response
-from .requests import ChatRequest
+from .chat_request import ChatRequest
 
 END = None  # what a job's piece stream ends with
 
