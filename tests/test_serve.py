@@ -331,6 +331,17 @@ def test_a_model_failure_is_a_500_and_the_server_goes_on(scripted):
     assert r.choices[0].message.content == "The first answer."
 
 
+def test_an_oversized_body_is_refused_before_it_is_read_whole(scripted):
+    from toolpath.serve.app import MAX_BODY_BYTES
+
+    def chunks():
+        for _ in range(MAX_BODY_BYTES // (1 << 20) + 2):
+            yield b" " * (1 << 20)
+
+    r = httpx.post(f"{scripted.url}/chat/completions", content=chunks(), timeout=30)
+    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+
+
 def test_a_policy_without_a_token_stream_answers_in_one_chunk(scripted):
     chunks = [ch.choices[0].delta.content for ch in client(scripted).chat.completions.create(
         model="scripted", messages=[{"role": "user", "content": "hi"}], stream=True) if ch.choices]

@@ -26,6 +26,7 @@ from .engine import END, Engine, Job, pieces_to_loop
 from .gate import TextGate
 from .chat_request import APIError, ChatRequest, parse_body, parse_request
 
+MAX_BODY_BYTES = 64 << 20  # a request with a few large images fits; a runaway upload does not
 PLAIN_TURN = "\nUser:"  # policies/hf.py's: where a model without a chat template starts a user turn of its own
 
 
@@ -122,7 +123,17 @@ class ChatServer:
     async def chat(self, request):
         from starlette.responses import JSONResponse, StreamingResponse
 
-        body = parse_body(await request.body())
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            raise APIError(413, f"the request body is {int(declared):,} bytes; at most {MAX_BODY_BYTES:,} are read",
+                           code="request_too_large", kind="invalid_request_error")
+        raw = bytearray()
+        async for part in request.stream():  # counted as it comes: a chunked body declares no length
+            raw += part
+            if len(raw) > MAX_BODY_BYTES:
+                raise APIError(413, f"the request body is over {MAX_BODY_BYTES:,} bytes", code="request_too_large",
+                               kind="invalid_request_error")
+        body = parse_body(bytes(raw))
         folder = Path(tempfile.mkdtemp(prefix="toolpath-serve-"))
         try:
             chat = parse_request(body, self.engine.model_id, folder, self.engine.sees_images)
