@@ -113,7 +113,8 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
     },
     # Provider modules: importing one registers its tools (`@tool`) or edit tools (`register_edit_tool`).
     "tool": {name: (f"toolpath.tools.{name}", {}) for name in
-             ("builtin", "code", "image.ops", "search", "retrieval", "gui", "robot")},
+             ("builtin", "code", "image.ops", "search", "retrieval", "gui", "robot", "spatial_tools",
+              "fsd.tools")},
     "edit_tool": {name: (f"toolpath.tools.image.{name}", {}) for name in
                   ("fill", "locate", "learned", "paint", "text")},
     # `toolpath compress --method NAME` (toolpath/compress/__init__.py's METHODS, kept equal by its tests);

@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     tc = tools.add_parser("call", help="call a tool directly")
     tc.add_argument("name")
     tc.add_argument("--arg", action="append", metavar="KEY=VALUE", help="an argument (JSON value or plain text)")
-    tc.add_argument("--input", action="append", metavar="PATH", help="a file the call may read (read_file)")
+    tc.add_argument("--input", action="append", metavar="PATH", help="a file the call may read (read_file); images are also named image_1, image_2, … in order")
     tc.add_argument("--json", action="store_true")
     tc.set_defaults(fn=cmd_tools_call)
     tk = tools.add_parser("calibrate", help="measure the image-edit tools' cost and quality; write the priors table")
