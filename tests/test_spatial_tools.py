@@ -152,7 +152,7 @@ def test_spatial3d_bad_arguments_are_named(pairs, store):
 def test_unrelated_photos_are_declined_not_guessed(pairs, store):
     (a, _), _ = pairs["left"]
     (_, d), _ = pairs["right"]  # a different room
-    with pytest.raises(ToolError, match="could not be placed relative to each other"):
+    with pytest.raises(ToolError, match="image_1 and image_2 could not be placed relative to each other"):
         get_tool("camera_motion").call({"image_a": "image_1", "image_b": "image_2"}, _ctx(store, a, d))
 
 

@@ -145,8 +145,9 @@ def camera_motion(image_a: str, image_b: str, ctx: ToolContext, fov_deg: float |
     paths = _paths(ctx, [image_a, image_b], "camera_motion")
     recon, recon_id = _reconstruct(paths, fov_deg)
     if not recon.registered.all():
-        reasons = "; ".join(f"{d['image']}: {d['why']}" for d in _declined(recon, [image_a, image_b]))
-        raise ToolError(f"camera_motion: the two photos could not be placed relative to each other ({reasons})")
+        reasons = "; ".join(dict.fromkeys(d["why"] for d in _declined(recon, [image_a, image_b])))
+        raise ToolError(f"camera_motion: {image_a} and {image_b} could not be placed relative to each other "
+                        f"({reasons})")
     import numpy as np
 
     from .spatial3d.poses import camera_center, describe_camera_motion, relative_pose, yaw_between
