@@ -112,8 +112,10 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
         "deepeyes": ("toolpath.policies.formats.deepeyes:DeepEyesFormat", {}),
     },
     # Provider modules: importing one registers its tools (`@tool`) or edit tools (`register_edit_tool`).
-    "tool": {name: (f"toolpath.tools.{name}", {}) for name in
-             ("builtin", "code", "image.ops", "search", "retrieval", "gui", "robot")},
+    "tool": {**{name: (f"toolpath.tools.{name}", {}) for name in
+                ("builtin", "code", "image.ops", "search", "retrieval", "gui", "robot")},
+             # whole agents as tools (spatial_query, edit_image, gui_task, robot_task): on the agents floor
+             "capabilities": ("toolpath.agents.capabilities", {})},
     "edit_tool": {name: (f"toolpath.tools.image.{name}", {}) for name in
                   ("fill", "locate", "learned", "paint", "text")},
     # `toolpath compress --method NAME` (toolpath/compress/__init__.py's METHODS, kept equal by its tests);

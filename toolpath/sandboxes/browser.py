@@ -174,6 +174,7 @@ class BrowserSandbox(ScreenSandbox):
         self._nav_seen = self._nav_done = False
         self._deadline: float | None = None  # of the action the worker is doing (act's argument)
         self._before_url = ""  # the page an action started on
+        self._offered: list[str] = []  # files a page's file chooser gets (offer_files)
 
     # ----------------------------------------------------------------- the worker thread
 
@@ -347,8 +348,25 @@ class BrowserSandbox(ScreenSandbox):
         page.on("request", on_request)
         page.on("framenavigated", lambda f: f == page.main_frame and on_done(f))
         page.on("requestfailed", lambda r: r.is_navigation_request() and on_done(r))
+        def on_file_chooser(chooser):
+            # Listening suppresses the native dialog: the page gets the files the task offered, or none.
+            files = self._offered if chooser.is_multiple() else self._offered[:1]
+            if not files:
+                self._events.append("a file chooser opened; this task offered no files, so none was chosen")
+                return
+            try:
+                chooser.set_files(files)
+                self._events.append("a file chooser opened; chose " + ", ".join(Path(f).name for f in files))
+            except Exception as err:  # noqa: BLE001 — the page's input refused them: the agent hears why
+                self._events.append(f"a file chooser opened; choosing the files failed: {_first_line(err)}")
+
         page.on("dialog", on_dialog)
         page.on("close", on_close)
+        page.on("filechooser", on_file_chooser)
+
+    def offer_files(self, paths: list[str]) -> None:
+        """The files a file chooser the page opens gets (an upload field clicked), as a user would pick them."""
+        self._offered = [str(p) for p in paths]
 
     def _active(self):
         if self._page is None or self._page.is_closed():
