@@ -62,7 +62,7 @@ _LOCAL_MODEL = {"value": "optional", "local": True, "cache": True, "weights": Tr
 _RULES = {"value": "none", "local": True, "cache": False}
 _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
     "agent": {name: (f"toolpath.agents.{name}:AGENT", {}) for name in
-              ("react", "visual_program", "fast_slow", "computer_use", "embodied")},
+              ("react", "visual_program", "fast_slow", "computer_use", "embodied", "graph")},
     "policy": {
         # `local` is the bundled SmolLM2-135M; `local:NAME` a model of toolpath/policies/local_models.py's catalog
         # or one it builds (BUILT), whose names `choices` repeats (tests/test_local_models.py keeps them equal).

@@ -64,7 +64,7 @@ def _image_paths(ctx: ToolContext, names: list[str], arg: str) -> list[Path]:
     return [ctx.images[n] for n in names]
 
 
-def _nested_spec(ctx: ToolContext, capability: str, instruction: str, images: list[Path], sandbox: Any):
+def _nested_spec(ctx: ToolContext, capability: str, agent: str, instruction: str, images: list[Path], sandbox: Any):
     """The nested run's spec: the caller's model, seed and loop limit; what the caller has left of its steps,
     tokens and seconds; the capability's agent; the caller's sandbox kind when it acts there."""
     from ..spec import AgentSpec, Inputs, Limits, SandboxSpec
@@ -81,7 +81,6 @@ def _nested_spec(ctx: ToolContext, capability: str, instruction: str, images: li
                         "steps used, or its tokens or seconds); no nested run started")
     from . import get_agent
 
-    agent, _ = CAPABILITIES[capability]
     limits = Limits(max_steps=steps_left, max_seconds=secs, max_tokens=tokens_left,
                     loop_repeats=spec.limits.loop_repeats)
     # The caller's own sandbox when the agent acts there; else the one the agent brings (visual_program's
@@ -94,9 +93,10 @@ def _nested_spec(ctx: ToolContext, capability: str, instruction: str, images: li
     }, deep=True)
 
 
-def _shared_sandbox(ctx: ToolContext, capability: str) -> Any:
+def _shared_sandbox(ctx: ToolContext, capability: str, agent: str | None = None) -> Any:
     """The caller's sandbox, for a capability that acts in it; a clear error when the episode has none of its kind."""
-    _, kinds = CAPABILITIES[capability]
+    agent = agent or CAPABILITIES[capability][0]
+    kinds = next((k for a, k in CAPABILITIES.values() if a == agent), None)
     if kinds is None:
         return None
     box = ctx.sandbox
@@ -107,9 +107,11 @@ def _shared_sandbox(ctx: ToolContext, capability: str) -> Any:
     return box
 
 
-def run_nested(ctx: ToolContext, capability: str, instruction: str, images: list[Path] = ()) -> dict:
-    """Run (or resume, or read back) the capability's agent as a nested run of the calling step; return what it
-    did: run id, agent, status, answer, error, steps, tokens, seconds. Raises ToolError when it cannot start."""
+def run_nested(ctx: ToolContext, capability: str, instruction: str, images: list[Path] = (),
+               agent: str | None = None) -> dict:
+    """Run (or resume, or read back) the capability's agent (or `agent`, for a graph's agent node, under the
+    label `capability`) as a nested run of the calling step; return what it did: run id, agent, status,
+    answer, error, steps, tokens, seconds. Raises ToolError when it cannot start."""
     from .episode import EpisodeError, resume_episode, run_episode
 
     site = ctx.caller
@@ -121,7 +123,8 @@ def run_nested(ctx: ToolContext, capability: str, instruction: str, images: list
     store = rt.store
     seq = state["seq"] + 1  # the tool step this call belongs to
     child_id = f"{rt.run_id}.{seq}.{site.index + 1}"
-    box = _shared_sandbox(ctx, capability)
+    agent = agent or CAPABILITIES[capability][0]
+    box = _shared_sandbox(ctx, capability, agent)
     policy = StepOffset(rt.policy, state["steps"]) if rt.policy is not None else None
     depth = rt.spec.metadata.get("depth", 0) + 1
 
@@ -131,7 +134,7 @@ def run_nested(ctx: ToolContext, capability: str, instruction: str, images: list
     known = store.get_run(child_id)
     try:
         if known is None:
-            spec = _nested_spec(ctx, capability, instruction, list(images), box)
+            spec = _nested_spec(ctx, capability, agent, instruction, list(images), box)
             spec.metadata["depth"] = depth
             result = run_episode(spec, store, on_event=on_event, policy=policy, run_id=child_id,
                                  parent=(rt.run_id, seq), sandbox=box)
@@ -190,6 +193,12 @@ def _observation(capability: str, did: dict, image: tuple[str, Any] | None = Non
         raise ToolError("\n".join(lines))
     data = {**did, **({"image": image[0]} if image else {})}
     return ToolResult(content="\n".join(lines), artifacts=[image[1]] if image else [], data=data)
+
+
+def run_agent(ctx: ToolContext, label: str, agent: str, instruction: str, images: list[str]) -> ToolResult:
+    """A graph's agent node: `agent` nested in this run like a capability, its result as an observation."""
+    return _observation(label, run_nested(ctx, label, instruction, _image_paths(ctx, images, "images")
+                                          if images else [], agent=agent))
 
 
 # ---- the tools --------------------------------------------------------------------------------------------
