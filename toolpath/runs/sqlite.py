@@ -82,7 +82,8 @@ def _empty_store() -> sqlite3.Connection:
     conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
     conn.executescript(SCHEMA)
     for table, column, decl in ADDED_COLUMNS:
-        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+        if column not in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
     return conn
 
 
