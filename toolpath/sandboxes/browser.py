@@ -348,8 +348,7 @@ class BrowserSandbox(ScreenSandbox):
         page.on("request", on_request)
         page.on("framenavigated", lambda f: f == page.main_frame and on_done(f))
         page.on("requestfailed", lambda r: r.is_navigation_request() and on_done(r))
-        def on_file_chooser(chooser):
-            # Listening suppresses the native dialog: the page gets the files the task offered, or none.
+        def on_file_chooser(chooser):  # listening suppresses the native dialog: the offered files, or none
             files = self._offered if chooser.is_multiple() else self._offered[:1]
             if not files:
                 self._events.append("a file chooser opened; this task offered no files, so none was chosen")
