@@ -85,7 +85,7 @@ def _nested_spec(ctx: ToolContext, capability: str, agent: str, instruction: str
                     loop_repeats=spec.limits.loop_repeats)
     # The caller's own sandbox when the agent acts there; else the one the agent brings (visual_program's
     # process kernel), never the caller's kind by accident.
-    kind = type(sandbox).KIND if sandbox is not None else (get_agent(agent).sandbox or "none")
+    kind = spec.sandbox.kind if sandbox is not None else (get_agent(agent).sandbox or "none")
     return spec.model_copy(update={
         "id": f"{spec.id}.{capability}"[:128], "instruction": instruction, "inputs": Inputs(images=images),
         "agent": AgentSpec(name=agent), "tools": None, "limits": limits, "evaluator": None,
@@ -99,8 +99,10 @@ def _shared_sandbox(ctx: ToolContext, capability: str, agent: str | None = None)
     kinds = next((k for a, k in CAPABILITIES.values() if a == agent), None)
     if kinds is None:
         return None
+    if ctx.caller is None:
+        raise ToolError(f"{capability}: runs an agent nested in a run; call it from an agent's step")
     box = ctx.sandbox
-    kind = getattr(type(box), "KIND", None) if box is not None else None
+    kind = ctx.caller.rt.spec.sandbox.kind if box is not None else None
     if kind not in kinds:
         raise ToolError(f"{capability}: needs the episode's sandbox to be {' or '.join(kinds)}; this run's is "
                         f"{kind or 'none'} (set sandbox.kind in the spec)")
@@ -252,7 +254,7 @@ def gui_task(instruction: str, ctx: ToolContext, files: list[str] = []) -> ToolR
     if files:
         paths = _image_paths(ctx, files, "files")
         if not hasattr(box, "offer_files"):
-            raise ToolError(f"files: the {type(box).KIND} sandbox has no file chooser to offer them to")
+            raise ToolError(f"files: the {ctx.caller.rt.spec.sandbox.kind} sandbox has no file chooser to offer them to")
         box.offer_files(paths)
     try:
         did = run_nested(ctx, "gui_task", instruction)
