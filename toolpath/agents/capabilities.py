@@ -250,17 +250,21 @@ def gui_task(instruction: str, ctx: ToolContext, files: list[str] = []) -> ToolR
         instruction: the task, e.g. "upload the image in the form and submit it"
         files: names of images a file chooser on the page gets when the task opens one (an upload field)
     """
+    import shutil
+    import tempfile
+
     box = _shared_sandbox(ctx, "gui_task")
-    if files:
-        paths = _image_paths(ctx, files, "files")
-        if not hasattr(box, "offer_files"):
-            raise ToolError(f"files: the {ctx.caller.rt.spec.sandbox.kind} sandbox has no file chooser to offer them to")
-        box.offer_files(paths)
-    try:
-        did = run_nested(ctx, "gui_task", instruction)
-    finally:
-        if files:
-            box.offer_files([])
+    paths = _image_paths(ctx, files, "files") if files else []
+    if paths and not hasattr(box, "offer_files"):
+        raise ToolError(f"files: the {ctx.caller.rt.spec.sandbox.kind} sandbox has no file chooser to offer them to")
+    with tempfile.TemporaryDirectory(prefix="toolpath-offer-") as folder:
+        if paths:  # under their image names (edited_1.png), as a user's files would be named
+            box.offer_files([shutil.copyfile(p, Path(folder) / f"{n}{p.suffix or '.png'}") for n, p in zip(files, paths)])
+        try:
+            did = run_nested(ctx, "gui_task", instruction)
+        finally:
+            if paths:
+                box.offer_files([])
     shot = _last_image(ctx, did["run_id"])
     return _observation("gui_task", did, _named_image(ctx, "screen", shot) if shot else None)
 

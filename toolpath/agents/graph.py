@@ -99,6 +99,8 @@ def make_graph_node(rt: Runtime, graph: dict, name: str):
                 done = execute_calls(rt, state, [call], act=lambda c: _run_agent(rt, name, spec_node, c))
             obs = done.observations[-1] if done.observations else {"content": "not run", "error": True}
             text, failed = obs.get("content", ""), bool(obs.get("error"))
+            if kind == "agent" and not failed:  # its answer is the node's result; the observation says more
+                text = rt.context.pop("answer", None) or text
             update.update(account_nested(state, done.used))
             messages = [Message(role="assistant", content="", tool_calls=[call]), *done.messages]
             update = st.record("tools", messages, update, observations=done.observations, graph_node=name)
@@ -125,6 +127,7 @@ def _run_agent(rt: Runtime, name: str, spec_node: dict, call: ToolCall) -> tuple
         result = run_agent(rt.ctx, name, spec_node["agent"], call.arguments["instruction"], call.arguments["images"])
     except ToolError as err:
         return Observation(call_id=call.id, tool=call.name, content=str(err), error=True), None
+    rt.context["answer"] = (result.data or {}).get("answer")
     return Observation(call_id=call.id, tool=call.name, content=result.content, artifacts=result.artifacts), None
 
 
