@@ -92,6 +92,23 @@ def test_edit_image_returns_the_edited_image_as_a_new_named_image(store):
     assert child["agent"] == "fast_slow" and child["status"] == "finished"
     obs = observations(store, r.run_id)[0]
     assert "image: edited_1" in obs["content"] and obs["artifacts"][0]["name"] == "edited_1.png"
+    # the viewer shows the tree: the parent lists its nested run, the nested run links back; the index
+    # lists the parent only
+    from urllib.request import urlopen
+
+    from toolpath.viewer.server import serve
+
+    server, url = serve(store.home, port=0)
+    try:
+        page = urlopen(f"{url}/runs/{r.run_id}").read().decode()
+        assert "<h2>Nested runs</h2>" in page and f"/runs/{child['id']}" in page and "fast_slow" in page
+        page = urlopen(f"{url}/runs/{child['id']}").read().decode()
+        assert "nested in" in page and f"/runs/{r.run_id}'" in page
+        index = urlopen(url + "/").read().decode()
+        assert f">{r.run_id}<" in index and f">{child['id']}<" not in index
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_bad_capability_arguments_are_error_observations_naming_what_is_wrong(store):

@@ -267,7 +267,7 @@ class Store:
                     eval_id, os.getpid(), now, now, parent_id, parent_seq))
         return run_id
 
-    def _nests(self) -> bool:
+    def has_nesting(self) -> bool:
         """Whether the runs table has the nesting columns (a store an older toolpath made, opened read-only,
         has not: it holds no nested runs)."""
         cur = self._exec("SELECT * FROM runs LIMIT 0")
@@ -275,7 +275,7 @@ class Store:
 
     def child_runs(self, run_id: str) -> list[dict]:
         """The nested runs the steps of `run_id` started, in the order they started."""
-        if not self._nests():
+        if not self.has_nesting():
             return []
         rows = self._exec("SELECT * FROM runs WHERE parent_id = ? ORDER BY parent_seq, created", (run_id,))
         return [self._show(r) for r in rows.fetchall()]
@@ -315,7 +315,7 @@ class Store:
             rows = self._exec("SELECT * FROM runs WHERE eval_id = ? ORDER BY created DESC LIMIT ?", (eval_id, limit))
         else:
             # Nested runs show under their parent (runs show), not as runs of their own.
-            top = "WHERE parent_id IS NULL" if self._nests() else ""
+            top = "WHERE parent_id IS NULL" if self.has_nesting() else ""
             rows = self._exec(f"SELECT * FROM runs {top} ORDER BY created DESC LIMIT ?", (limit,))
         return [self._show(r) for r in rows.fetchall()]
 
