@@ -198,3 +198,17 @@ def test_kill_9_inside_a_nested_run_then_resume_redoes_no_finished_nested_step(t
         run = s.get_run(parent_id)
         assert (run["status"], run["answer"], run["steps"]) == ("finished", "right", 4)
         assert len(s.child_runs(parent_id)) == 1
+
+
+def test_two_capability_calls_in_one_step_follow_each_other_in_budget_and_names(store):
+    edits = [{"name": "edit_image", "arguments": {"instruction": "recolor the red cup blue", "image": "image_1"}},
+             {"name": "edit_image", "arguments": {"instruction": "make the background white", "image": "edited_1"}}]
+    # step 1 calls both; each edit agent counts 2 steps (2-3, 4-5); the caller's next step is 6
+    script = [{"text": "two edits", "tool_calls": edits}, {}, {}, {}, {}, final("edited_2")]
+    r = run_episode(spec(images=[COFFEE]), store, policy=ScriptedPolicy(script))
+    assert (r.status, r.answer, r.steps) == ("finished", "edited_2", 6), r.error
+    first, second = store.child_runs(r.run_id)
+    assert (first["id"], second["id"]) == (f"{r.run_id}.2.1", f"{r.run_id}.2.2")
+    assert json.loads(second["spec"])["limits"]["max_steps"] == json.loads(first["spec"])["limits"]["max_steps"] - 2
+    assert [o["content"].splitlines()[-1] for o in observations(store, r.run_id)[:2]] == ["image: edited_1",
+                                                                                          "image: edited_2"]

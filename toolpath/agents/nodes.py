@@ -310,7 +310,8 @@ def execute_calls(rt: Runtime, state: AgentState, calls: list[ToolCall],
             done.skipped = calls[i:]
             break
         c0 = time.perf_counter()
-        rt.ctx.caller = site = CallSite(rt, state, i)
+        # A later call of the step sees what earlier nested runs of it used: its budget and step offset follow.
+        rt.ctx.caller = site = CallSite(rt, {**state, **account_nested(state, done.used)}, i)
         try:
             obs, ending = act(call)
         finally:
