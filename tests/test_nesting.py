@@ -60,6 +60,7 @@ def test_a_nested_run_is_recorded_under_the_step_that_called_it_and_shown_as_a_t
     obs = observations(store, r.run_id)[0]
     assert obs["tool"] == "spatial_query" and "answer: B" in obs["content"] and not obs.get("error")
     assert [x["id"] for x in store.list_runs()] == [r.run_id]  # nested runs are listed under their parent only
+    assert store.find_run(r.run_id[:15])["id"] == r.run_id  # a prefix still names the parent alone
     shown = toolpath_cli("runs", "show", r.run_id, home=home)
     assert shown.returncode == 0, shown.stderr
     assert f"┌ nested run {child['id']}  agent visual_program  status finished" in shown.stdout

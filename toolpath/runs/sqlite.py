@@ -307,7 +307,10 @@ class Store:
         run = self.get_run(prefix)
         if run:
             return run
-        rows = self._exec("SELECT id FROM runs WHERE id LIKE ? LIMIT 2", (prefix.replace("%", "") + "%",)).fetchall()
+        # A prefix names a top-level run (its nested runs' ids start with its own); a nested one needs its full id.
+        top = " AND parent_id IS NULL" if self.has_nesting() else ""
+        rows = self._exec(f"SELECT id FROM runs WHERE id LIKE ?{top} LIMIT 2",
+                          (prefix.replace("%", "") + "%",)).fetchall()
         return self.get_run(rows[0]["id"]) if len(rows) == 1 else None
 
     def list_runs(self, limit: int = 50, eval_id: str | None = None) -> list[dict]:
