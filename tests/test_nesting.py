@@ -213,3 +213,30 @@ def test_two_capability_calls_in_one_step_follow_each_other_in_budget_and_names(
     assert json.loads(second["spec"])["limits"]["max_steps"] == json.loads(first["spec"])["limits"]["max_steps"] - 2
     assert [o["content"].splitlines()[-1] for o in observations(store, r.run_id)[:2]] == ["image: edited_1",
                                                                                           "image: edited_2"]
+
+
+def test_the_examples_load_and_edit_then_upload_runs_end_to_end(home):
+    import importlib.util
+
+    from toolpath.sandboxes.browser import chromium_path
+    from toolpath.spec import load_spec
+
+    for name in ("turn_then_place", "edit_then_upload", "turn_graph"):
+        load_spec(ROOT / "examples" / f"{name}.yaml")
+    if importlib.util.find_spec("playwright") is None or chromium_path() is None:
+        pytest.skip("no Playwright or Chromium for the browser sandbox")
+    r = toolpath_cli("run", ROOT / "examples" / "edit_then_upload.yaml", home=home)
+    assert r.returncode == 0, r.stderr
+    with Store(home, readonly=True) as s:
+        [run] = s.list_runs()
+        edit, gui = s.child_runs(run["id"])
+        assert (edit["agent"], edit["status"], gui["agent"], gui["status"]) == ("fast_slow", "finished",
+                                                                                "computer_use", "finished")
+        text = json.dumps([x["payload"] for x in s.steps(gui["id"])])
+        assert "a file chooser opened; chose edited_1.png" in text
+        # the page shows what was uploaded at (40, 300): the screenshot's dark header where the red logo was
+        from PIL import Image
+
+        shot = next(o for o in observations(s, run["id"]) if o["tool"] == "gui_task")["artifacts"][0]["path"]
+        r, g, b = Image.open(shot).convert("RGB").getpixel((40 + 30, 300 + 24))
+        assert max(r, g, b) < 100 and abs(r - b) < 30, (r, g, b)

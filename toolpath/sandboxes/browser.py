@@ -169,7 +169,7 @@ class BrowserSandbox(ScreenSandbox):
         self._pw = self._browser = self._context = self._page = None
         self._driver_pid: int | None = None
         self._blocked: list[str] = []  # since the last observe()
-        self._events: list[str] = []  # since the last action: blocked requests, dialogs, new pages
+        self._events: list[str] = []  # not yet told in an action's result: blocked requests, dialogs, pages
         self._pointer = (0, 0)  # Playwright's mouse starts at the top left corner
         self._nav_seen = self._nav_done = False
         self._deadline: float | None = None  # of the action the worker is doing (act's argument)
@@ -464,8 +464,7 @@ class BrowserSandbox(ScreenSandbox):
 
     # ----------------------------------------------------------------- ScreenSandbox's hooks (worker thread)
 
-    def _before_action(self) -> None:
-        self._events = []
+    def _before_action(self) -> None:  # events not yet told (one that came after the last account) are kept
         self._nav_seen = self._nav_done = False
         self._before_url = self._active().url
 
@@ -474,7 +473,7 @@ class BrowserSandbox(ScreenSandbox):
 
     def _account(self, text: str) -> str:
         page = self._active()
-        notes = list(self._events)
+        notes, self._events = list(self._events), []
         if page.url != self._before_url and not any(n.startswith("a new page") for n in notes):
             notes.append(f"the page is now {page.url[:200]}")
         return "; ".join([text, *notes])
