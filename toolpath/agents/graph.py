@@ -46,7 +46,8 @@ def _policy_for(rt: Runtime, name: str, spec_node: dict) -> Any:
         from ..policies.base import load
         from ..spec import ModelSpec
 
-        cache[name] = load(ModelSpec.model_validate(spec_node["model"]))
+        model = spec_node["model"]  # a mapping once the spec was read from a file (graph_spec.spec_problems)
+        cache[name] = load(ModelSpec(name=model) if isinstance(model, str) else ModelSpec.model_validate(model))
     return cache[name]
 
 
