@@ -305,6 +305,10 @@ def parse_spec(data: Any, source: str = "<spec>", base_dir: Path | None = None) 
     model = resolve_model_path(spec, base)
     if model is not None:
         problems.append(("model.name", model))
+    if spec.agent.name == "graph":  # the graph it declares: unknown, unreachable nodes, cycles with no exit
+        from .graph_spec import spec_problems
+
+        problems += spec_problems(spec, base)
     if problems:
         raise SpecError(source, problems)
     return spec
