@@ -79,10 +79,13 @@ def build_server(tools: dict[str, Tool], config: SessionConfig) -> tuple[Any, Se
     """The SDK's low-level Server with toolpath's tools, and the sessions it keeps."""
     import anyio
     import mcp.types as types
+    from importlib.metadata import PackageNotFoundError, version
     from mcp.server.lowlevel import Server
 
-    from .. import __version__
-
+    try:
+        ours = version("toolpath")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        ours = ""
     sessions = Sessions(config)
     listing = [mcp_tool(t) for t in tools.values()]
 
@@ -99,7 +102,7 @@ def build_server(tools: dict[str, Tool], config: SessionConfig) -> tuple[Any, Se
             return await anyio.to_thread.run_sync(call_in_session, tool, dict(params.arguments or {}), session,
                                                   abandon_on_cancel=True)
 
-    server = Server("toolpath", version=__version__, instructions="toolpath's tools; images come back as image "
+    server = Server("toolpath", version=ours, instructions="toolpath's tools; images come back as image "
                     "content and as names (crop_1, …) later calls can use.", on_list_tools=list_tools,
                     on_call_tool=call_tool)
     return server, sessions
