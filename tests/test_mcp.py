@@ -1,0 +1,250 @@
+"""MCP both ways, through the official `mcp` SDK: its own client against `toolpath mcp serve` (stdio and
+streamable HTTP), and toolpath's client (spec `mcp_servers`) against the reference `mcp-server-time` from PyPI,
+against our own server, and against a server that dies, hangs or refuses to start."""
+
+import base64
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+mcp = pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install 'toolpath[mcp]')")
+
+import anyio  # noqa: E402
+from mcp import ClientSession, StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+from conftest import ROOT  # noqa: E402
+from toolpath.agents.episode import EpisodeError, run_episode  # noqa: E402
+from toolpath.policies.scripted import ScriptedPolicy  # noqa: E402
+from toolpath.sandboxes.process import bwrap_works  # noqa: E402
+from toolpath.spec import SpecError, parse_spec  # noqa: E402
+
+FLAKY = ROOT / "tests" / "data" / "mcp" / "flaky_server.py"
+BWRAP = bwrap_works()
+needs_bwrap = pytest.mark.skipif(BWRAP is not None, reason=f"no bubblewrap sandbox here: {BWRAP}")
+
+
+def _env(home: Path) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["TOOLPATH_HOME"] = str(home)
+    env["HF_HUB_OFFLINE"] = "1"
+    return env
+
+
+@pytest.fixture(scope="module")
+def picture(tmp_path_factory) -> Path:
+    from PIL import Image
+
+    path = tmp_path_factory.mktemp("inputs") / "red.png"
+    Image.new("RGB", (64, 48), (200, 30, 30)).save(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory, picture):
+    """`toolpath mcp serve --http 0` in a subprocess; yields its URL."""
+    home = tmp_path_factory.mktemp("home")
+    proc = subprocess.Popen([sys.executable, "-m", "toolpath.cli", "mcp", "serve", "--http", "0", "--tools",
+                             "calculator,crop,python", "--input", str(picture)], stderr=subprocess.PIPE, text=True,
+                            env=_env(home), cwd=ROOT)
+    line = proc.stderr.readline()
+    found = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", line)
+    if not found:
+        proc.kill()
+        pytest.fail(f"the server did not announce its URL: {line}{proc.stderr.read()}")
+    yield found.group(1)
+    proc.terminate()
+    proc.wait(timeout=20)
+    proc.stderr.close()
+
+
+def _texts(result) -> str:
+    return "\n".join(c.text for c in result.content if c.type == "text")
+
+
+async def _exercise(session: ClientSession) -> dict:
+    """What every transport must do: list, call, an image back, a bad argument, an unknown tool, still alive."""
+    await session.initialize()
+    listing = await session.list_tools()
+    tools = {t.name: t for t in listing.tools}
+    out = {"tools": tools}
+    out["sum"] = await session.call_tool("calculator", {"expression": "(17 + 4) * 2"})
+    out["crop"] = await session.call_tool("crop", {"image": "image_1", "box": [0, 0, 10, 8]})
+    out["bad"] = await session.call_tool("calculator", {"expr": "1"})
+    out["bad_box"] = await session.call_tool("crop", {"image": "image_1", "box": [0, 0, 999, 8]})
+    out["unknown"] = await session.call_tool("teleport", {})
+    out["after"] = await session.call_tool("calculator", {"expression": "1+1"})
+    return out
+
+
+def _check(out: dict) -> None:
+    tools = out["tools"]
+    assert {"calculator", "crop"} <= set(tools) and "final_answer" not in tools
+    assert tools["calculator"].input_schema["required"] == ["expression"]
+    assert tools["crop"].description.startswith("Cut out a rectangle")
+    assert not out["sum"].is_error and _texts(out["sum"]) == "42"
+    crop = out["crop"]
+    assert not crop.is_error and "crop_1" in _texts(crop)
+    images = [c for c in crop.content if c.type == "image"]
+    assert len(images) == 1 and images[0].mime_type == "image/png"
+    from PIL import Image
+
+    im = Image.open(io.BytesIO(base64.b64decode(images[0].data)))
+    assert im.size == (10, 8) and im.getpixel((0, 0)) == (200, 30, 30)
+    assert out["bad"].is_error and "expression: Field required" in _texts(out["bad"])
+    assert "expr: unknown argument" in _texts(out["bad"])
+    assert out["bad_box"].is_error and "not inside the 64x48 image" in _texts(out["bad_box"])
+    assert out["unknown"].is_error and "unknown tool 'teleport'" in _texts(out["unknown"])
+    assert not out["after"].is_error and _texts(out["after"]) == "2"
+
+
+def test_sdk_client_over_stdio(tmp_path, picture):
+    params = StdioServerParameters(command=sys.executable, args=["-m", "toolpath.cli", "mcp", "serve", "--tools",
+                                                                 "calculator,crop,read_file", "--input", str(picture)],
+                                   env=_env(tmp_path), cwd=str(ROOT))
+
+    async def main():
+        with open(tmp_path / "stderr.txt", "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (r, w), ClientSession(r, w) as session:
+                return await _exercise(session)
+
+    out = anyio.run(main)
+    _check(out)
+    assert set(out["tools"]) == {"calculator", "crop", "read_file"}
+
+
+def test_sdk_client_over_http(http_server):
+    async def main():
+        async with streamable_http_client(http_server) as (r, w), ClientSession(r, w) as session:
+            return await _exercise(session)
+
+    _check(anyio.run(main))
+
+
+@needs_bwrap
+def test_each_http_session_has_its_own_sandbox(http_server):
+    async def session_run(code: str) -> str:
+        async with streamable_http_client(http_server) as (r, w), ClientSession(r, w) as session:
+            await session.initialize()
+            first = await session.call_tool("python", {"code": code})
+            again = await session.call_tool("python", {"code": "print(globals().get('secret'), image_1.size)"})
+            assert not first.is_error and not again.is_error
+            return _texts(again)
+
+    async def main():
+        return await session_run("secret = 41 + 1"), await session_run("pass")
+
+    first, second = anyio.run(main)
+    assert "42 (64, 48)" in first  # kept between the calls of one session, with the served image loaded
+    assert "None (64, 48)" in second  # never seen by the next session
+
+
+# ---- toolpath's client: mcp_servers in a spec ------------------------------------------------------------
+
+def call(name, **arguments):
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+class SeeingPolicy(ScriptedPolicy):
+    """A scripted policy that keeps the tool schemas it was offered."""
+
+    offered: list = []
+
+    def respond(self, messages, tools, **gen):
+        SeeingPolicy.offered = tools
+        return super().respond(messages, tools, **gen)
+
+
+def spec(servers, **kw):
+    return parse_spec({"id": "t", "instruction": "What time is it in Paris?", "model": "scripted:none.yaml",
+                       "mcp_servers": servers, **kw})
+
+
+def observations(store, run_id):
+    return [o for s in store.steps(run_id) if s["node"] == "tools" for o in s["payload"]["observations"]]
+
+
+TIME_SERVER = {"name": "time", "command": sys.executable, "args": ["-m", "mcp_server_time"], "timeout": 30}
+
+
+def test_react_run_with_the_reference_time_server(store):
+    pytest.importorskip("mcp_server_time", reason="mcp-server-time is not installed (pip install mcp-server-time)")
+    script = [call("get_current_time", timezone="Europe/Paris"), call("get_current_time", zone="Paris"),
+              call("convert_time", source_timezone="Europe/Paris", time="12:00", target_timezone="Asia/Tokyo"),
+              call("final_answer", answer="done")]
+    policy = SeeingPolicy(script)
+    r = run_episode(spec([{**TIME_SERVER, "tools": ["get_current_time", "convert_time"]}]), store, policy=policy)
+    assert (r.status, r.answer) == ("finished", "done")
+    offered = {t["name"]: t for t in policy.offered}
+    assert {"get_current_time", "convert_time", "final_answer"} <= set(offered)
+    assert offered["get_current_time"]["parameters"]["required"] == ["timezone"]
+    now, bad, converted, _ = observations(store, r.run_id)
+    assert not now.get("error") and '"timezone": "Europe/Paris"' in now["content"] and "datetime" in now["content"]
+    assert bad["error"] and "'timezone' is a required property" in bad["content"]
+    assert not converted.get("error") and "Asia/Tokyo" in converted["content"] and "20:00" in converted["content"]
+
+
+def test_a_server_that_hangs_or_dies_is_an_error_observation(store):
+    script = [call("hang"), call("echo", text="still here"), call("fail", reason="asked"), call("die"),
+              call("echo", text="after"), call("final_answer", answer="went on")]
+    servers = [{"name": "flaky", "command": sys.executable, "args": [str(FLAKY)], "timeout": 2}]
+    r = run_episode(spec(servers), store, policy=ScriptedPolicy(script))
+    assert (r.status, r.answer) == ("finished", "went on")
+    hang, echo, fail, die, after, _ = observations(store, r.run_id)
+    assert hang["error"] and "'flaky' did not answer within 2 s" in hang["content"]
+    assert not echo.get("error") and echo["content"] == "still here"
+    assert fail["error"] and fail["content"].startswith("fail: ")
+    assert die["error"] and "'flaky' is gone" in die["content"] and "exiting on request" in die["content"]
+    assert after["error"] and "flaky" in after["content"]
+
+
+def test_our_client_against_our_server_over_http(store, http_server):
+    script = [call("remote_crop", image="image_1", box=[0, 0, 4, 4]), call("remote_calculator", expression="6*7"),
+              call("final_answer", answer="42")]
+    servers = [{"name": "ours", "url": http_server, "prefix": "remote_", "tools": ["crop", "calculator"]}]
+    r = run_episode(spec(servers), store, policy=ScriptedPolicy(script))
+    assert r.status == "finished"
+    crop, calc, _ = observations(store, r.run_id)
+    assert "crop_1: 4x4 image" in crop["content"] and "[image remote_crop_1" in crop["content"]
+    assert crop["artifacts"][0]["mime"] == "image/png" and Path(crop["artifacts"][0]["path"]).is_file()
+    assert calc["content"] == "42"
+
+
+def test_servers_that_cannot_start_stop_the_episode_before_it_starts(store):
+    refuse = {"name": "refuser", "command": sys.executable, "args": [str(FLAKY), "--refuse"], "timeout": 20}
+    with pytest.raises(EpisodeError, match=r"'refuser' could not start.*refusing to start"):
+        run_episode(spec([refuse]), store, policy=ScriptedPolicy([]))
+    missing = {"name": "flaky", "command": sys.executable, "args": [str(FLAKY)], "tools": ["echo", "teleport"]}
+    with pytest.raises(EpisodeError, match=r"'flaky' has no tool 'teleport'; it offers: echo, die, hang, fail"):
+        run_episode(spec([missing]), store, policy=ScriptedPolicy([]))
+    nothing = {"name": "ghost", "command": "/nonexistent/mcp-server"}
+    with pytest.raises(EpisodeError, match="'ghost' could not start"):
+        run_episode(spec([nothing]), store, policy=ScriptedPolicy([]))
+    twice = [{"name": n, "command": sys.executable, "args": [str(FLAKY)], "tools": ["echo"]} for n in ("a", "b")]
+    with pytest.raises(EpisodeError, match="offers a tool named 'echo', which this episode already has; set"):
+        run_episode(spec(twice), store, policy=ScriptedPolicy([]))
+    assert store.list_runs() == []  # nothing was stored: none of them started
+
+
+@pytest.mark.parametrize("server, field, message", [
+    ({"command": "x", "url": "http://127.0.0.1:1/mcp"}, "mcp_servers[0]", "not both"),
+    ({"name": "x"}, "mcp_servers[0]", "not neither"),
+    ({"url": "ftp://127.0.0.1/mcp"}, "mcp_servers[0].url", "should match pattern"),
+    ({"command": ""}, "mcp_servers[0].command", "at least 1 character"),
+    ({"url": "http://127.0.0.1:1/mcp", "args": ["-v"]}, "mcp_servers[0]", "a `url` server takes neither"),
+    ({"command": "x", "tools": []}, "mcp_servers[0].tools", "at least 1 item"),
+    ({"command": "x", "timeout": 0}, "mcp_servers[0].timeout", "greater than 0"),
+    ({"command": "x", "prefix": "a b"}, "mcp_servers[0].prefix", "should match pattern"),
+    ({"command": "x", "port": 3}, "mcp_servers[0].port", "unknown field"),
+    ({"command": "x", "env": {"API_KEY": "sk-live-1234567890abcdef"}}, "mcp_servers[0].env.API_KEY", "secret"),
+])
+def test_bad_mcp_servers_are_named_errors(server, field, message):
+    with pytest.raises(SpecError) as err:
+        spec([server])
+    assert any(path == field and message in msg for path, msg in err.value.problems), err.value.problems
