@@ -67,10 +67,10 @@ class Connection:
     async def _hold(self, ready: asyncio.Future) -> None:
         from contextlib import AsyncExitStack
 
-        from mcp import ClientSession
-
         self._stop = asyncio.Event()
         try:
+            from mcp import ClientSession
+
             async with AsyncExitStack() as stack:
                 streams = await stack.enter_async_context(self._transport())
                 session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
@@ -190,6 +190,7 @@ class McpTool(Tool):
     connection: Connection | None = None
     remote_name: str = ""
     input_schema: dict = field(default_factory=dict)
+    _validator: Any = field(default=None, repr=False)  # made on the first call: checking a schema takes ms
 
     def schema(self) -> dict:
         return {"name": self.name, "description": self.description, "parameters": self.input_schema}
@@ -197,7 +198,9 @@ class McpTool(Tool):
     def validate(self, arguments: Any) -> Any:
         if not isinstance(arguments, dict):
             raise ToolError(f"{self.name}: arguments must be a JSON object, got {type(arguments).__name__}")
-        problems = _schema_problems(self.input_schema, arguments)
+        if self._validator is None:
+            self._validator = _validator(self.input_schema)
+        problems = _schema_problems(self._validator, arguments)
         if problems:
             raise ToolError(f"{self.name}: bad arguments: " + "; ".join(problems))
         return arguments
@@ -209,15 +212,22 @@ class McpTool(Tool):
         return to_tool_result(self.name, result, ctx)
 
 
-def _schema_problems(schema: dict, arguments: dict) -> list[str]:
-    """What the server's schema says is wrong with the arguments (at most 5), checked here so the model hears
-    it by field; a schema jsonschema cannot read is left to the server."""
+def _validator(schema: dict) -> Any:
+    """A jsonschema validator of the server's schema; False when jsonschema cannot read it (the server checks)."""
     try:
         from jsonschema import exceptions, validators
 
-        validator = validators.validator_for(schema)(schema)
-        validator.check_schema(schema)
+        cls = validators.validator_for(schema)
+        cls.check_schema(schema)
+        return cls(schema)
     except (ImportError, exceptions.SchemaError):
+        return False
+
+
+def _schema_problems(validator: Any, arguments: dict) -> list[str]:
+    """What the server's schema says is wrong with the arguments (at most 5), checked here so the model hears
+    it by field."""
+    if validator is False:
         return []
     out = []
     for err in sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))[:5]:
