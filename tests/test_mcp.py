@@ -46,9 +46,16 @@ def picture(tmp_path_factory) -> Path:
     return path
 
 
+_SERVERS: list = []
+
+
+def http_server_process():
+    return _SERVERS[-1]
+
+
 @pytest.fixture(scope="module")
 def http_server(tmp_path_factory, picture):
-    """`toolpath mcp serve --http 0` in a subprocess; yields its URL."""
+    """`toolpath mcp serve --http 0` in a subprocess; yields its URL (the process: http_server_process())."""
     home = tmp_path_factory.mktemp("home")
     proc = subprocess.Popen([sys.executable, "-m", "toolpath.cli", "mcp", "serve", "--http", "0", "--tools",
                              "calculator,crop,python", "--input", str(picture)], stderr=subprocess.PIPE, text=True,
@@ -58,6 +65,7 @@ def http_server(tmp_path_factory, picture):
     if not found:
         proc.kill()
         pytest.fail(f"the server did not announce its URL: {line}{proc.stderr.read()}")
+    _SERVERS.append(proc)
     yield found.group(1)
     proc.terminate()
     proc.wait(timeout=20)
@@ -143,6 +151,43 @@ def test_each_http_session_has_its_own_sandbox(http_server):
     first, second = anyio.run(main)
     assert "42 (64, 48)" in first  # kept between the calls of one session, with the served image loaded
     assert "None (64, 48)" in second  # never seen by the next session
+
+
+def _descendants(pid: int) -> set[int]:
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+@needs_bwrap
+def test_a_session_that_ends_closes_its_sandbox(http_server):
+    server = http_server_process()
+    before = _descendants(server.pid)
+
+    async def main():
+        async with streamable_http_client(http_server) as (r, w), ClientSession(r, w) as session:
+            await session.initialize()
+            await session.call_tool("python", {"code": "x = 1"})
+            during = _descendants(server.pid)
+        for _ in range(50):  # the server unwinds the session after the client's DELETE
+            if _descendants(server.pid) <= before:
+                break
+            await anyio.sleep(0.1)
+        return during, _descendants(server.pid)
+
+    during, after = anyio.run(main)
+    assert during - before, "the session's sandbox should run as a child of the server"
+    assert not (during - before) & after, "the sandbox outlived its session"
 
 
 # ---- toolpath's client: mcp_servers in a spec ------------------------------------------------------------
@@ -248,3 +293,12 @@ def test_bad_mcp_servers_are_named_errors(server, field, message):
     with pytest.raises(SpecError) as err:
         spec([server])
     assert any(path == field and message in msg for path, msg in err.value.problems), err.value.problems
+
+
+def test_serve_names_an_unknown_tool_or_sandbox(tmp_path):
+    from conftest import toolpath_cli
+
+    r = toolpath_cli("mcp", "serve", "--tools", "calculator,teleport", home=tmp_path)
+    assert r.returncode == 2 and "unknown tool 'teleport'" in r.stderr
+    r = toolpath_cli("mcp", "serve", "--sandbox", "spaceship", home=tmp_path)
+    assert r.returncode == 2 and "--sandbox 'spaceship' is not a sandbox kind" in r.stderr
