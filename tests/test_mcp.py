@@ -268,6 +268,9 @@ def test_servers_that_cannot_start_stop_the_episode_before_it_starts(store):
     missing = {"name": "flaky", "command": sys.executable, "args": [str(FLAKY)], "tools": ["echo", "teleport"]}
     with pytest.raises(EpisodeError, match=r"'flaky' has no tool 'teleport'; it offers: echo, die, hang, fail"):
         run_episode(spec([missing]), store, policy=ScriptedPolicy([]))
+    mute = {"name": "mute", "command": sys.executable, "args": [str(FLAKY), "--mute"], "start_timeout": 1}
+    with pytest.raises(EpisodeError, match=r"'mute' did not answer initialize and tools/list within 1 s"):
+        run_episode(spec([mute]), store, policy=ScriptedPolicy([]))
     nothing = {"name": "ghost", "command": "/nonexistent/mcp-server"}
     with pytest.raises(EpisodeError, match="'ghost' could not start"):
         run_episode(spec([nothing]), store, policy=ScriptedPolicy([]))

@@ -34,8 +34,10 @@ from pydantic import BaseModel, ConfigDict
 
 from .registry import Tool, ToolContext, ToolError, ToolResult
 
-# Stops: the time a server gets to finish after its session ends, before the process is killed.
+# The time a server gets to end after its session is closed before it is killed, and the SDK's kill (terminate,
+# wait, kill, reap: about 6 s at most).
 _CLOSE_SECONDS = 5.0
+_KILL_SECONDS = 8.0
 _STDERR_TAIL = 600  # characters of the last _STDERR_LINES lines a server wrote to stderr, in its errors
 _STDERR_LINES = 3
 
@@ -162,15 +164,20 @@ class Connection:
         return f"; its stderr ends: {' | '.join(lines)[-_STDERR_TAIL:]}"
 
     def close(self) -> None:
-        if self._held is not None and self._stop is not None:
-            self.loop.call_soon_threadsafe(self._stop.set)
-            done = asyncio.run_coroutine_threadsafe(asyncio.wait([self._held], timeout=_CLOSE_SECONDS), self.loop)
+        held = self._held
+        if held is not None:
+            async def finish() -> None:
+                if self.session is not None and self._stop is not None:
+                    self._stop.set()  # a clean end: the SDK closes the server's stdin (or DELETEs the session)
+                    await asyncio.wait([held], timeout=_CLOSE_SECONDS)
+                if not held.done():  # never started, or will not stop: on cancel the SDK kills the process tree
+                    held.cancel()
+                    await asyncio.wait([held], timeout=_KILL_SECONDS)
+
             try:
-                done.result(timeout=_CLOSE_SECONDS + 1)
+                asyncio.run_coroutine_threadsafe(finish(), self.loop).result(timeout=_CLOSE_SECONDS + _KILL_SECONDS + 1)
             except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
-                pass
-            if not self._held.done():  # a server that will not stop: the SDK kills its process on cancel
-                self.loop.call_soon_threadsafe(self._held.cancel)
+                print(f"toolpath: MCP server {self.label!r} did not stop", file=sys.stderr)
         if self._stderr is not None:
             self._stderr.close()
 
@@ -337,7 +344,7 @@ class McpServers:
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
             if self._thread is not None:
-                self._thread.join(timeout=_CLOSE_SECONDS)
+                self._thread.join(timeout=_KILL_SECONDS)
             if not self.loop.is_running():
                 self.loop.close()
             self.loop = None

@@ -36,4 +36,7 @@ def fail(reason: str) -> str:
 if __name__ == "__main__":
     if "--refuse" in sys.argv:  # a server that exits before its handshake
         sys.exit("flaky server: refusing to start")
+    if "--mute" in sys.argv:  # a server that never answers its handshake
+        print("flaky server: not answering", file=sys.stderr, flush=True)
+        time.sleep(3600)
     anyio.run(server.run_stdio_async)
