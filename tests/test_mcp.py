@@ -113,18 +113,31 @@ def _check(out: dict) -> None:
 
 
 def test_sdk_client_over_stdio(tmp_path, picture):
+    env = _env(tmp_path)
+    env["PYTHONPATH"] += os.pathsep + str(FLAKY.parent)
+    env["TOOLPATH_PLUGINS"] = "noisy_tools"  # a tool that prints to stdout, the wire of a stdio server
     params = StdioServerParameters(command=sys.executable, args=["-m", "toolpath.cli", "mcp", "serve", "--tools",
-                                                                 "calculator,crop,read_file", "--input", str(picture)],
-                                   env=_env(tmp_path), cwd=str(ROOT))
+                                                                 "calculator,crop,noisy", "--input", str(picture)],
+                                   env=env, cwd=str(ROOT))
+    garbled = []
+
+    async def on_message(message):
+        if isinstance(message, Exception):
+            garbled.append(message)
 
     async def main():
         with open(tmp_path / "stderr.txt", "w") as errlog:
-            async with stdio_client(params, errlog=errlog) as (r, w), ClientSession(r, w) as session:
-                return await _exercise(session)
+            async with stdio_client(params, errlog=errlog) as (r, w), \
+                    ClientSession(r, w, message_handler=on_message) as session:
+                out = await _exercise(session)
+                out["noisy"] = await session.call_tool("noisy", {"text": "hi"})
+                return out
 
     out = anyio.run(main)
     _check(out)
-    assert set(out["tools"]) == {"calculator", "crop", "read_file"}
+    assert set(out["tools"]) == {"calculator", "crop", "noisy"}
+    assert _texts(out["noisy"]) == "quiet hi" and not garbled
+    assert "noise on stdout: hi" in (tmp_path / "stderr.txt").read_text()
 
 
 def test_sdk_client_over_http(http_server):

@@ -111,9 +111,16 @@ def build_server(tools: dict[str, Tool], config: SessionConfig) -> tuple[Any, Se
 async def serve_stdio(server: Any, sessions: Sessions) -> None:
     from mcp.server.stdio import stdio_server
 
+    stdout = sys.stdout
     try:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            # The SDK points fd 1 at stderr while it serves; a tool's print() must follow it at once, not sit in
+            # sys.stdout's buffer until exit, when fd 1 is the wire again.
+            sys.stdout = sys.stderr
+            try:
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+            finally:
+                sys.stdout = stdout
     finally:
         sessions.close_all()
 
