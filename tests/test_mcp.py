@@ -311,10 +311,18 @@ def test_bad_mcp_servers_are_named_errors(server, field, message):
     assert any(path == field and message in msg for path, msg in err.value.problems), err.value.problems
 
 
-def test_serve_names_an_unknown_tool_or_sandbox(tmp_path):
+def test_serve_names_an_unknown_tool_a_bad_sandbox_or_a_taken_port(tmp_path):
+    import socket
+
     from conftest import toolpath_cli
 
     r = toolpath_cli("mcp", "serve", "--tools", "calculator,teleport", home=tmp_path)
     assert r.returncode == 2 and "unknown tool 'teleport'" in r.stderr
     r = toolpath_cli("mcp", "serve", "--sandbox", "spaceship", home=tmp_path)
     assert r.returncode == 2 and "--sandbox 'spaceship' is not a sandbox kind" in r.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = toolpath_cli("mcp", "serve", "--http", port, "--tools", "calculator", home=tmp_path)
+    assert r.returncode == 2 and f"cannot listen on 127.0.0.1:{port}: Address already in use" in r.stderr

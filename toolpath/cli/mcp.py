@@ -45,5 +45,8 @@ def cmd_mcp_serve(args) -> int:
         log(f"serving {what} on stdio")
         anyio.run(serve_stdio, server, sessions)
     else:
-        serve_http(server, sessions, args.http, announce=lambda url: log(f"serving {what} on {url}"))
+        try:
+            serve_http(server, sessions, args.http, announce=lambda url: log(f"serving {what} on {url}"))
+        except OSError as err:  # the port is taken or not ours to use
+            raise BadInput(str(err)) from None
     return EXIT_OK

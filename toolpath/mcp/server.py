@@ -134,7 +134,11 @@ def serve_http(server: Any, sessions: Sessions, port: int, announce=None) -> Non
     app = server.streamable_http_app(host="127.0.0.1")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as err:
+        sock.close()
+        raise OSError(f"cannot listen on 127.0.0.1:{port}: {err.strerror}") from None
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     http = uvicorn.Server(config)
