@@ -62,7 +62,7 @@ class Connection:
         self.tools: list[Any] = []
         self.ended: str | None = None  # why the connection ended, once it has
         self._stop: asyncio.Event | None = None
-        self._held: concurrent.futures.Future | None = None
+        self._held: asyncio.Task | None = None
         self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") if spec.command else None
 
     # ---- on the loop ------------------------------------------------------------------------------
@@ -72,15 +72,14 @@ class Connection:
         self._stop = asyncio.Event()
         try:
             from mcp import ClientSession
+            from mcp.types import PaginatedRequestParams
 
             async with AsyncExitStack() as stack:
                 streams = await stack.enter_async_context(self._transport())
                 session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
                 await session.initialize()
                 tools, cursor = [], None
-                while True:
-                    from mcp.types import PaginatedRequestParams
-
+                while True:  # a server may page its tools
                     page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
                     tools += page.tools
                     cursor = page.next_cursor
@@ -154,7 +153,8 @@ class Connection:
             return ""
         try:
             self._stderr.flush()
-            self._stderr.seek(0)
+            end = self._stderr.seek(0, 2)
+            self._stderr.seek(max(0, end - 16 * _STDERR_TAIL))  # a chatty server's log is not read whole
             text = self._stderr.read().strip()
         except (OSError, ValueError):
             return ""
