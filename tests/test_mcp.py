@@ -279,7 +279,7 @@ def test_servers_that_cannot_start_stop_the_episode_before_it_starts(store):
     with pytest.raises(EpisodeError, match=r"'refuser' could not start.*refusing to start"):
         run_episode(spec([refuse]), store, policy=ScriptedPolicy([]))
     missing = {"name": "flaky", "command": sys.executable, "args": [str(FLAKY)], "tools": ["echo", "teleport"]}
-    with pytest.raises(EpisodeError, match=r"'flaky' has no tool 'teleport'; it offers: echo, die, hang, fail"):
+    with pytest.raises(EpisodeError, match=r"'flaky' has no tool 'teleport'; it offers: echo, tick, die, hang, fail"):
         run_episode(spec([missing]), store, policy=ScriptedPolicy([]))
     mute = {"name": "mute", "command": sys.executable, "args": [str(FLAKY), "--mute"], "start_timeout": 1}
     with pytest.raises(EpisodeError, match=r"'mute' did not answer initialize and tools/list within 1 s"):
@@ -326,3 +326,61 @@ def test_serve_names_an_unknown_tool_a_bad_sandbox_or_a_taken_port(tmp_path):
         port = taken.getsockname()[1]
         r = toolpath_cli("mcp", "serve", "--http", port, "--tools", "calculator", home=tmp_path)
     assert r.returncode == 2 and f"cannot listen on 127.0.0.1:{port}: Address already in use" in r.stderr
+
+
+def _processes_running(path: Path) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and str(path).encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_starts_the_servers_again(tmp_path, home):
+    import json
+    import signal
+    import time
+
+    from conftest import toolpath_cli, write
+
+    ticks, n = tmp_path / "ticks.txt", 6
+    responses = "".join(f"- {{delay: 0.4, tool_calls: [{{name: tick, arguments: {{label: t{i}}}}}]}}\n"
+                        for i in range(1, n + 1))
+    write(tmp_path / "r.yaml", responses + "- {tool_calls: [{name: final_answer, arguments: {answer: ticked}}]}\n")
+    server = {"name": "flaky", "command": sys.executable, "args": [str(FLAKY)], "env": {"TICK_FILE": str(ticks)},
+              "tools": ["tick"]}
+    task = write(tmp_path / "task.json", json.dumps({
+        "id": "mcp-ticker", "instruction": f"tick {n} times", "model": f"scripted:{tmp_path / 'r.yaml'}",
+        "tools": ["final_answer"], "mcp_servers": [server], "limits": {"max_steps": 20}}))
+    proc = subprocess.Popen([sys.executable, "-m", "toolpath.cli", "run", str(task), "--json"], env=_env(home),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not (ticks.exists() and len(ticks.read_text().split()) >= 2):
+        if time.time() > deadline:
+            proc.kill()
+            pytest.fail("the run never reached its second tick: " + proc.communicate()[1])
+        time.sleep(0.02)
+    time.sleep(0.1)  # past the checkpoint write, into the next policy call's 0.4 s
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=10)
+    for _ in range(50):  # the server reads the end of its stdin and exits with its client
+        if not _processes_running(FLAKY):
+            break
+        time.sleep(0.1)
+    assert not _processes_running(FLAKY), "the MCP server outlived the killed run"
+    before = ticks.read_text().split()
+    assert 2 <= len(before) < n
+
+    from toolpath.runs import Store
+
+    (run,) = Store(home).list_runs()
+    r = toolpath_cli("resume", run["id"], "--json", home=home)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["status"], out["answer"], out["steps"]) == ("finished", "ticked", n + 1)
+    assert ticks.read_text().split() == [f"t{i}" for i in range(1, n + 1)]  # none lost, none repeated
+    assert not _processes_running(FLAKY)

@@ -1,5 +1,5 @@
 """A small MCP server (built on the official SDK's MCPServer) that misbehaves on request, for tests/test_mcp.py:
-`echo` answers, `die` ends the process mid-call, `hang` never answers, `fail` raises inside the tool."""
+`echo` answers, `tick` appends to a file, `die` ends the process mid-call, `hang` never answers, `fail` raises inside the tool."""
 
 import os
 import sys
@@ -14,6 +14,15 @@ server = MCPServer("flaky")
 @server.tool(description="Return the text unchanged.")
 def echo(text: str) -> str:
     return text
+
+
+@server.tool(description="Append a label to the file $TICK_FILE names.")
+def tick(label: str) -> str:
+    with open(os.environ["TICK_FILE"], "a") as f:
+        f.write(label + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return f"ticked {label}"
 
 
 @server.tool(description="End the server process without answering.")
