@@ -95,6 +95,7 @@ def _check(out: dict) -> None:
     tools = out["tools"]
     assert {"calculator", "crop"} <= set(tools) and "final_answer" not in tools
     assert tools["calculator"].input_schema["required"] == ["expression"]
+    assert tools["calculator"].meta["toolpath/timeout_s"] == 5.0 and tools["crop"].meta["toolpath/quality"] == 0.95
     assert tools["crop"].description.startswith("Cut out a rectangle")
     assert not out["sum"].is_error and _texts(out["sum"]) == "42"
     crop = out["crop"]

@@ -35,7 +35,9 @@ def mcp_tool(t: Tool) -> Any:
     import mcp.types as types
 
     schema = t.schema()
-    return types.Tool(name=t.name, description=t.description or None, input_schema=schema["parameters"])
+    # The timeout and the priors a planner reads, for clients that plan too; MCP has no field of its own for them.
+    meta = {"toolpath/timeout_s": t.timeout, "toolpath/cost_s": t.cost, "toolpath/quality": t.quality}
+    return types.Tool(name=t.name, description=t.description or None, input_schema=schema["parameters"], _meta=meta)
 
 
 def error_result(message: str) -> Any:
