@@ -285,6 +285,9 @@ def test_servers_that_cannot_start_stop_the_episode_before_it_starts(store):
     mute = {"name": "mute", "command": sys.executable, "args": [str(FLAKY), "--mute"], "start_timeout": 1}
     with pytest.raises(EpisodeError, match=r"'mute' did not answer initialize and tools/list within 1 s"):
         run_episode(spec([mute]), store, policy=ScriptedPolicy([]))
+    closed = {"url": "http://127.0.0.1:9/mcp"}  # the discard port: nothing listens there
+    with pytest.raises(EpisodeError, match=r"'http://127.0.0.1:9/mcp' could not start: ConnectError"):
+        run_episode(spec([closed]), store, policy=ScriptedPolicy([]))
     nothing = {"name": "ghost", "command": "/nonexistent/mcp-server"}
     with pytest.raises(EpisodeError, match="'ghost' could not start"):
         run_episode(spec([nothing]), store, policy=ScriptedPolicy([]))
