@@ -167,6 +167,24 @@ def test_each_http_session_has_its_own_sandbox(http_server):
     assert "None (64, 48)" in second  # never seen by the next session
 
 
+@needs_bwrap
+def test_a_stdio_server_keeps_one_session_for_its_client_on_either_protocol(tmp_path):
+    """The SDK's high-level Client speaks the sessionless 2026-07-28 protocol; over stdio there is one client all
+    the same, so its kernel keeps its variables between calls."""
+    from mcp import Client
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "toolpath.cli", "mcp", "serve", "--tools",
+                                                                 "python"], env=_env(tmp_path), cwd=str(ROOT))
+
+    async def main():
+        async with Client(params) as client:
+            await client.call_tool("python", {"code": "kept = 6 * 7"})
+            return await client.call_tool("python", {"code": "print(kept)"})
+
+    result = anyio.run(main)
+    assert not result.is_error and "stdout:\n42" in _texts(result)
+
+
 def _descendants(pid: int) -> set[int]:
     parents = {}
     for entry in Path("/proc").iterdir():

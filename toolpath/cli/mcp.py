@@ -39,7 +39,7 @@ def cmd_mcp_serve(args) -> int:
                        f"{', '.join(registry.declared('sandbox'))}")
     files, images = _inputs(args.input)
     config = SessionConfig(inputs=files, images=images, sandbox=sandbox, store=store_from_args(args))
-    server, sessions = build_server(tools, config)
+    server, sessions = build_server(tools, config, one_client=args.http is None)
     what = f"{len(tools)} tools, sandbox {sandbox} per session"
     if args.http is None:
         log(f"serving {what} on stdio")

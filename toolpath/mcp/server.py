@@ -77,8 +77,9 @@ def call_in_session(tool: Tool, arguments: dict, session: Session) -> Any:
     return to_mcp_result(result)
 
 
-def build_server(tools: dict[str, Tool], config: SessionConfig) -> tuple[Any, Sessions]:
-    """The SDK's low-level Server with toolpath's tools, and the sessions it keeps."""
+def build_server(tools: dict[str, Tool], config: SessionConfig, one_client: bool = False) -> tuple[Any, Sessions]:
+    """The SDK's low-level Server with toolpath's tools, and the sessions it keeps (one for the whole server when
+    the transport has `one_client`: stdio)."""
     import anyio
     import mcp.types as types
     from importlib.metadata import PackageNotFoundError, version
@@ -88,7 +89,7 @@ def build_server(tools: dict[str, Tool], config: SessionConfig) -> tuple[Any, Se
         ours = version("toolpath")
     except PackageNotFoundError:  # run from a checkout that was never installed
         ours = ""
-    sessions = Sessions(config)
+    sessions = Sessions(config, one_client=one_client)
     listing = [mcp_tool(t) for t in tools.values()]
 
     async def list_tools(ctx: Any, params: Any) -> Any:

@@ -1,9 +1,11 @@
 """What one MCP session owns: a ToolContext of its own (inputs, named images, artifacts) and its own sandbox.
 
 Two clients of one server never see each other's kernel variables or images, as two episodes never do. The
-sandbox is started on the session's first call (listing tools costs nothing) and closed when the session's
-connection ends: the SDK unwinds each connection's exit stack when a stdio client goes away, an HTTP client
-sends DELETE or the session idles out. Calls within a session run one at a time, in order, as an agent's do.
+sandbox is started on the session's first call (listing tools costs nothing) and closed when the session
+ends. Over stdio the server has one client, so the session is the process's and ends with it. Over HTTP it is
+the connection's: the SDK unwinds each connection's exit stack when the client sends DELETE or the session
+idles out; a client on the sessionless protocol (2026-07-28) has a connection, and so a session, per request.
+Calls within a session run one at a time, in order, as an agent's do.
 """
 
 from __future__ import annotations
@@ -92,8 +94,11 @@ class Sessions:
 
     KEY = "toolpath.session"
 
-    def __init__(self, config: SessionConfig):
+    def __init__(self, config: SessionConfig, one_client: bool = False):
+        """`one_client`: the transport has one client for the server's life (stdio), so one session serves every
+        request, on whichever protocol era; it is closed when the server stops."""
         self.config = config
+        self.one_client = one_client
         self.open: dict[str, Session] = {}
 
     async def for_request(self, request_ctx: Any) -> Session:
@@ -102,7 +107,7 @@ class Sessions:
 
         # The SDK gives handlers the connection only through the session object; without it (a future SDK)
         # every request shares one session, closed when the server stops.
-        connection = getattr(request_ctx.session, "_connection", None)
+        connection = None if self.one_client else getattr(request_ctx.session, "_connection", None)
         if connection is None:
             if "shared" not in self.open:
                 self.open["shared"] = Session(self.config)
