@@ -233,6 +233,29 @@ class Inputs(_Part):
         return v
 
 
+class McpServerSpec(_Part):
+    """An MCP server whose tools the agent gets (tools/mcp_client.py): a stdio `command` (`env` set over a minimal
+    one) or a streamable HTTP `url`; `tools` an allow-list; `timeout` per call, `start_timeout` to start (s)."""
+
+    name: str = ""
+    command: str | None = Field(None, min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = Field(None, pattern=r"^https?://[^/\s]+(/\S*)?$")
+    tools: list[str] | None = Field(None, min_length=1)
+    prefix: str = Field("", pattern=r"^([A-Za-z_][A-Za-z0-9_.-]{0,63})?$")
+    timeout: float = Field(30.0, gt=0, le=3600)
+    start_timeout: float = Field(60.0, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> "McpServerSpec":
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"give `command` (stdio) or `url` (HTTP), not {'both' if self.command else 'neither'}")
+        if self.url is not None and (self.args or self.env):
+            raise ValueError("`args` and `env` are for a stdio `command`; a `url` server takes neither")
+        return self
+
+
 class TaskSpec(_Part):
     id: str
     instruction: str = Field(min_length=1)
@@ -241,6 +264,7 @@ class TaskSpec(_Part):
     model: ModelSpec = Field(default_factory=ModelSpec)
     sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
     tools: list[str] | None = Field(None, description="allow-list of tool names; None means the agent's defaults")
+    mcp_servers: list[McpServerSpec] = Field(default_factory=list)
     limits: Limits = Field(default_factory=Limits)
     evaluator: EvaluatorSpec | None = None
     seed: int = 0

@@ -117,6 +117,34 @@ def _episode_sandbox(rt: Runtime, agent: Agent, shared: object = None):
         rt.ctx.sandbox = None
 
 
+@contextmanager
+def _episode_mcp_servers(rt: Runtime):
+    """Start the spec's MCP servers and add their tools to the episode's; stop them when it ends.
+
+    A server that cannot start, or a tool name that another tool already has, is an EpisodeError naming it;
+    what goes wrong once the run is going becomes an error observation of the call (tools/mcp_client.py)."""
+    if not rt.spec.mcp_servers:
+        yield
+        return
+    from ..tools.mcp_client import McpServers
+
+    servers = McpServers(rt.spec.mcp_servers)
+    try:
+        try:
+            added = servers.start()
+        except ToolError as err:
+            raise EpisodeError(str(err)) from None
+        for t in added:
+            if t.name in rt.tools:
+                raise EpisodeError(f"MCP server {t.connection.label!r} offers a tool named {t.name!r}, which this "
+                                   "episode already has; set the server's `prefix` (or its `tools` allow-list)")
+            rt.tools[t.name] = t
+        rt.schemas = [t.schema() for t in rt.tools.values()]
+        yield
+    finally:
+        servers.close()
+
+
 def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
              on_event: Callable[[Event], None] | None):
     agent = get_agent(spec.agent.name)
@@ -226,7 +254,7 @@ def run_episode(spec: TaskSpec, store: Store, on_event: Callable[[Event], None] 
         agent, rt = _runtime(spec, run_id or "", store, policy, on_event)
     except (PolicyError, ToolError, ValueError) as err:
         raise EpisodeError(str(err)) from err
-    with _episode_sandbox(rt, agent, sandbox):
+    with _episode_sandbox(rt, agent, sandbox), _episode_mcp_servers(rt):
         spec = rt.spec  # with the limits its agent parameters imply
         rt.run_id = run_id = store.create_run(spec.to_json(), spec.id, spec.model.name, spec.agent.name, run_id,
                                               eval_id, parent)
@@ -260,7 +288,7 @@ def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] 
         agent, rt = _runtime(spec, run_id, store, policy, on_event)
     except (PolicyError, ToolError, ValueError) as err:
         raise EpisodeError(str(err)) from err
-    with _episode_sandbox(rt, agent, sandbox):  # a fresh kernel: the killed one's variables are gone
+    with _episode_sandbox(rt, agent, sandbox), _episode_mcp_servers(rt):  # a fresh kernel: the killed one's variables are gone
         return _resume(agent, rt, store, run_id)
 
 
