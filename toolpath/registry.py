@@ -62,7 +62,7 @@ _LOCAL_MODEL = {"value": "optional", "local": True, "cache": True, "weights": Tr
 _RULES = {"value": "none", "local": True, "cache": False}
 _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
     "agent": {name: (f"toolpath.agents.{name}:AGENT", {}) for name in
-              ("react", "visual_program", "fast_slow", "computer_use", "embodied")},
+              ("react", "visual_program", "fast_slow", "computer_use", "embodied", "graph")},
     "policy": {
         # `local` is the bundled SmolLM2-135M; `local:NAME` a model of toolpath/policies/local_models.py's catalog
         # or one it builds (BUILT), whose names `choices` repeats (tests/test_local_models.py keeps them equal).
@@ -112,8 +112,11 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
         "deepeyes": ("toolpath.policies.formats.deepeyes:DeepEyesFormat", {}),
     },
     # Provider modules: importing one registers its tools (`@tool`) or edit tools (`register_edit_tool`).
-    "tool": {name: (f"toolpath.tools.{name}", {}) for name in
-             ("builtin", "code", "image.ops", "search", "retrieval", "gui", "robot")},
+    "tool": {**{name: (f"toolpath.tools.{name}", {}) for name in
+                ("builtin", "code", "image.ops", "search", "retrieval", "gui", "robot",
+                 "spatial_tools", "fsd.tools")},
+             # whole agents as tools (spatial_query, edit_image, gui_task, robot_task): on the agents floor
+             "capabilities": ("toolpath.agents.capabilities", {})},
     "edit_tool": {name: (f"toolpath.tools.image.{name}", {}) for name in
                   ("fill", "locate", "learned", "paint", "text")},
     # `toolpath compress --method NAME` (toolpath/compress/__init__.py's METHODS, kept equal by its tests);

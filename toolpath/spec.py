@@ -15,11 +15,12 @@ import re
 import stat
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import registry
+from .spec_secrets import secret_problems
 # The limits on the file and its shape live with the code that reads it; they are part of this module's API too.
 from .spec_reading import (MAX_NESTING, MAX_SPEC_BYTES, MAX_SPEC_VALUES, MAX_STRING_CHARS, Unreadable,  # noqa: F401
                            field_path, parse_text, read_text, shape_problems, shown_path, size_text)
@@ -233,6 +234,29 @@ class Inputs(_Part):
         return v
 
 
+class McpServerSpec(_Part):
+    """An MCP server whose tools the agent gets (tools/mcp_client.py): a stdio `command` (`env` set over a minimal
+    one) or a streamable HTTP `url`; `tools` an allow-list; `timeout` per call, `start_timeout` to start (s)."""
+
+    name: str = ""
+    command: str | None = Field(None, min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = Field(None, pattern=r"^https?://[^/\s]+(/\S*)?$")
+    tools: list[str] | None = Field(None, min_length=1)
+    prefix: str = Field("", pattern=r"^([A-Za-z_][A-Za-z0-9_.-]{0,63})?$")
+    timeout: float = Field(30.0, gt=0, le=3600)
+    start_timeout: float = Field(60.0, gt=0, le=3600)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> "McpServerSpec":
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"give `command` (stdio) or `url` (HTTP), not {'both' if self.command else 'neither'}")
+        if self.url is not None and (self.args or self.env):
+            raise ValueError("`args` and `env` are for a stdio `command`; a `url` server takes neither")
+        return self
+
+
 class TaskSpec(_Part):
     id: str
     instruction: str = Field(min_length=1)
@@ -241,6 +265,7 @@ class TaskSpec(_Part):
     model: ModelSpec = Field(default_factory=ModelSpec)
     sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
     tools: list[str] | None = Field(None, description="allow-list of tool names; None means the agent's defaults")
+    mcp_servers: list[McpServerSpec] = Field(default_factory=list)
     limits: Limits = Field(default_factory=Limits)
     evaluator: EvaluatorSpec | None = None
     seed: int = 0
@@ -305,83 +330,13 @@ def parse_spec(data: Any, source: str = "<spec>", base_dir: Path | None = None) 
     model = resolve_model_path(spec, base)
     if model is not None:
         problems.append(("model.name", model))
+    if spec.agent.name == "graph":  # the graph it declares: unknown, unreachable nodes, cycles with no exit
+        from .graph_spec import spec_problems
+
+        problems += spec_problems(spec, base)
     if problems:
         raise SpecError(source, problems)
     return spec
-
-
-# ---- secrets -------------------------------------------------------------------------------------------
-
-_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,127}$")
-
-
-def _secret_found(path: tuple, what: str) -> tuple[str, str]:
-    """The problem for a secret at `path`. The message starts with redact's mark, the value it stands for, so
-    that printing it through redact() (which hides whatever follows "api_key: ") changes nothing."""
-    from .redact import MARK
-
-    if path[:1] == ("model",):
-        instead = "name that variable in model.api_key_env (default OPENAI_API_KEY)"
-    else:
-        instead = "let what needs it read it from there"
-    return (shown_path(path), f"{MARK} — {what}; a spec is stored with its run and shown by the viewer: keep the "
-                               f"secret in an environment variable and {instead}")
-
-
-def _says_secret(key: Any) -> bool:
-    """Does a field's name say it holds a secret (api_key, apiKey, access-token, password, client_secret …)?"""
-    from .redact import secret_env_names
-
-    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|-", "_", str(key))  # apiKey, access-token → api_Key, access_token
-    return bool(secret_env_names({name: ""}))
-
-
-def _url_holds_secret(text: str) -> bool:
-    """A URL with credentials (scheme://user:KEY@host) or a secret-named query parameter (?api_key=…)."""
-    if not re.match(r"^[A-Za-z][A-Za-z0-9+.\-]*://", text):
-        return False
-    parts = urlsplit(text)
-    return "@" in parts.netloc or any(_says_secret(k) for k, _ in parse_qsl(parts.query))
-
-
-def _text_holds_secret(text: str, secrets: frozenset[str], prose: bool) -> bool:
-    """A known secret's value anywhere; in configuration (not prose, where "bearer bonds" is just words) also
-    URL credentials and whatever else redact() would hide (an Authorization header, `api_key=…`)."""
-    from .redact import redact
-
-    return any(s in text for s in secrets) or (not prose and (_url_holds_secret(text) or redact(text) != text))
-
-
-def secret_problems(data: dict) -> list[tuple[str, str]]:
-    """Secrets written into a spec, which would be stored in runs.spec and served by the viewer: a field whose
-    name says it is a key, token, password or secret with a literal value; a URL with credentials in it; text
-    that redact() would hide (an Authorization header, a known secret's value); an api_key_env that is not
-    the name of a variable. Expected answers (evaluator.expected) are data, not configuration: not checked."""
-    from .redact import known_secrets
-
-    problems = []
-    model = data.get("model")
-    env_name = model.get("api_key_env") if isinstance(model, dict) else None
-    if isinstance(env_name, str) and not _ENV_NAME.match(env_name):
-        problems.append(("model.api_key_env", "expected the name of an environment variable (capital letters, digits "
-                                              "and _, e.g. OPENAI_API_KEY), not the key itself"))
-    secrets = known_secrets()
-    stack: list[tuple[tuple, Any]] = [((), data)]
-    while stack:  # shape_problems has bounded the data: no cycles, at most MAX_SPEC_VALUES values
-        path, value = stack.pop()
-        if path[:2] == ("evaluator", "expected") or path == ("model", "api_key_env"):
-            continue
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if _says_secret(key) and not isinstance(item, (bool, dict, list)) and item not in (None, ""):
-                    problems.append(_secret_found((*path, key), "a secret written into the spec"))
-                else:
-                    stack.append(((*path, key), item))
-        elif isinstance(value, (list, tuple)):
-            stack.extend(((*path, i), item) for i, item in enumerate(value))
-        elif isinstance(value, str) and _text_holds_secret(value, secrets, prose=path == ("instruction",)):
-            problems.append(_secret_found(path, "credentials, a key or a token written into the spec"))
-    return problems
 
 
 # ---- inputs --------------------------------------------------------------------------------------------

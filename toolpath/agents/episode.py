@@ -67,12 +67,21 @@ def _open_sandbox(kind: str, options: dict):
 
 
 @contextmanager
-def _episode_sandbox(rt: Runtime, agent: Agent):
+def _episode_sandbox(rt: Runtime, agent: Agent, shared: object = None):
     """Open the spec's sandbox into rt.ctx.sandbox for the episode, and close it after, whatever happens.
+    A `shared` sandbox (a nested run acting in its caller's browser or robot scene) is used as it is and left
+    open: its owner closes it.
 
     Raises EpisodeError naming what is wrong; a sandbox that started and then failed is closed too (one
     whose start failed has closed itself)."""
     spec = rt.spec
+    if shared is not None:
+        rt.ctx.sandbox = shared
+        try:
+            yield
+        finally:
+            rt.ctx.sandbox = None
+        return
     if spec.sandbox.kind == "none":
         yield
         return
@@ -106,6 +115,34 @@ def _episode_sandbox(rt: Runtime, agent: Agent):
         if box is not None:
             box.close()
         rt.ctx.sandbox = None
+
+
+@contextmanager
+def _episode_mcp_servers(rt: Runtime):
+    """Start the spec's MCP servers and add their tools to the episode's; stop them when it ends.
+
+    A server that cannot start, or a tool name that another tool already has, is an EpisodeError naming it;
+    what goes wrong once the run is going becomes an error observation of the call (tools/mcp_client.py)."""
+    if not rt.spec.mcp_servers:
+        yield
+        return
+    from ..tools.mcp_client import McpServers
+
+    servers = McpServers(rt.spec.mcp_servers)
+    try:
+        try:
+            added = servers.start()
+        except ToolError as err:
+            raise EpisodeError(str(err)) from None
+        for t in added:
+            if t.name in rt.tools:
+                raise EpisodeError(f"MCP server {t.connection.label!r} offers a tool named {t.name!r}, which this "
+                                   "episode already has; set the server's `prefix` (or its `tools` allow-list)")
+            rt.tools[t.name] = t
+        rt.schemas = [t.schema() for t in rt.tools.values()]
+        yield
+    finally:
+        servers.close()
 
 
 def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
@@ -207,16 +244,20 @@ def _finish(store: Store, run_id: str, final: dict) -> RunResult:
 
 
 def run_episode(spec: TaskSpec, store: Store, on_event: Callable[[Event], None] | None = None,
-                policy: Policy | None = None, eval_id: str | None = None, run_id: str | None = None) -> RunResult:
-    """Run a task to its end. Raises EpisodeError (nothing stored) if it cannot start."""
+                policy: Policy | None = None, eval_id: str | None = None, run_id: str | None = None,
+                parent: tuple[str, int] | None = None, sandbox: object = None) -> RunResult:
+    """Run a task to its end. Raises EpisodeError (nothing stored) if it cannot start.
+
+    A nested run (agents/capabilities.py) names its `parent` (run id, step seq) and may act in the caller's
+    `sandbox` instead of opening the one its spec names."""
     try:
         agent, rt = _runtime(spec, run_id or "", store, policy, on_event)
     except (PolicyError, ToolError, ValueError) as err:
         raise EpisodeError(str(err)) from err
-    with _episode_sandbox(rt, agent):
+    with _episode_sandbox(rt, agent, sandbox), _episode_mcp_servers(rt):
         spec = rt.spec  # with the limits its agent parameters imply
         rt.run_id = run_id = store.create_run(spec.to_json(), spec.id, spec.model.name, spec.agent.name, run_id,
-                                              eval_id)
+                                              eval_id, parent)
         rt.ctx.run_id = run_id
         rt.emit({"type": "start", "run_id": run_id, "model": spec.model.name, "agent": spec.agent.name})
         first = _first_messages(rt, agent.system_prompt(rt.spec))
@@ -226,12 +267,17 @@ def run_episode(spec: TaskSpec, store: Store, on_event: Callable[[Event], None] 
 
 
 def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] | None = None,
-                   policy: Policy | None = None) -> RunResult:
-    """Continue a run from its last checkpoint. Completed steps are neither repeated nor lost."""
+                   policy: Policy | None = None, sandbox: object = None, nested: bool = False) -> RunResult:
+    """Continue a run from its last checkpoint. Completed steps are neither repeated nor lost.
+
+    A nested run resumes with its parent (`nested` is the capability tool of the parent's step doing so)."""
     run = store.find_run(run_id)
     if run is None:
         raise EpisodeError(f"no run with id {run_id!r} in {store.db_path}")
     run_id = run["id"]
+    if run.get("parent_id") and not nested:
+        raise EpisodeError(f"run {run_id} is nested in run {run['parent_id']} (step {run['parent_seq']}); resume "
+                           f"that one and it resumes this: toolpath resume {run['parent_id']}")
     spec = TaskSpec.model_validate_json(run["spec"])
     if run["status"] == "running":
         raise EpisodeError(f"run {run_id} is still running in process {run['pid']}; resume it once that has ended")
@@ -242,7 +288,7 @@ def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] 
         agent, rt = _runtime(spec, run_id, store, policy, on_event)
     except (PolicyError, ToolError, ValueError) as err:
         raise EpisodeError(str(err)) from err
-    with _episode_sandbox(rt, agent):  # a fresh kernel: the killed one's variables are gone
+    with _episode_sandbox(rt, agent, sandbox), _episode_mcp_servers(rt):  # a fresh kernel: the killed one's variables are gone
         return _resume(agent, rt, store, run_id)
 
 

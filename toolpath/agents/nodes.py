@@ -148,6 +148,14 @@ def step_deadline(rt: Runtime, state: AgentState) -> float:
     return deadline
 
 
+def account_nested(state: AgentState, used: dict) -> dict:
+    """The state's counters with what nested runs (capability tools) used added: their policy steps and tokens
+    count against this run's limits. Their seconds already do: they ran inside this step."""
+    if not used:
+        return {}
+    return {k: state[k] + used.get(k, 0) for k in ("steps", "tokens_in", "tokens_out")}
+
+
 def report_not_run(calls: list[ToolCall], observations: list[dict], messages: list[Message]) -> None:
     """Tell the model, and the step's record, of each call its step had no time left to start."""
     for call in calls:
@@ -258,6 +266,18 @@ def run_call(rt: Runtime, call: ToolCall) -> tuple[Observation, ToolResult | Non
 
 
 @dataclass
+class CallSite:
+    """Where a tool call is made: the run, the state before its step and the call's place in the step. A
+    capability tool runs its nested agent as a run under this step, within what the state leaves of the budget,
+    and adds what it used to `used` (execute_calls returns it for the step to account)."""
+
+    rt: Runtime
+    state: AgentState
+    index: int
+    used: dict = field(default_factory=dict)
+
+
+@dataclass
 class Executed:
     """What a step's calls did: the tool messages and observations to record, and how the step stopped."""
 
@@ -266,6 +286,7 @@ class Executed:
     skipped: list[ToolCall]  # the calls the step had no time left to start
     ended_by: int | None = None  # the index of the call that ended the run (a final answer), if any
     ending: Any = None  # what that call's `act` said of the ending
+    used: dict = field(default_factory=dict)  # steps and tokens nested runs of these calls used (CallSite.used)
 
 
 def execute_calls(rt: Runtime, state: AgentState, calls: list[ToolCall],
@@ -289,7 +310,14 @@ def execute_calls(rt: Runtime, state: AgentState, calls: list[ToolCall],
             done.skipped = calls[i:]
             break
         c0 = time.perf_counter()
-        obs, ending = act(call)
+        # A later call of the step sees what earlier nested runs of it used: its budget and step offset follow.
+        rt.ctx.caller = site = CallSite(rt, {**state, **account_nested(state, done.used)}, i)
+        try:
+            obs, ending = act(call)
+        finally:
+            rt.ctx.caller = None
+        for k, v in site.used.items():
+            done.used[k] = done.used.get(k, 0) + v
         done.observations.append(obs.model_dump(exclude_defaults=True))
         images = [a for a in obs.artifacts if a.mime.startswith("image/")]
         done.messages.append(Message(role="tool", content=obs.content, tool_call_id=call.id, name=call.name,
@@ -313,6 +341,7 @@ def make_tool_node(rt: Runtime) -> Callable[[AgentState], Any]:
         update: dict[str, Any] = {"pending": []}
         # A final answer, which takes no time, counts even once the budget is spent.
         done = execute_calls(rt, state, calls, exempt=lambda call: call.name == "final_answer")
+        update.update(account_nested(state, done.used))
         if done.ended_by is not None:
             update.update(status="finished", answer=done.ending)
             after = [c.name for c in calls[done.ended_by + 1:]]

@@ -1,11 +1,12 @@
-"""`toolpath`: run | resume | runs | tools | models | eval | compress | serve.
+"""`toolpath`: run | resume | runs | tools | models | eval | compress | mcp | serve.
 
 Exit codes: 0 the agent finished, 1 it failed or ran out of budget, 2 bad input (spec, arguments, ids).
 Only argparse and the standard library load at start-up; everything else is imported by the command that
 needs it, so `toolpath --help` stays fast.
 
 The parser and the dispatch live here; each command is in the module of its group: run.py (run, resume),
-runs.py, tools.py, evals.py (models, eval, report, view), serve.py; common.py holds what they share.
+runs.py, tools.py, evals.py (models, eval, report, view), mcp.py (mcp serve), serve.py; common.py holds what
+they share.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from .common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, error
 from .compress import cmd_compress
+from .mcp import cmd_mcp_serve
 from .evals import cmd_eval, cmd_models_build, cmd_models_list, cmd_report, cmd_view
 from .run import cmd_resume, cmd_run
 from .runs import cmd_runs_list, cmd_runs_show
@@ -103,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     tc = tools.add_parser("call", help="call a tool directly")
     tc.add_argument("name")
     tc.add_argument("--arg", action="append", metavar="KEY=VALUE", help="an argument (JSON value or plain text)")
-    tc.add_argument("--input", action="append", metavar="PATH", help="a file the call may read (read_file)")
+    tc.add_argument("--input", action="append", metavar="PATH", help="a file the call may read (read_file); images are also named image_1, image_2, … in order")
     tc.add_argument("--json", action="store_true")
     tc.set_defaults(fn=cmd_tools_call)
     tk = tools.add_parser("calibrate", help="measure the image-edit tools' cost and quality; write the priors table")
@@ -157,6 +159,19 @@ def build_parser() -> argparse.ArgumentParser:
     vw = sub.add_parser("view", help="serve the trace viewer on 127.0.0.1 (runs, evals, every step)")
     vw.add_argument("--port", type=_port, default=8765, help="port (default 8765; 0 picks a free one)")
     vw.set_defaults(fn=cmd_view)
+
+    mcp = sub.add_parser("mcp", help="MCP (Model Context Protocol)").add_subparsers(dest="sub", metavar="SUBCOMMAND",
+                                                                                  required=True)
+    ms = mcp.add_parser("serve", help="serve the registered tools as an MCP server (stdio, or HTTP on 127.0.0.1)")
+    ms.add_argument("--tools", action="append", metavar="NAMES",
+                    help="comma-separated tools to serve (repeatable; default: all but final_answer)")
+    ms.add_argument("--http", type=_port, metavar="PORT",
+                    help="streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio (0 picks a free port)")
+    ms.add_argument("--sandbox", metavar="KIND",
+                    help="each session's sandbox (default: process when python is served, else none)")
+    ms.add_argument("--input", action="append", metavar="PATH",
+                    help="a file every session has (repeatable): images as image_1, …, others for read_file")
+    ms.set_defaults(fn=cmd_mcp_serve)
 
     sv = sub.add_parser("serve", help="serve a local model behind an OpenAI-compatible API on 127.0.0.1")
     sv.add_argument("model", help="local, local:NAME or hf:PATH (any model a spec can name)")

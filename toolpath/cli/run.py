@@ -42,8 +42,9 @@ class Progress:
         if kind == "loading":
             echo(f"loading model {ev['model']} …", file=sys.stderr, flush=True)
             return
+        depth = ev.get("depth", 0)  # a nested run's events (a capability tool's agent), indented under the step
         if kind == "start":
-            line = f"run {ev['run_id']}  model={ev['model']}  agent={ev['agent']}"
+            line = f"{'nested run' if depth else 'run'} {ev['run_id']}  model={ev['model']}  agent={ev['agent']}"
         elif kind == "resume":
             self.tokens = ev.get("tokens", 0)
             line = f"resuming {ev['run_id']} after step {ev['from_step']}"
@@ -61,7 +62,7 @@ class Progress:
             line = f"  error: {ev['error']}"
         else:
             return
-        print(printable(line) + ("\x1b[K" if self.tty else ""), file=sys.stderr, flush=True)
+        print(printable("    " * depth + line) + ("\x1b[K" if self.tty else ""), file=sys.stderr, flush=True)
 
 
 def _finish(result, args, score: float | None) -> int:

@@ -31,17 +31,23 @@ def _lines(text: str, most: int = 12, width: int = 200) -> str:
     return "\n    ".join(lines)
 
 
+def _tree_json(store, run: dict) -> dict:
+    """A run, its steps and its nested runs (each the same), as `runs show --json` prints them."""
+    return {"run": {**run, "spec": json.loads(run["spec"])}, "steps": store.steps(run["id"]),
+            "nested": [_tree_json(store, child) for child in store.child_runs(run["id"])]}
+
+
 def cmd_runs_show(args) -> int:
     store = store_from_args(args, readonly=True)
     run = store.find_run(args.run_id)
     if run is None:
         raise BadInput(f"no run with id {args.run_id!r} in {store.db_path}")
-    steps = store.steps(run["id"])
     if args.json:
-        run = {**run, "spec": json.loads(run["spec"])}
-        echo_json({"run": run, "steps": steps}, ensure_ascii=False)
+        echo_json(_tree_json(store, run), ensure_ascii=False)
         return EXIT_OK
     echo(f"run {run['id']}  task {run['task_id']}  model {run['model']}  agent {run['agent']}")
+    if run.get("parent_id"):
+        echo(f"nested in run {run['parent_id']}, step {run['parent_seq']}")
     echo(f"status {run['status']}  steps {run['steps']}  tokens {run['tokens_in']}→{run['tokens_out']}  "
            f"{run['seconds']:.2f} s  created {when(run['created'])}")
     if run["answer"] is not None:
@@ -50,37 +56,64 @@ def cmd_runs_show(args) -> int:
         echo(f"score: {run['score']:g}")
     if run["error"]:
         echo(f"note: {run['error']}")
+    _show_steps(store, run["id"], "")
+    return EXIT_OK
+
+
+def _show_steps(store, run_id: str, pad: str) -> None:
+    """Each step of the run, and under the step that called it, each nested run's steps, indented (`│ `)."""
     from ..state import StepRecord
 
-    for s in map(StepRecord.from_row, steps):
+    def out(line: str) -> None:
+        echo("\n".join(pad + part if part else part for part in line.split("\n")))
+
+    children: dict[int, list[dict]] = {}
+    for child in store.child_runs(run_id):
+        children.setdefault(child["parent_seq"], []).append(child)
+    for s in map(StepRecord.from_row, store.steps(run_id)):
         head = f"\n[{s.seq}] {s.node}  {s.seconds * 1000:.1f} ms"
         if s.tokens_in or s.tokens_out:
             head += f"  tokens {s.tokens_in}→{s.tokens_out}"
-        echo(head)
+        out(head)
         if s.node == "policy" and s.has("raw"):
-            echo("  output: " + s.raw.replace("\n", "\n          "))
+            out("  output: " + s.raw.replace("\n", "\n          "))
             for issue in s.issues:
-                echo("  issue: " + one_line(issue, 200))
+                out("  issue: " + one_line(issue, 200))
         if s.error:
-            echo(f"  error: {s.error}")
+            out(f"  error: {s.error}")
+        for child in children.pop(s.seq, []):
+            _show_nested(store, child, pad)
         for m in s.messages:
             role = m.get("role")
             if role in ("system", "user") and s.node == "task":
-                echo(f"  {role}: " + m.get("content", "").replace("\n", "\n    "))
+                out(f"  {role}: " + m.get("content", "").replace("\n", "\n    "))
             for c in m.get("tool_calls", []):
-                echo(f"  call {c['name']}({json.dumps(c.get('arguments', {}), ensure_ascii=False)})  id={c['id']}")
+                out(f"  call {c['name']}({json.dumps(c.get('arguments', {}), ensure_ascii=False)})  id={c['id']}")
             if role == "tool":
-                echo(f"  observation from {m.get('name')}: " + _lines(m.get("content", "")))
+                out(f"  observation from {m.get('name')}: " + _lines(m.get("content", "")))
             if role == "assistant" and s.node != "policy":  # a planner's own step (the edit agent's plan, learn)
-                echo(f"  {s.node}: " + _lines(m.get("content", "")))
+                out(f"  {s.node}: " + _lines(m.get("content", "")))
             if role == "user" and s.node == "observe":  # the computer-use agent's view of the screen
-                echo("  screen: " + _lines(m.get("content", "")))
+                out("  screen: " + _lines(m.get("content", "")))
             elif role == "user" and s.node != "task":
-                echo("  feedback: " + one_line(m.get("content", ""), 200))
+                out("  feedback: " + one_line(m.get("content", ""), 200))
             for img in m.get("images", []):
-                echo(f"  artifact {img.get('name') or ''} {img['path']}")
+                out(f"  artifact {img.get('name') or ''} {img['path']}")
         for o in s.observations:
             for a in o.get("artifacts", []):
                 if not a.get("mime", "").startswith("image/"):
-                    echo(f"  artifact {a.get('name') or ''} {a['path']}")
-    return EXIT_OK
+                    out(f"  artifact {a.get('name') or ''} {a['path']}")
+    for rest in children.values():  # a nested run of a step that was not recorded (killed mid-step)
+        for child in rest:
+            _show_nested(store, child, pad)
+
+
+def _show_nested(store, child: dict, pad: str) -> None:
+    echo(f"{pad}  ┌ nested run {child['id']}  agent {child['agent']}  status {child['status']}  steps {child['steps']}  "
+         f"tokens {child['tokens_in']}→{child['tokens_out']}  {child['seconds']:.2f} s")
+    if child["answer"] is not None:
+        echo(f"{pad}  │ answer: {one_line(child['answer'], 160)}")
+    if child["error"]:
+        echo(f"{pad}  │ note: {one_line(child['error'], 160)}")
+    _show_steps(store, child["id"], pad + "  │ ")
+    echo(f"{pad}  └ end of nested run {child['id']}")

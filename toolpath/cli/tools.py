@@ -97,6 +97,9 @@ def _parse_args(items: list[str], tool) -> dict[str, Any]:
     return out
 
 
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
+
+
 def cmd_tools_call(args) -> int:
     from pathlib import Path
 
@@ -110,7 +113,10 @@ def cmd_tools_call(args) -> int:
         raise BadInput(str(err)) from None
     store = store_from_args(args)
     inputs = [Path(p).resolve() for p in args.input or []]
-    ctx = ToolContext(run_id="cli", inputs=inputs, save_artifact=store.put_artifact)
+    # Image inputs get the names a run gives its images (image_1, image_2, … in order), for the image tools.
+    images = [p for p in inputs if p.suffix.lower() in IMAGE_SUFFIXES]
+    ctx = ToolContext(run_id="cli", inputs=inputs, save_artifact=store.put_artifact,
+                      images={f"image_{i}": p for i, p in enumerate(images, 1)})
     try:
         result = t.call(arguments, ctx)
     except ToolError as err:

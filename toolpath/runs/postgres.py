@@ -30,7 +30,7 @@ from pathlib import Path
 
 from .common import StoreError
 from .durable import DurableCommits
-from .schema import ADDED_COLUMNS, SCHEMA
+from .schema import ADDED_COLUMNS, ADDED_INDEXES, SCHEMA
 from .sqlite import Store
 
 SCHEMES = ("postgresql://", "postgres://")
@@ -148,6 +148,8 @@ class PostgresStore(Store):
                 if not have:  # ALTER TABLE locks the table even when the column is there: only when it is not
                     decl = re.sub(r"\bINTEGER\b", "BIGINT", re.sub(r"\bREAL\b", "DOUBLE PRECISION", decl))
                     conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+            for sql in ADDED_INDEXES:
+                conn.execute(sql)
         return conn
 
     # ---- runs: a run's pid means something only on its own machine -----------------------------------

@@ -65,6 +65,10 @@ CREATE TABLE IF NOT EXISTS eval_samples (
 """
 
 # Columns added after a table was first released: a store made by an older toolpath gets them on open.
-ADDED_COLUMNS = [("runs", "pid", "INTEGER")]
+ADDED_COLUMNS = [("runs", "pid", "INTEGER"),
+                 # A nested run (a capability tool's agent) names the run and the step that called it.
+                 ("runs", "parent_id", "TEXT"), ("runs", "parent_seq", "INTEGER")]
+# Indexes on added columns, made once the columns exist.
+ADDED_INDEXES = ["CREATE INDEX IF NOT EXISTS runs_parent ON runs(parent_id)"]
 
 RUN_FIELDS = ("status", "answer", "error", "score", "steps", "tokens_in", "tokens_out", "seconds", "eval_id", "pid")

@@ -31,7 +31,7 @@ from ..state import ArtifactRef, Message
 from .clean import clean_text, finite_or, json_text, to_json, valid_text
 from .common import StoreError, default_home, new_id, pid_alive
 from .durable import DurableCommits
-from .schema import ADDED_COLUMNS, RUN_FIELDS, SCHEMA
+from .schema import ADDED_COLUMNS, ADDED_INDEXES, RUN_FIELDS, SCHEMA
 
 
 def _shown(run: dict) -> dict:
@@ -81,6 +81,9 @@ def _empty_store() -> sqlite3.Connection:
     """What a reader sees where no store exists yet: the tables, empty, in memory."""
     conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
     conn.executescript(SCHEMA)
+    for table, column, decl in ADDED_COLUMNS:
+        if column not in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
     return conn
 
 
@@ -158,6 +161,8 @@ class Store:
                 have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
                 if column not in have:
                     conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+            for sql in ADDED_INDEXES:
+                conn.execute(sql)
         except (PermissionError, sqlite3.OperationalError) as err:
             raise StoreError(f"cannot open the run store {self.db_path} for writing: {err} (commands that only "
                              "read it, such as runs list, runs show, view and report, open it read-only)") from None
@@ -251,14 +256,29 @@ class Store:
 
     # ---- runs -------------------------------------------------------------------------------------
     def create_run(self, spec_json: str, task_id: str, model: str, agent: str, run_id: str | None = None,
-                   eval_id: str | None = None) -> str:
+                   eval_id: str | None = None, parent: tuple[str, int] | None = None) -> str:
+        """A new run, 'running' in this process; `parent` (run id, step seq) makes it a nested run of that step."""
         run_id = run_id or new_id()
         now = time.time()
-        self._exec("INSERT INTO runs (id, task_id, spec, model, agent, status, eval_id, pid, created, updated) "
-                   "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)",
+        parent_id, parent_seq = parent or (None, None)
+        self._exec("INSERT INTO runs (id, task_id, spec, model, agent, status, eval_id, pid, created, updated, "
+                   "parent_id, parent_seq) VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
                    (run_id, valid_text(task_id), json_text(spec_json), clean_text(model), valid_text(agent),
-                    eval_id, os.getpid(), now, now))
+                    eval_id, os.getpid(), now, now, parent_id, parent_seq))
         return run_id
+
+    def has_nesting(self) -> bool:
+        """Whether the runs table has the nesting columns (a store an older toolpath made, opened read-only,
+        has not: it holds no nested runs)."""
+        cur = self._exec("SELECT * FROM runs LIMIT 0")
+        return "parent_id" in {d[0] for d in cur.description}
+
+    def child_runs(self, run_id: str) -> list[dict]:
+        """The nested runs the steps of `run_id` started, in the order they started."""
+        if not self.has_nesting():
+            return []
+        rows = self._exec("SELECT * FROM runs WHERE parent_id = ? ORDER BY parent_seq, created", (run_id,))
+        return [self._show(r) for r in rows.fetchall()]
 
     def update_run(self, run_id: str, defer: bool = False, **fields: Any) -> None:
         unknown = set(fields) - set(RUN_FIELDS)
@@ -287,14 +307,19 @@ class Store:
         run = self.get_run(prefix)
         if run:
             return run
-        rows = self._exec("SELECT id FROM runs WHERE id LIKE ? LIMIT 2", (prefix.replace("%", "") + "%",)).fetchall()
+        # A prefix names a top-level run (its nested runs' ids start with its own); a nested one needs its full id.
+        top = " AND parent_id IS NULL" if self.has_nesting() else ""
+        rows = self._exec(f"SELECT id FROM runs WHERE id LIKE ?{top} LIMIT 2",
+                          (prefix.replace("%", "") + "%",)).fetchall()
         return self.get_run(rows[0]["id"]) if len(rows) == 1 else None
 
     def list_runs(self, limit: int = 50, eval_id: str | None = None) -> list[dict]:
         if eval_id:
             rows = self._exec("SELECT * FROM runs WHERE eval_id = ? ORDER BY created DESC LIMIT ?", (eval_id, limit))
         else:
-            rows = self._exec("SELECT * FROM runs ORDER BY created DESC LIMIT ?", (limit,))
+            # Nested runs show under their parent (runs show), not as runs of their own.
+            top = "WHERE parent_id IS NULL" if self.has_nesting() else ""
+            rows = self._exec(f"SELECT * FROM runs {top} ORDER BY created DESC LIMIT ?", (limit,))
         return [self._show(r) for r in rows.fetchall()]
 
     def unclaimed_runs(self, eval_id: str) -> list[dict]:

@@ -169,11 +169,12 @@ class BrowserSandbox(ScreenSandbox):
         self._pw = self._browser = self._context = self._page = None
         self._driver_pid: int | None = None
         self._blocked: list[str] = []  # since the last observe()
-        self._events: list[str] = []  # since the last action: blocked requests, dialogs, new pages
+        self._events: list[str] = []  # not yet told in an action's result: blocked requests, dialogs, pages
         self._pointer = (0, 0)  # Playwright's mouse starts at the top left corner
         self._nav_seen = self._nav_done = False
         self._deadline: float | None = None  # of the action the worker is doing (act's argument)
         self._before_url = ""  # the page an action started on
+        self._offered: list[str] = []  # files a page's file chooser gets (offer_files)
 
     # ----------------------------------------------------------------- the worker thread
 
@@ -347,8 +348,24 @@ class BrowserSandbox(ScreenSandbox):
         page.on("request", on_request)
         page.on("framenavigated", lambda f: f == page.main_frame and on_done(f))
         page.on("requestfailed", lambda r: r.is_navigation_request() and on_done(r))
+        def on_file_chooser(chooser):  # listening suppresses the native dialog: the offered files, or none
+            files = self._offered if chooser.is_multiple() else self._offered[:1]
+            if not files:
+                self._events.append("a file chooser opened; this task offered no files, so none was chosen")
+                return
+            try:
+                chooser.set_files(files)
+                self._events.append("a file chooser opened; chose " + ", ".join(Path(f).name for f in files))
+            except Exception as err:  # noqa: BLE001 — the page's input refused them: the agent hears why
+                self._events.append(f"a file chooser opened; choosing the files failed: {_first_line(err)}")
+
         page.on("dialog", on_dialog)
         page.on("close", on_close)
+        page.on("filechooser", on_file_chooser)
+
+    def offer_files(self, paths: list[str]) -> None:
+        """The files a file chooser the page opens gets (an upload field clicked), as a user would pick them."""
+        self._offered = [str(p) for p in paths]
 
     def _active(self):
         if self._page is None or self._page.is_closed():
@@ -447,8 +464,7 @@ class BrowserSandbox(ScreenSandbox):
 
     # ----------------------------------------------------------------- ScreenSandbox's hooks (worker thread)
 
-    def _before_action(self) -> None:
-        self._events = []
+    def _before_action(self) -> None:  # events not yet told (one that came after the last account) are kept
         self._nav_seen = self._nav_done = False
         self._before_url = self._active().url
 
@@ -457,7 +473,7 @@ class BrowserSandbox(ScreenSandbox):
 
     def _account(self, text: str) -> str:
         page = self._active()
-        notes = list(self._events)
+        notes, self._events = list(self._events), []
         if page.url != self._before_url and not any(n.startswith("a new page") for n in notes):
             notes.append(f"the page is now {page.url[:200]}")
         return "; ".join([text, *notes])

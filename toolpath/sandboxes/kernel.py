@@ -260,6 +260,8 @@ def launch(argv):
     if not _own_pid_namespace():
         raise SystemExit("launch: refusing to run outside a PID namespace of its own (pid %d)" % os.getpid())
     ctl = _control_socket(opts)
+    if "import-root" in opts:  # the host's toolpath, bound read-only, ahead of any installed copy
+        sys.path.insert(0, opts["import-root"])
     if "drop-to" in opts:
         _drop_root(int(opts["drop-to"]))
     # Wake up on a child's exit as well as on the host's messages; reap every child (this is an init).

@@ -78,9 +78,13 @@ def _python_dirs() -> list[str]:
 
 
 def _launch_command(control_fd: int, drop_root: bool) -> list[str]:
-    """The sandbox's first process: kernel.py's launcher, talking to the host over `control_fd`."""
+    """The sandbox's first process: kernel.py's launcher, talking to the host over `control_fd`. When toolpath
+    lives outside the interpreter's folders (a checkout on PYTHONPATH), the kernel imports that same package."""
+    package = os.path.realpath(Path(__file__).resolve().parents[1])
+    outside = package in _python_dirs()
     return [sys.executable, "-I", "-B", KERNEL_INSIDE, "launch", "--control", str(control_fd), *LAUNCH_ARGS,
-            *(["--drop-to", str(NOBODY)] if drop_root else [])]
+            *(["--drop-to", str(NOBODY)] if drop_root else []),
+            *(["--import-root", os.path.dirname(package)] if outside else [])]
 
 
 # ---- unshare ------------------------------------------------------------------------------------------------

@@ -58,6 +58,9 @@ class ToolContext:
     # time.monotonic() by which this step's work must end: what is left of the run's max_seconds, set by the
     # agent for each step (toolpath/deadline.py). None outside an agent.
     deadline: float | None = None
+    # The calling agent's step, for the capability tools that run a whole agent nested in this run
+    # (agents/capabilities.py); set by the agent for each call, None outside an agent.
+    caller: Any = None
 
     def artifact(self, data: bytes | str | Path, name: str = "", mime: str | None = None) -> ArtifactRef:
         if self.save_artifact is None:

@@ -60,11 +60,17 @@ class Reader:
         return self.store.get_run(run_id)
 
     def runs_page(self, offset: int, limit: int) -> tuple[list[dict], int]:
-        """Newest first. Each row through Store.get_run, so a dead 'running' run shows as interrupted."""
-        ids = [r["id"] for r in self._all("SELECT id FROM runs ORDER BY created DESC, id DESC LIMIT ? OFFSET ?",
+        """Newest first, nested runs only under their parent. Each row through Store.get_run, so a dead
+        'running' run shows as interrupted."""
+        top = "WHERE parent_id IS NULL" if self.store.has_nesting() else ""
+        ids = [r["id"] for r in self._all(f"SELECT id FROM runs {top} ORDER BY created DESC, id DESC LIMIT ? OFFSET ?",
                                            (limit, offset))]
         rows = [r for r in (self.store.get_run(i) for i in ids) if r]
-        return rows, self._count("SELECT COUNT(*) FROM runs")
+        return rows, self._count(f"SELECT COUNT(*) FROM runs {top}")
+
+    def nested(self, run_id: str) -> list[dict]:
+        """The runs nested in `run_id` (capability tools' agents), each with its own under "nested"."""
+        return [{**child, "nested": self.nested(child["id"])} for child in self.store.child_runs(run_id)]
 
     def eval(self, eval_id: str) -> dict | None:
         ev = self.store.get_eval(eval_id)

@@ -132,8 +132,20 @@ def _instruction(spec_json) -> str:
     return str(spec.get("instruction") or "") if isinstance(spec, dict) else ""
 
 
+def _nested_tree(children: list[dict]) -> str:
+    """The runs nested in a run, under the step that started each, as nested lists."""
+    if not children:
+        return ""
+    items = "".join(
+        f"<li>step {e(c['parent_seq'])}: {_run_link(c['id'])} <span class=agent>{e(c['agent'])}</span> "
+        f"<span class='status {e(c['status'])}'>{e(c['status'])}</span> {e(c['steps'])} steps"
+        + (f" — <q>{e(str(c['answer'])[:200])}</q>" if c["answer"] is not None else "")
+        + _nested_tree(c.get("nested", [])) + "</li>" for c in children)
+    return f"<ul class=nested>{items}</ul>"
+
+
 @page
-def run(r: dict, first: dict, page_size: int) -> str:
+def run(r: dict, first: dict, page_size: int, nested: list[dict] = ()) -> str:
     """A run's header, then its steps: the first page is inlined (no second round trip before the first
     screen), the rest comes from /api/runs/<id>/steps as the reader scrolls."""
     tokens = f"{r['tokens_in']} in / {r['tokens_out']} out"
@@ -146,9 +158,11 @@ def run(r: dict, first: dict, page_size: int) -> str:
         ("steps", e(r["steps"])), ("created", e(_when(r["created"]))),
         ("eval", f"<a href='/evals/{e(quote(r['eval_id'], safe=''))}'>{e(r['eval_id'])}</a>"
          if r.get("eval_id") else ""),
+        ("nested in", f"{_run_link(r['parent_id'])}, step {e(r['parent_seq'])}" if r.get("parent_id") else ""),
     ])
+    tree = f"<h2>Nested runs</h2>{_nested_tree(list(nested))}" if nested else ""
     api = f"/api/runs/{quote(r['id'], safe='')}/steps"
-    body = (f"<h1>Run {e(r['id'])}</h1>{header}<h2>Steps <span id=step-count></span></h2>"
+    body = (f"<h1>Run {e(r['id'])}</h1>{header}{tree}<h2>Steps <span id=step-count></span></h2>"
             f"<div id=steps data-api='{e(api)}' data-agent='{e(r['agent'])}' data-page-size='{page_size}'></div>"
             "<div id=more><button id=load-more type=button hidden>load more steps</button>"
             "<span id=loading hidden>loading…</span></div>"

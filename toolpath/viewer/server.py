@@ -180,7 +180,7 @@ class Handler(BaseHTTPRequestHandler):
             size = _int_param(query, "page_size", pages.PAGE, 1, MAX_LIMIT)
             steps, total = r.steps_page(run["id"], 0, size)
             first = _paged("steps", steps, total, 0, size, run_id=run["id"])
-            return self._html(200, pages.run(run, first, size))
+            return self._html(200, pages.run(run, first, size, r.nested(run["id"])))
         if head == "evals" and len(rest) == 1:
             ev = self._eval(rest[0])
             offset = _int_param(query, "offset", 0)

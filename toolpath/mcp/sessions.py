@@ -1,0 +1,131 @@
+"""What one MCP session owns: a ToolContext of its own (inputs, named images, artifacts) and its own sandbox.
+
+Two clients of one server never see each other's kernel variables or images, as two episodes never do. The
+sandbox is started on the session's first call (listing tools costs nothing) and closed when the session
+ends. Over stdio the server has one client, so the session is the process's and ends with it. Over HTTP it is
+the connection's: the SDK unwinds each connection's exit stack when the client sends DELETE or the session
+idles out; a client on the sessionless protocol (2026-07-28) has a connection, and so a session, per request.
+Calls within a session run one at a time, in order, as an agent's do.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..tools.registry import ToolContext
+
+_ids = itertools.count(1)
+
+
+@dataclass
+class SessionConfig:
+    """What every session starts from: the server's input files and images, the sandbox kind, the store."""
+
+    inputs: list[Path] = field(default_factory=list)
+    images: list[Path] = field(default_factory=list)
+    sandbox: str = "none"
+    sandbox_options: dict = field(default_factory=dict)
+    store: Any = None  # the run store whose artifact folder keeps the images tools return
+
+
+class Session:
+    def __init__(self, config: SessionConfig):
+        import anyio
+
+        self.config = config
+        self.id = f"mcp-{next(_ids)}"
+        self.ctx = ToolContext(run_id=self.id, inputs=list(config.inputs) + list(config.images),
+                               save_artifact=config.store.put_artifact if config.store is not None else None,
+                               images={f"image_{i}": p for i, p in enumerate(config.images, 1)})
+        self.lock = anyio.Lock()  # one call at a time: a kernel runs one cell, tools name images in order
+        self.sandbox_error: str | None = None
+        self._opened = False
+
+    def open_sandbox(self) -> None:
+        """Start the session's sandbox (blocking; called in a worker thread on the first call). A sandbox that
+        cannot start is remembered: the tools that need it say why, the others still work."""
+        if self._opened or self.config.sandbox == "none":
+            return
+        self._opened = True
+        from ..agents.episode import _open_sandbox
+        from ..sandboxes.base import SandboxError
+
+        try:
+            box = _open_sandbox(self.config.sandbox, self.config.sandbox_options)
+        except (SandboxError, OSError, TypeError, ValueError) as err:
+            self.sandbox_error = f"sandbox {self.config.sandbox!r} could not start: {err}"
+            print(f"toolpath mcp: {self.id}: {self.sandbox_error}", file=sys.stderr)
+            return
+        try:
+            _load_inputs(box, self.ctx)
+        except Exception:
+            box.close()
+            raise
+        self.ctx.sandbox = box
+
+    def close(self) -> None:
+        box, self.ctx.sandbox = self.ctx.sandbox, None
+        if box is not None:
+            box.close()
+
+
+def _load_inputs(box, ctx: ToolContext) -> None:
+    """The session's input files under inputs/ in a code sandbox, its images loaded as image_1, … (PIL), the
+    same way an episode's sandbox has them."""
+    workdir = getattr(box, "workdir", None)
+    if workdir is None or not ctx.inputs:
+        return
+    folder = workdir / "inputs"
+    folder.mkdir(exist_ok=True)
+    for p in ctx.inputs:
+        shutil.copyfile(p, folder / p.name)
+    if ctx.images and hasattr(box, "preload"):
+        box.preload("\n".join(["from PIL import Image as _Image"] + [
+            f"{name} = _Image.open({('inputs/' + path.name)!r}); {name}.load()" for name, path in ctx.images.items()]))
+
+
+class Sessions:
+    """The live sessions of one server, one per MCP connection."""
+
+    KEY = "toolpath.session"
+
+    def __init__(self, config: SessionConfig, one_client: bool = False):
+        """`one_client`: the transport has one client for the server's life (stdio), so one session serves every
+        request, on whichever protocol era; it is closed when the server stops."""
+        self.config = config
+        self.one_client = one_client
+        self.open: dict[str, Session] = {}
+
+    async def for_request(self, request_ctx: Any) -> Session:
+        """The session of the connection this request came on, made (and its closing registered) on first use."""
+        import anyio
+
+        # The SDK gives handlers the connection only through the session object; without it (a future SDK)
+        # every request shares one session, closed when the server stops.
+        connection = None if self.one_client else getattr(request_ctx.session, "_connection", None)
+        if connection is None:
+            if "shared" not in self.open:
+                self.open["shared"] = Session(self.config)
+            return self.open["shared"]
+        if self.KEY in connection.state:
+            return connection.state[self.KEY]
+        session = connection.state[self.KEY] = Session(self.config)
+        self.open[session.id] = session
+
+        async def close() -> None:
+            self.open.pop(session.id, None)
+            await anyio.to_thread.run_sync(session.close)
+
+        connection.exit_stack.push_async_callback(close)
+        return session
+
+    def close_all(self) -> None:
+        """What is still open when the server stops."""
+        for session in list(self.open.values()):
+            session.close()
+        self.open.clear()
