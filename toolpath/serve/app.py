@@ -142,7 +142,10 @@ class ChatServer:
             raise
         ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if chat.stream:
-            return StreamingResponse(self._events(chat, folder, ident, created), media_type="text/event-stream",
+            # queued now, in the order requests arrived; the images go with the job, which removes them
+            pieces, push = pieces_to_loop(asyncio.get_running_loop())
+            job = self.engine.submit(Job(chat, on_text=push, folder=folder))
+            return StreamingResponse(self._events(chat, job, pieces, ident, created), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         job = self.engine.submit(Job(chat, folder=folder))
         try:
@@ -162,15 +165,14 @@ class ChatServer:
                                           "finish_reason": _finish(response, chat, self.default_max)}],
                              "usage": _usage(response)})
 
-    async def _events(self, chat: ChatRequest, folder: Path, ident: str, created: int) -> AsyncIterator[str]:
+    async def _events(self, chat: ChatRequest, job: Job, pieces: asyncio.Queue, ident: str,
+                      created: int) -> AsyncIterator[str]:
         def event(delta: dict | None, finish: str | None = None, **extra) -> str:
             choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
             return "data: " + json.dumps({"id": ident, "object": "chat.completion.chunk", "created": created,
                                           "model": self.engine.model_id, "system_fingerprint": None,
                                           "choices": choices, **extra}) + "\n\n"
 
-        pieces, push = pieces_to_loop(asyncio.get_running_loop())
-        job = self.engine.submit(Job(chat, on_text=push, folder=folder))
         cut = tuple(chat.generation.get("stop") or ()) + ((PLAIN_TURN,) if self.engine.plain else ())
         gate = TextGate(cut_at=cut, calls=bool(chat.tools))
         try:
