@@ -39,24 +39,25 @@ LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj")
 
 @dataclass(frozen=True)
 class BuildConfig:
-    easy_vqa_images: int = 1500
-    scenes: int = 1500
+    easy_vqa_images: int = 600
+    scenes: int = 600
     copies: int = 2  # degraded copies per picture
-    clip_steps: int = 150
-    clip_batch: int = 128
+    clip_steps: int = 60
+    clip_batch: int = 96
     clip_lr: float = 2e-4
-    lm_steps: int = 300
-    lm_batch: int = 16
-    lm_lr: float = 1e-3
+    lm_steps: int = 90
+    lm_batch: int = 8
+    lm_lr: float = 2e-3
     lora_rank: int = 16
+    lora_layers: int = 8  # LoRA on the top N decoder layers only: backward stops there, ~2x faster steps on CPU
     threads: int = 2
-    samples: int = 6  # completions written into the report
+    samples: int = 3  # completions written into the report
 
 
 def toy_config() -> BuildConfig:
     """Seconds, not minutes: the pipeline's mechanics (tests)."""
     return BuildConfig(easy_vqa_images=0, scenes=24, copies=1, clip_steps=2, clip_batch=8, lm_steps=2, lm_batch=2,
-                       lora_rank=2, threads=1, samples=1)
+                       lora_rank=2, lora_layers=1, threads=1, samples=1)
 
 
 def folder(home: Path | None = None) -> Path:
@@ -104,16 +105,19 @@ def encode(tok, text: str, prompt_text: str) -> tuple[list[int], list[int]]:
 
 
 def train_lm(lm, tok, texts: list[tuple[str, str]], *, steps: int, batch: int, lr: float, rank: int, seed: int,
-             log=None) -> dict:
-    """LoRA fine-tuning of the causal LM on (text, prompt) pairs, loss on what follows the prompt; merged."""
+             layers: int = 0, log=None) -> dict:
+    """LoRA fine-tuning of the causal LM on (text, prompt) pairs, loss on what follows the prompt; merged.
+    `layers` > 0: only the top `layers` decoder layers get LoRA."""
     import torch
     from peft import LoraConfig, get_peft_model
 
     torch.manual_seed(seed)
     for p in lm.parameters():
         p.requires_grad_(False)
+    n_layers = lm.config.num_hidden_layers
+    top = list(range(max(0, n_layers - layers), n_layers)) if layers > 0 else None
     model = get_peft_model(lm, LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0,
-                                          target_modules=list(LORA_TARGETS)))
+                                          target_modules=list(LORA_TARGETS), layers_to_transform=top))
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     warm = max(1, steps // 10)
@@ -143,7 +147,7 @@ def train_lm(lm, tok, texts: list[tuple[str, str]], *, steps: int, batch: int, l
     merged = model.merge_and_unload().eval()
     for p in merged.parameters():
         p.requires_grad_(False)
-    return {"model": merged, "steps": steps, "batch": batch, "lora_rank": rank,
+    return {"model": merged, "steps": steps, "batch": batch, "lora_rank": rank, "lora_layers": layers or n_layers,
             "loss_first": round(losses[0], 4) if losses else None,
             "loss_last10": round(float(np.mean(losses[-10:])), 4) if losses else None,
             "seconds": round(time.monotonic() - start, 1)}
@@ -211,7 +215,7 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
     tok = AutoTokenizer.from_pretrained(str(lm_folder), local_files_only=True)
     lm = AutoModelForCausalLM.from_pretrained(str(lm_folder), local_files_only=True, dtype=torch.float32)
     lm_stats = train_lm(lm, tok, texts, steps=cfg.lm_steps, batch=cfg.lm_batch, lr=cfg.lm_lr, rank=cfg.lora_rank,
-                        seed=seed, log=step_log)
+                        layers=cfg.lora_layers, seed=seed, log=step_log)
     model = lm_stats.pop("model")
     samples = []
     for i, e in enumerate(examples[:cfg.samples]):
