@@ -232,6 +232,7 @@ def chat_home(tmp_path_factory):
     return tmp_path_factory.mktemp("chat-home")
 
 
+@pytest.mark.slow  # loads and samples SmolLM2-135M in subprocesses: minutes on a busy 2-core machine
 @needs_bundled
 def test_complete_query_through_the_cli_with_the_prompted_bundled_model(chat_home):
     r = toolpath_cli("tools", "call", "complete_query", "--arg", "query=red circle", "--arg", "quality=low",
@@ -248,6 +249,7 @@ def test_complete_query_through_the_cli_with_the_prompted_bundled_model(chat_hom
     assert bad.returncode != 0 and "quality='median'" in bad.stdout + bad.stderr
 
 
+@pytest.mark.slow
 @needs_bundled
 def test_complete_query_in_a_react_run(chat_home, tmp_path):
     responses = write(tmp_path / "responses.yaml", json.dumps([
