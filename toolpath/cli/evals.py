@@ -36,6 +36,8 @@ def cmd_models_build(args) -> int:
 
     if args.name == "metaembed":
         return _build_metaembed(args, stage)
+    if args.name == "query-completion":
+        return _build_query_completion(args, stage)
     from ..train import tiny_vlm
 
     try:
@@ -65,6 +67,22 @@ def _build_metaembed(args, stage) -> int:
         echo(f"{metaembed_training.NAME}: {report['folder']} ({report['seconds']:.0f} s); training loss "
              f"{report['training']['loss_first']} -> {report['training']['loss_last10']:.3f}; measure it with "
              "python benchmarks/retrieval.py")
+    return EXIT_OK
+
+
+def _build_query_completion(args, stage) -> int:
+    from ..train import query_completion_training as qct
+
+    try:
+        report = qct.build(args.seed, log=stage, step_log=stage if args.verbose else None)
+    except RuntimeError as err:  # the tiny CLIP or the bundled model missing, said with how to get it
+        raise BadInput(f"models build {args.name}: {err}") from err
+    if args.json:
+        echo_json(report, indent=2)
+    else:
+        echo(f"{qct.NAME}: {report['folder']} ({report['seconds']['total']:.0f} s); training loss "
+             f"{report['training']['loss_first']} -> {report['training']['loss_last10']}; complete_query uses it, "
+             "measure it with python benchmarks/query_completion.py")
     return EXIT_OK
 
 

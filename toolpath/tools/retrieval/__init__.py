@@ -136,3 +136,6 @@ def search_backend() -> str:
     if value not in ("bm25", "metaembed"):
         raise ToolError(f"search: TOOLPATH_SEARCH_BACKEND={value!r} is not a backend; use bm25 or metaembed")
     return value
+
+
+from . import query_completion  # noqa: E402,F401  (registers complete_query)
