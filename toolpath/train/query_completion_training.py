@@ -45,7 +45,7 @@ class BuildConfig:
     clip_steps: int = 60
     clip_batch: int = 96
     clip_lr: float = 2e-4
-    lm_steps: int = 90
+    lm_steps: int = 400  # 90 steps learned one caption for every level (measured); 400 learn the quality words
     lm_batch: int = 8
     lm_lr: float = 2e-3
     lora_rank: int = 16
