@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..tools.retrieval import model as M
+from .folders import replaced_folder
 
 NAME = "metaembed"
 BUILD_COMMAND = "toolpath models build metaembed"
@@ -133,20 +132,12 @@ def build(seed: int = 0, *, home: Path | None = None, config: TrainConfig | None
     log(f"[2/2] training: {cfg.steps} steps of {cfg.batch} pairs, loss {stats['loss_first']} -> "
         f"{stats['loss_last10']:.3f} ({stats['seconds']:.0f} s)")
     target = folder(home)
-    tmp = target.parent / f".{NAME}.{uuid.uuid4().hex[:8]}.tmp"
-    target.parent.mkdir(parents=True, exist_ok=True)
     report = {"name": NAME, "seed": seed, "config": asdict(cfg), "pairs": {"train": len(train_pairs),
               "heldout": len(heldout), "passages": len(coll.passages)}, "training": stats,
               "seconds": round(time.monotonic() - t0, 1), "threads": cfg.threads,
               "load_average": [round(x, 2) for x in os.getloadavg()]}
-    try:
+    with replaced_folder(target, NAME) as tmp:
         tmp.mkdir()
         M.save(model, tmp, save_encoder=custom)
         (tmp / "metaembed.json").write_text(json.dumps(report, indent=2) + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return report | {"folder": str(target)}

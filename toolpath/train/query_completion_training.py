@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
-import shutil
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..tools.retrieval import query_completion as qc
+from .folders import replaced_folder
 
 NAME = qc.NAME
 BUILD_COMMAND = qc.BUILD_COMMAND
@@ -235,9 +233,7 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
               "relevance_edges": [round(x, 4) for x in relevance_edges], "levels": dict(sorted(counts.items())),
               "retriever": clip_stats, "training": lm_stats, "samples": samples,
               "seconds": seconds | {"total": round(time.monotonic() - t0, 1)}, "threads": cfg.threads}
-    tmp = target.parent / f".{NAME}.{uuid.uuid4().hex[:8]}.tmp"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
+    with replaced_folder(target, NAME) as tmp:
         tmp.mkdir()
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
@@ -245,10 +241,4 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
         clip_tok.save_pretrained(tmp / RETRIEVER)
         proc.save_pretrained(tmp / RETRIEVER)
         (tmp / REPORT).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return report | {"folder": str(target)}

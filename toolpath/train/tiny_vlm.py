@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .clip_training import ClipSize
+from .folders import replaced_folder
 
 NAME = "tiny-vlm"
 BUILD_COMMAND = "toolpath models build tiny-vlm"
@@ -133,9 +132,7 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
                                     lr=cfg.proj_lr, lora_rank=cfg.lora_rank, lora_lr=cfg.lora_lr,
                                     max_turns=cfg.max_turns, seed=seed, log=step_log)
     processor = lf.build_processor(tok, proc_img, clip.config)
-    tmp = target.parent / f".{NAME}.{uuid.uuid4().hex[:8]}.tmp"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
+    with replaced_folder(target, NAME) as tmp:
         lf.write_folder(tmp, model, processor, clip, clip_tok)
         t = stage("projector", t)
         log(f"[3/4] projector: {cfg.proj_steps} steps, loss {proj_stats['final_loss']:.3f} ({seconds['projector']} s)")
@@ -165,12 +162,6 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
                   "seconds": seconds | {"total": round(time.monotonic() - t0, 1)},
                   "load_average": [round(x, 2) for x in os.getloadavg()], "threads": cfg.threads}
         (tmp / "tiny_vlm.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     e = figures["easy_vqa_test"]
     log(f"[4/4] eval: easy-vqa test exact match {e['accuracy']:.3f} on {e['questions']} questions "
         f"(blank image {figures.get('easy_vqa_blank_image', {}).get('accuracy')}, majority "
