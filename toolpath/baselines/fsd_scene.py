@@ -18,14 +18,8 @@ with images [rgb PNG, (segmentation PNG)].
 
 How each answer is made (image terms, by toolpath/tools/fsd/scene.py's geometry; the agent lifts points to 3D and
 plans the clearance itself):
-    grasp point   a cube's top-face centre as seen (30% down its mask, midway across: see grasp_point);
-                  otherwise the most interior pixel of the mask nearest its centroid (on the object even
-                  when it is partly hidden)
-    destination   the point of the target's free area nearest the target's centre. Free area: the target's
-                  convex hull scaled by RIM about its centre, where the target or an object standing on it
-                  is seen (not an occluder such as the arm), less the other objects' masks grown by a bit
-                  more than half the pick object's size (CLEARANCE)
-    trace         8 points from the grasp point to the destination, an arc raised in the image (a lift)
+    grasp point, destination, trace: as tools/fsd/scene.py's docstring defines them (the spatial tools
+                  answer from the same geometry)
     affordance    a box around the grasp point, about 60% of the pick object's extent
     free_space    the destination and pairs of points either side of it along each image axis, all inside
                   the free area (3-5 points whose mean is the destination: where the agent places)
