@@ -93,6 +93,28 @@ def test_a_store_made_before_a_column_existed_is_upgraded_on_open(home):
     s.close()
 
 
+def test_processes_opening_a_new_store_together_all_get_it(tmp_path):
+    """Each opener checks for the columns added since the first release and adds what is missing; done together,
+    two of them once both added the same column and the second failed ("duplicate column name")."""
+    import subprocess
+    import sys
+    import time
+
+    go = tmp_path / "go"  # every process is imported and waiting before any opens: they open within a moment
+    code = ("import os, sys, time; from toolpath.runs import Store\n"
+            "while not os.path.exists(sys.argv[2]): time.sleep(0.001)\n"
+            "Store(sys.argv[1]).close()")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "home"), str(go)], stderr=subprocess.PIPE,
+                              text=True) for _ in range(6)]
+    time.sleep(3)
+    go.touch()
+    errors = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 6, errors
+    s = Store(tmp_path / "home")
+    assert s.get_run(s.create_run("{}", "t", "m", "react"))["parent_id"] is None
+    s.close()
+
+
 def test_cli_reports_a_broken_store_without_a_traceback(home):
     from conftest import toolpath_cli
 

@@ -43,7 +43,17 @@ def _shown(run: dict) -> dict:
 
 def _connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, check_same_thread=False, timeout=30.0, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
+    # Switching a new file to WAL while another process does the same fails at once with "database is locked"
+    # (SQLite does not wait on its busy handler there): processes that create a store together retry.
+    deadline = time.monotonic() + 30.0
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
     # NORMAL in WAL mode: a commit survives the process being killed (kill -9), only not a power cut,
     # and it saves an fsync per step, which is most of a checkpoint's cost.
     conn.execute("PRAGMA synchronous=NORMAL")
@@ -81,10 +91,25 @@ def _empty_store() -> sqlite3.Connection:
     """What a reader sees where no store exists yet: the tables, empty, in memory."""
     conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
     conn.executescript(SCHEMA)
-    for table, column, decl in ADDED_COLUMNS:
-        if column not in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}:
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+    _add_columns(conn)
     return conn
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    """Give a store made by an older toolpath the columns added since. Checked and added in one write
+    transaction: processes that open the same old store together would otherwise both see a column missing
+    and the second ALTER TABLE would fail ("duplicate column name")."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for table, column, decl in ADDED_COLUMNS:
+            if column not in {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+        for sql in ADDED_INDEXES:
+            conn.execute(sql)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _write_new_file(path: Path, chunks: Iterable[bytes]) -> tuple[str, int]:
@@ -157,12 +182,7 @@ class Store:
             conn = _connect(self.db_path)
             conn.row_factory = sqlite3.Row
             conn.executescript(SCHEMA)
-            for table, column, decl in ADDED_COLUMNS:
-                have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
-                if column not in have:
-                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
-            for sql in ADDED_INDEXES:
-                conn.execute(sql)
+            _add_columns(conn)
         except (PermissionError, sqlite3.OperationalError) as err:
             raise StoreError(f"cannot open the run store {self.db_path} for writing: {err} (commands that only "
                              "read it, such as runs list, runs show, view and report, open it read-only)") from None
