@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT, toolpath_cli, write
+from tests.tiny_lm import save_tiny_chat_lm
 from toolpath.tools.registry import ToolError, get_tool
 from toolpath.tools.retrieval import image_quality as iq
 from toolpath.tools.retrieval import query_completion as qc
 from toolpath.train import vlm_data as vd
 
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 
 def bundled_chat_model():
@@ -136,30 +136,14 @@ def test_quality_words_follow_the_measurement_and_captions_hold_the_query():
 def tiny_parts(tmp_path_factory):
     """A random 2-layer Llama with a small byte-level BPE tokenizer, and a tiny random CLIP folder where
     `toolpath models build tiny-vlm` would put its CLIP."""
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     pytest.importorskip("peft", reason="the build's LoRA needs peft")
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
     from toolpath.train import clip_training as ct
 
     words = " ".join(["Similarity Quality Query Caption low medium high a picture of blurry noisy dark washed-out",
                       "sharp clean and an on white background red green blue circle square triangle star"])
-    tk = Tokenizer(models.BPE())
-    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tk.decoder = decoders.ByteLevel()
-    tk.train_from_iterator([words] * 20, trainers.BpeTrainer(
-        vocab_size=400, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|im_end|>", bos_token="<|im_start|>",
-                                  pad_token="<|im_end|>", unk_token="<|endoftext|>")
-    torch.manual_seed(0)
-    lm = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                                      tie_word_embeddings=True, eos_token_id=tok.eos_token_id,
-                                      bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id))
     root = tmp_path_factory.mktemp("qc-parts")
-    lm.save_pretrained(root / "lm")
-    tok.save_pretrained(root / "lm")
+    save_tiny_chat_lm(root / "lm", words)
     clip_tok = ct.clip_tokenizer(root / "lm")
     clip = ct.build_clip(ct.ClipSize(image_size=32, patch_size=8, width=32, layers=1, heads=2, text_width=32,
                                      text_layers=1, embed_dim=16), clip_tok, 0)

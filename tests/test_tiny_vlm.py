@@ -14,37 +14,21 @@ import numpy as np
 import pytest
 
 from tests.conftest import toolpath_cli
+from tests.tiny_lm import save_tiny_chat_lm
 from toolpath.train import vlm_data as vd
 
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 
 @pytest.fixture(scope="module")
 def tiny_lm(tmp_path_factory):
     """A random 2-layer Llama with a byte-level BPE tokenizer trained on the words the data uses."""
-    torch = pytest.importorskip("torch")
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
+    pytest.importorskip("torch")
     from toolpath.tools.image.edit_base import COLORS, SHAPES
 
     words = " ".join([*COLORS, *SHAPES, *vd.EASY_VQA_COLORS, *vd.EASY_VQA_SHAPES, "Is there a in the image yes no",
                       "What color is the shape Describe image picture briefly an and , . ?"])
-    tk = Tokenizer(models.BPE())
-    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tk.decoder = decoders.ByteLevel()
-    tk.train_from_iterator([words] * 20, trainers.BpeTrainer(
-        vocab_size=400, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|im_end|>", bos_token="<|im_start|>",
-                                  pad_token="<|im_end|>", unk_token="<|endoftext|>")
-    torch.manual_seed(0)
-    lm = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                                      tie_word_embeddings=True, eos_token_id=tok.eos_token_id,
-                                      bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id))
     folder = tmp_path_factory.mktemp("tiny-lm")
-    lm.save_pretrained(folder)
-    tok.save_pretrained(folder)
+    save_tiny_chat_lm(folder, words)
     return folder
 
 
