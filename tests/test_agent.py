@@ -203,6 +203,28 @@ def test_images_go_to_artifacts_not_the_state(store, tmp_path):
     assert ref.mime == "image/png" and ref.size == img.stat().st_size and ref.path.startswith(str(store.artifact_dir))
 
 
+def test_the_task_names_its_images_when_tools_can_take_them(store, tmp_path):
+    from PIL import Image
+
+    img = tmp_path / "room.png"
+    Image.new("RGB", (32, 24), "grey").save(img)
+    seen = []
+
+    class Look:
+        name = "look"
+
+        def respond(self, messages, tools, **gen):
+            seen.append(messages[1].content)
+            return Response(text="done")
+
+    for tools in (["crop", "final_answer"], []):
+        s = parse_spec({"id": "t", "instruction": "Look", "inputs": {"images": [str(img)]}, "model": "scripted:x",
+                        "tools": tools})
+        run_episode(s, store, policy=Look())
+    assert "image_1 (room.png)" in seen[0]
+    assert seen[1] == "Look"  # no tool takes image names: the prompt is the instruction alone
+
+
 class Buggy:
     """A policy with a bug (not a PolicyError): the run must fail cleanly and keep its completed steps."""
 

@@ -207,6 +207,11 @@ def _first_messages(rt: Runtime, system_prompt: str) -> list[Message]:
         text += "\n\nInput files (read them with read_file): " + ", ".join(p.name for p in rt.spec.inputs.files)
     if rt.spec.inputs.urls:
         text += "\n\nURLs: " + ", ".join(rt.spec.inputs.urls)
+    if rt.spec.inputs.images and set(rt.tools) - {"final_answer"}:
+        # Tools take images by name; a model that is not told the names guesses the file names (seen with
+        # Qwen2.5-Coder-1.5B calling spatial_query(images=["room_1.jpg", ...])).
+        text += "\n\nImages (tools take them by these names): " + ", ".join(
+            f"image_{i} ({p.name})" for i, p in enumerate(rt.spec.inputs.images, 1))
     return [Message(role="system", content=system_prompt), Message(role="user", content=text, images=images)]
 
 
