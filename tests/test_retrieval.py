@@ -37,7 +37,7 @@ def clean(home, monkeypatch):
     search_cache.clear_memory_cache()
 
 
-def tiny_model(seed=0, nq=16, nd=64):
+def tiny_model(seed=0, nq=16, nd=64, **options):
     import torch
     from transformers import BertConfig, BertModel
 
@@ -45,7 +45,7 @@ def tiny_model(seed=0, nq=16, nd=64):
     torch.manual_seed(seed)
     enc = BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                intermediate_size=64, max_position_embeddings=160), add_pooling_layer=False).eval()
-    cfg = M.MetaEmbedConfig(nq=nq, nd=nd, dim=16, max_query_tokens=24, max_doc_tokens=96, encoder="encoder")
+    cfg = M.MetaEmbedConfig(nq=nq, nd=nd, dim=16, max_query_tokens=24, max_doc_tokens=96, encoder="encoder", **options)
     return M.new_model(enc, tok, cfg, seed)
 
 
@@ -120,6 +120,50 @@ def test_save_and_load_round_trip(tmp_path):
     assert M.fingerprint(tmp_path) == M.fingerprint(tmp_path)
 
 
+@needs_tokenizer
+def test_trained_adapters_survive_save_and_load_and_merging_keeps_the_vectors(tmp_path):
+    import torch
+
+    model = tiny_model(nq=4, nd=8)
+    lora = model.lora_parameters()
+    assert lora and not any("pooler" in n for n in lora)  # the transformer layers' linear maps only
+    with torch.no_grad():  # adapters as training leaves them (B starts at zero: no effect until trained)
+        for name, p in lora.items():
+            p.copy_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(len(name))))
+    texts = ["meta tokens", "late interaction over many vectors"]
+    before = model.encode(texts, "doc")
+    model.set_adapters(False)
+    assert not np.allclose(model.encode(texts, "doc"), before, atol=1e-4)  # the adapters change the vectors
+    model.set_adapters(True)
+    M.save(model, tmp_path)
+    merged, unmerged = M.load(tmp_path), M.load(tmp_path, merge=False)
+    assert np.allclose(unmerged.encode(texts, "doc"), before, atol=1e-5)
+    assert np.allclose(merged.encode(texts, "doc"), before, atol=1e-4)
+    # slicing still equals encoding with fewer meta tokens with the mean residual and merged adapters
+    assert np.allclose(merged.encode(texts, "doc", n=3), merged.encode(texts, "doc")[:, :3], atol=1e-5)
+
+
+@needs_tokenizer
+def test_a_folder_from_before_the_adapters_loads_as_it_was_trained(tmp_path):
+    from dataclasses import asdict
+
+    old = tiny_model(nq=4, nd=8, lora_rank=0, mean_residual=False)
+    M.save(old, tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    for key in ("lora_rank", "mean_residual"):  # what an older build wrote: neither key
+        cfg.pop(key)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    again = M.load(tmp_path)
+    assert again.config.lora_rank == 0 and not again.config.mean_residual
+    assert np.allclose(again.encode(["x y"], "query"), old.encode(["x y"], "query"), atol=1e-5)
+    # weights that do not fit the config are named, with the way out
+    cfg.update(lora_rank=4)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ToolError, match="missing .*lora_A.*toolpath models build metaembed"):
+        M.load(tmp_path)
+    assert asdict(again.config)["encoder"] == "encoder"
+
+
 # --- the training ------------------------------------------------------------------------------------------------
 
 
@@ -132,6 +176,46 @@ def test_multivector_loss_prefers_the_matching_document():
     good, _ = multivector_loss(q, torch.cat([q, q], 1)[:, :64], ((1, 1), (16, 32)), 0.03)
     bad, _ = multivector_loss(q, torch.cat([q.flip(0), q.flip(0)], 1), ((1, 1), (16, 32)), 0.03)
     assert float(good) < 0.01 < float(bad)
+
+
+def test_distillation_is_smallest_when_the_groups_rank_like_the_teacher():
+    import torch
+
+    from toolpath.train.metaembed_training import distillation_loss
+
+    q = torch.nn.functional.normalize(torch.randn(4, 4, 8, generator=torch.Generator().manual_seed(1)), dim=-1)
+    d = torch.cat([q, q], 1)
+    student = torch.einsum("iqc,jdc->ijqd", q, d).max(3).values.mean(2)
+    agree = distillation_loss(q, d, student, ((1, 1), (4, 8)), 0.05)
+    disagree = distillation_loss(q, d, student.flip(1), ((1, 1), (4, 8)), 0.05)
+    assert float(agree) < float(disagree)
+    # a second pair of the same passage is masked out, not scored as a negative
+    others = torch.zeros(4, 4, dtype=torch.bool)
+    others[0, 1] = others[1, 0] = True
+    assert float(distillation_loss(q, d, student, ((1, 1),), 0.05, others)) >= 0
+
+
+def test_inverse_cloze_batches_cut_the_sentence_out_and_follow_the_seed():
+    from toolpath.train.metaembed_pairs import Pair
+    from toolpath.train.metaembed_training import TrainConfig, _batches
+
+    passages = ["Alpha one two three four. Beta five six seven eight.", "Gamma nine ten eleven twelve here.",
+                "Delta thirteen fourteen fifteen. Epsilon sixteen seventeen eighteen."]
+    pairs = [Pair("pydoc", "d", "gamma", 1)]
+    sentences = {0: ["Alpha one two three four.", "Beta five six seven eight."],
+                 2: ["Delta thirteen fourteen fifteen.", "Epsilon sixteen seventeen eighteen."]}
+    cfg = TrainConfig(batch=4, ict_share=0.5)
+    first = [next(_batches(pairs, passages, sentences, cfg, seed=3)) for _ in range(2)]
+    assert first[0] == first[1]  # the same seed, the same batches
+    stream = _batches(pairs, passages, sentences, cfg, seed=3)
+    cut = 0
+    for _ in range(30):
+        queries, texts, ids = next(stream)
+        assert len(queries) == 4 and ids[:2] == [1, 1] and queries[:2] == ["gamma", "gamma"]
+        for q, t, i in zip(queries[2:], texts[2:], ids[2:]):
+            assert q in sentences[i]
+            cut += q not in t
+    assert cut > 40  # the sentence is cut from its passage nine times in ten
 
 
 @needs_tokenizer

