@@ -37,7 +37,7 @@ def clean(home, monkeypatch):
     search_cache.clear_memory_cache()
 
 
-def tiny_model(seed=0, nq=16, nd=64, **options):
+def tiny_model(seed=0, nq=16, nd=64, dim=16, **options):
     import torch
     from transformers import BertConfig, BertModel
 
@@ -45,8 +45,12 @@ def tiny_model(seed=0, nq=16, nd=64, **options):
     torch.manual_seed(seed)
     enc = BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                intermediate_size=64, max_position_embeddings=160), add_pooling_layer=False).eval()
-    cfg = M.MetaEmbedConfig(nq=nq, nd=nd, dim=16, max_query_tokens=24, max_doc_tokens=96, encoder="encoder", **options)
-    return M.new_model(enc, tok, cfg, seed)
+    cfg = M.MetaEmbedConfig(nq=nq, nd=nd, dim=dim, max_query_tokens=24, max_doc_tokens=96, encoder="encoder", **options)
+    model = M.new_model(enc, tok, cfg, seed)
+    with torch.no_grad():  # open the gates as training would: the meta tokens' states count (they start at 0)
+        model.query_gate.fill_(0.5)
+        model.doc_gate.fill_(0.7)
+    return model
 
 
 @pytest.fixture
@@ -141,6 +145,22 @@ def test_trained_adapters_survive_save_and_load_and_merging_keeps_the_vectors(tm
     assert np.allclose(merged.encode(texts, "doc"), before, atol=1e-4)
     # slicing still equals encoding with fewer meta tokens with the mean residual and merged adapters
     assert np.allclose(merged.encode(texts, "doc", n=3), merged.encode(texts, "doc")[:, :3], atol=1e-5)
+
+
+@needs_tokenizer
+def test_an_untrained_model_is_the_encoders_mean_pooling_at_every_budget():
+    import torch
+
+    from toolpath.train.metaembed_training import mean_pooled
+
+    model = tiny_model(nq=4, nd=8, dim=32)  # dim = the tiny encoder's width: the projection starts as the identity
+    with torch.no_grad():
+        model.query_gate.zero_()
+        model.doc_gate.zero_()
+    texts = ["late interaction", "a longer passage about meta tokens and budgets"]
+    pooled = mean_pooled(model, model.tokenize(texts, "doc")).numpy()
+    vecs = model.encode(texts, "doc")
+    assert np.allclose(vecs, pooled[:, None, :], atol=1e-5)
 
 
 @needs_tokenizer

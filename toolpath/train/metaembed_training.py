@@ -148,7 +148,8 @@ def train(model, pairs, passages, cfg: TrainConfig, seed: int, log=None, sentenc
     lora = list(model.lora_parameters().values())
     for p in lora:
         p.requires_grad_(True)
-    groups = [{"params": [model.query_meta, model.doc_meta, *model.proj.parameters()], "lr": cfg.lr}]
+    groups = [{"params": [model.query_meta, model.doc_meta, model.query_gate, model.doc_gate,
+                          *model.proj.parameters()], "lr": cfg.lr}]
     if lora:
         groups.append({"params": lora, "lr": cfg.lora_lr})
     opt = torch.optim.AdamW(groups, weight_decay=0.0)

@@ -3,10 +3,12 @@ of the meta tokens, projected and L2-normalised, are an item's multi-vector embe
 
 Two choices of ours on top of the paper's recipe, both for a 22M-parameter encoder trained on a thousand pairs
 (the paper fine-tunes billion-parameter VLMs on millions): LoRA adapters on the encoder's linear layers
-(`lora_rank`, the only encoder weights that train), and `mean_residual`: each meta token's state gets the mean
-of the item's text-token states added before the projection, so every vector starts from the sentence
-embedding MiniLM was trained to give (mean pooling) and the meta tokens learn what to add to it. Without it
-the meta tokens must first learn to pool at all, and on our data they end below plain mean pooling.
+(`lora_rank`, the only encoder weights that train), and `mean_residual`: vector j is the projection of the
+mean of the item's text-token states plus g_j times meta token j's state, with a learned gate g_j that starts at
+0 and a projection that starts as the identity (dim = the encoder's width), so before training every vector is
+exactly the sentence embedding MiniLM was trained to give (mean pooling) and training can only move away from
+it where the pairs say so. Without it the meta tokens must first learn to pool at all, and on our data they end
+below plain mean pooling (R@5 80.8 against 82.9 with the same training, 67.2 with the encoder frozen).
 
 Queries get Nq meta tokens, documents Nd (separate parameters). The attention mask makes prefixes exact:
 
@@ -41,12 +43,12 @@ WEIGHTS = "metaembed.safetensors"
 class MetaEmbedConfig:
     nq: int = 16  # query meta tokens (vectors)
     nd: int = 64  # document meta tokens (vectors)
-    dim: int = 128  # projected vector size
+    dim: int = 384  # projected vector size (the encoder's width: the projection starts as the identity)
     max_query_tokens: int = 64
     max_doc_tokens: int = 256
     encoder: str = BUNDLED_ENCODER  # or "encoder": the folder's own encoder/ subfolder
     lora_rank: int = 8  # LoRA on the encoder's query/key/value/dense layers (alpha = 2 x rank); 0: encoder frozen
-    mean_residual: bool = True  # add the mean of the text-token states to each meta token's state
+    mean_residual: bool = True  # vector j = proj(mean of the text-token states + gate_j x meta token j's state)
 
 
 # A folder saved before these settings existed was a frozen encoder with meta-token states alone.
@@ -100,8 +102,14 @@ def _module():
             self.query_meta, self.doc_meta = init(config.nq), init(config.nd)
             self.proj = torch.nn.Linear(hidden, config.dim)
             with torch.no_grad():
-                torch.nn.init.orthogonal_(self.proj.weight, generator=g)
+                if config.mean_residual and config.dim == hidden:
+                    self.proj.weight.copy_(torch.eye(hidden))
+                else:
+                    torch.nn.init.orthogonal_(self.proj.weight, generator=g)
                 self.proj.bias.zero_()
+            # Gates on the meta tokens' states (mean_residual only): zero at first, so training starts from pooling.
+            self.query_gate = torch.nn.Parameter(torch.zeros(config.nq if config.mean_residual else 0))
+            self.doc_gate = torch.nn.Parameter(torch.zeros(config.nd if config.mean_residual else 0))
             if config.lora_rank:
                 from peft import LoraConfig, inject_adapter_in_model
 
@@ -143,8 +151,9 @@ def _module():
                                   position_ids=pos).last_hidden_state
             out = states[:, length:]
             if self.config.mean_residual:  # text tokens never see meta tokens: the mean is the same for any n
+                gate = (self.query_gate if side == "query" else self.doc_gate)[:n]
                 m = attention_mask.unsqueeze(-1).to(states.dtype)
-                out = out + (states[:, :length] * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp(min=1)
+                out = gate[:, None] * out + (states[:, :length] * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp(min=1)
             return torch.nn.functional.normalize(self.proj(out), dim=-1)
 
         @staticmethod
@@ -179,8 +188,7 @@ def _module():
             return out
 
         def trained_state(self) -> dict:
-            state = {"query_meta": self.query_meta, "doc_meta": self.doc_meta, "proj.weight": self.proj.weight,
-                     "proj.bias": self.proj.bias}
+            state = self._own_parameters()
             state.update({f"encoder.{n}": p for n, p in self.lora_parameters().items()})
             return {k: v.detach().contiguous() for k, v in state.items()}
 
@@ -190,12 +198,18 @@ def _module():
                 missing, extra = sorted(set(own) - set(state)), sorted(set(state) - set(own))
                 raise ValueError(f"MetaEmbed weights do not fit the config: missing {missing[:3]}, unexpected "
                                  f"{extra[:3]}")
-            params = {"query_meta": self.query_meta, "doc_meta": self.doc_meta, "proj.weight": self.proj.weight,
-                      "proj.bias": self.proj.bias}
+            params = self._own_parameters()
             params.update({f"encoder.{n}": p for n, p in self.lora_parameters().items()})
             with torch.no_grad():
                 for k, p in params.items():
                     p.copy_(state[k])
+
+        def _own_parameters(self) -> dict:
+            own = {"query_meta": self.query_meta, "doc_meta": self.doc_meta, "proj.weight": self.proj.weight,
+                   "proj.bias": self.proj.bias}
+            if self.config.mean_residual:
+                own.update(query_gate=self.query_gate, doc_gate=self.doc_gate)
+            return own
 
         def base_encoder_state(self) -> dict:
             """The encoder's own weights, without the adapters (what `save_pretrained` must write)."""
