@@ -72,3 +72,14 @@ def test_a_model_without_code_measures_the_bar_through_the_tools(store):
     assert r.status == "finished" and r.answer == "137"
     obs = [s["payload"]["messages"][0] for s in store.steps(r.run_id) if s["node"] == "tools"]
     assert obs[0]["images"][0]["name"] == "crop_1.png" and "137 wide" in obs[1]["content"]
+
+
+def test_a_task_image_may_be_named_by_its_file_name(store):
+    ctx = ToolContext(save_artifact=store.put_artifact, images={"image_1": BARS}, inputs=[BARS])
+    by_file, by_name = (call("measure", ctx, image=n, color="red").content for n in (BARS.name, "image_1"))
+    assert by_file.split(":", 1)[1] == by_name.split(":", 1)[1]  # the same image measured
+    assert ctx.image_name(BARS.name) == "image_1"
+    assert call("crop", ctx, image=BARS.name, box=[0, 0, 10, 10]).content.startswith("crop_1")
+    # only the task's own images go by their file names: a crop's artifact file name is not a name
+    with pytest.raises(ToolError, match="unknown image .*images in this episode: image_1, crop_1"):
+        call("measure", ctx, image=ctx.images["crop_1"].name, color="red")

@@ -57,11 +57,16 @@ class StepOffset:
 def _image_paths(ctx: ToolContext, names: list[str], arg: str) -> list[Path]:
     if not names:
         raise ToolError(f"{arg}: name at least one image; images in this episode: {', '.join(ctx.images) or 'none'}")
-    unknown = [n for n in names if n not in ctx.images]
+    unknown, paths = [], []
+    for n in names:
+        try:
+            paths.append(ctx.images[ctx.image_name(n, arg)])
+        except ToolError:
+            unknown.append(n)
     if unknown:
         raise ToolError(f"{arg}: unknown image(s) {', '.join(map(repr, unknown))}; images in this episode: "
                         f"{', '.join(ctx.images) or 'none'}")
-    return [ctx.images[n] for n in names]
+    return paths
 
 
 def _nested_spec(ctx: ToolContext, capability: str, agent: str, instruction: str, images: list[Path], sandbox: Any):

@@ -62,6 +62,17 @@ class ToolContext:
     # (agents/capabilities.py); set by the agent for each call, None outside an agent.
     caller: Any = None
 
+    def image_name(self, name: str, what: str = "") -> str:
+        """The episode's name for an image a model named: an image name (image_1, crop_2, …), or the file name of
+        one of the task's images (models often write "room_1.jpg" for image_1); else an error listing the names."""
+        if name in self.images:
+            return name
+        by_file = [k for k, path in self.images.items() if Path(path).name == name and Path(path) in self.inputs]
+        if len(by_file) == 1:
+            return by_file[0]
+        raise ToolError(f"{what + ': ' if what else ''}unknown image {name!r}; images in this episode: "
+                        f"{', '.join(self.images) or 'none'}")
+
     def artifact(self, data: bytes | str | Path, name: str = "", mime: str | None = None) -> ArtifactRef:
         if self.save_artifact is None:
             raise ToolError("this tool call has no artifact store to keep its output in")

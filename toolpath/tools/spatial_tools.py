@@ -43,7 +43,7 @@ def _paths(ctx: ToolContext, names: list[str], what: str) -> list[Path]:
         raise ToolError(f"{what}: an image is named twice ({', '.join(names)})")
     for n in names:
         _open(ctx, n)  # an unknown name or an unreadable file is an error naming it
-    return [Path(ctx.images[n]) for n in names]
+    return [Path(ctx.images[ctx.image_name(n)]) for n in names]
 
 
 def _intrinsics(paths: list[Path], fov_deg: float | None):

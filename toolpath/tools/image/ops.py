@@ -18,11 +18,7 @@ _MAX_SIDE = 4096  # no operation makes an image larger than this on either side
 def _open(ctx: ToolContext, name: str):
     from PIL import Image
 
-    images = ctx.images
-    if name not in images:
-        known = ", ".join(images) or "none"
-        raise ToolError(f"unknown image {name!r}; images in this episode: {known}")
-    im = Image.open(images[name])
+    im = Image.open(ctx.images[ctx.image_name(name)])
     im.load()
     return im.convert("RGB") if im.mode not in ("RGB", "L") else im
 
