@@ -50,3 +50,19 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+def write_old_runs_table(home: Path, *, pid: bool) -> "sqlite3.Connection":
+    """A runs.db as an older toolpath wrote it: the runs table of the first release (`pid` added later, nesting
+    later still), no other table. Returns the open connection for the test's own rows."""
+    import sqlite3
+
+    home.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(home / "runs.db")
+    conn.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, task_id TEXT NOT NULL, spec TEXT NOT NULL, model TEXT "
+                 "NOT NULL, agent TEXT NOT NULL, status TEXT NOT NULL, answer TEXT, error TEXT, score REAL, steps "
+                 "INTEGER NOT NULL DEFAULT 0, tokens_in INTEGER NOT NULL DEFAULT 0, tokens_out INTEGER NOT NULL "
+                 "DEFAULT 0, seconds REAL NOT NULL DEFAULT 0, eval_id TEXT, " + ("pid INTEGER, " if pid else "")
+                 + "created REAL NOT NULL, updated REAL NOT NULL)")
+    conn.commit()
+    return conn

@@ -4,7 +4,6 @@ resumed after kill -9 without redoing finished nested steps, and bad arguments n
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from toolpath.runs import Store
 from toolpath.sandboxes.process import bwrap_works
 from toolpath.spec import parse_spec
 
-from conftest import ROOT, toolpath_cli
+from conftest import ROOT, toolpath_cli, write_old_runs_table
 
 needs_kernel = pytest.mark.skipif(bwrap_works() is not None, reason=f"no bubblewrap sandbox: {bwrap_works()}")
 ROOMS = [str(ROOT / "examples" / "assets" / f"room_{i}.jpg") for i in (1, 2)]
@@ -141,13 +140,7 @@ def test_a_capability_called_outside_an_agent_says_so():
 
 
 def test_an_older_store_gets_the_nesting_columns_and_reads_without_them(home):
-    home.mkdir(parents=True)
-    conn = sqlite3.connect(home / "runs.db")
-    conn.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, task_id TEXT NOT NULL, spec TEXT NOT NULL, model TEXT "
-                 "NOT NULL, agent TEXT NOT NULL, status TEXT NOT NULL, answer TEXT, error TEXT, score REAL, steps "
-                 "INTEGER NOT NULL DEFAULT 0, tokens_in INTEGER NOT NULL DEFAULT 0, tokens_out INTEGER NOT NULL "
-                 "DEFAULT 0, seconds REAL NOT NULL DEFAULT 0, eval_id TEXT, pid INTEGER, created REAL NOT NULL, "
-                 "updated REAL NOT NULL)")
+    conn = write_old_runs_table(home, pid=True)  # as written before nesting
     conn.execute("INSERT INTO runs VALUES ('old-1', 't', '{}', 'm', 'react', 'finished', 'a', NULL, NULL, 1, 0, 0, "
                  "0, NULL, NULL, 1, 1)")
     conn.commit()

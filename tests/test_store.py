@@ -1,5 +1,6 @@
 from pathlib import Path
 
+from conftest import write_old_runs_table
 from toolpath.runs import Store
 
 
@@ -77,16 +78,7 @@ def test_a_running_run_whose_process_exited_but_was_not_reaped_shows_as_interrup
 
 
 def test_a_store_made_before_a_column_existed_is_upgraded_on_open(home):
-    import sqlite3
-
-    home.mkdir(parents=True)
-    old = sqlite3.connect(home / "runs.db")
-    old.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, task_id TEXT NOT NULL, spec TEXT NOT NULL, model TEXT NOT NULL, "
-                "agent TEXT NOT NULL, status TEXT NOT NULL, answer TEXT, error TEXT, score REAL, steps INTEGER NOT NULL "
-                "DEFAULT 0, tokens_in INTEGER NOT NULL DEFAULT 0, tokens_out INTEGER NOT NULL DEFAULT 0, seconds REAL "
-                "NOT NULL DEFAULT 0, eval_id TEXT, created REAL NOT NULL, updated REAL NOT NULL)")
-    old.commit()
-    old.close()
+    write_old_runs_table(home, pid=False).close()  # as written before `pid`
     s = Store(home)
     rid = s.create_run("{}", "t", "m", "react")
     assert s.get_run(rid)["pid"] > 0
