@@ -89,8 +89,7 @@ def mean_pooled(model, enc) -> "torch.Tensor":
     finally:
         if lora:
             model.set_adapters(True)
-    m = enc["attention_mask"].unsqueeze(-1).to(states.dtype)
-    return torch.nn.functional.normalize((states * m).sum(1) / m.sum(1).clamp(min=1), dim=-1)
+    return torch.nn.functional.normalize(M.masked_mean(states, enc["attention_mask"]), dim=-1)
 
 
 def distillation_loss(q, d, teacher_scores, groups, temperature: float, others=None):

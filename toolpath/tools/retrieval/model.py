@@ -152,8 +152,7 @@ def _module():
             out = states[:, length:]
             if self.config.mean_residual:  # text tokens never see meta tokens: the mean is the same for any n
                 gate = (self.query_gate if side == "query" else self.doc_gate)[:n]
-                m = attention_mask.unsqueeze(-1).to(states.dtype)
-                out = gate[:, None] * out + (states[:, :length] * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp(min=1)
+                out = gate[:, None] * out + masked_mean(states[:, :length], attention_mask).unsqueeze(1)
             return torch.nn.functional.normalize(self.proj(out), dim=-1)
 
         @staticmethod
@@ -188,34 +187,38 @@ def _module():
             return out
 
         def trained_state(self) -> dict:
-            state = self._own_parameters()
-            state.update({f"encoder.{n}": p for n, p in self.lora_parameters().items()})
-            return {k: v.detach().contiguous() for k, v in state.items()}
+            return {k: v.detach().contiguous() for k, v in self._trained_parameters().items()}
 
         def load_trained_state(self, state: dict) -> None:
-            own = self.trained_state()
-            if set(state) != set(own):
-                missing, extra = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+            params = self._trained_parameters()
+            if set(state) != set(params):
+                missing, extra = sorted(set(params) - set(state)), sorted(set(state) - set(params))
                 raise ValueError(f"MetaEmbed weights do not fit the config: missing {missing[:3]}, unexpected "
                                  f"{extra[:3]}")
-            params = self._own_parameters()
-            params.update({f"encoder.{n}": p for n, p in self.lora_parameters().items()})
             with torch.no_grad():
                 for k, p in params.items():
                     p.copy_(state[k])
 
-        def _own_parameters(self) -> dict:
-            own = {"query_meta": self.query_meta, "doc_meta": self.doc_meta, "proj.weight": self.proj.weight,
-                   "proj.bias": self.proj.bias}
+        def _trained_parameters(self) -> dict:
+            """What training changes, by the names the weights file uses."""
+            params = {"query_meta": self.query_meta, "doc_meta": self.doc_meta, "proj.weight": self.proj.weight,
+                      "proj.bias": self.proj.bias}
             if self.config.mean_residual:
-                own.update(query_gate=self.query_gate, doc_gate=self.doc_gate)
-            return own
+                params.update(query_gate=self.query_gate, doc_gate=self.doc_gate)
+            params.update({f"encoder.{n}": p for n, p in self.lora_parameters().items()})
+            return params
 
         def base_encoder_state(self) -> dict:
             """The encoder's own weights, without the adapters (what `save_pretrained` must write)."""
             return {k.replace(".base_layer.", "."): v for k, v in self.encoder.state_dict().items() if "lora_" not in k}
 
     return MetaEmbed
+
+
+def masked_mean(states, mask):
+    """(batch, hidden) mean of `states` (batch, tokens, hidden) over the tokens `mask` (batch, tokens) keeps."""
+    m = mask.unsqueeze(-1).to(states.dtype)
+    return (states * m).sum(1) / m.sum(1).clamp(min=1)
 
 
 def new_model(encoder, tokenizer, config: MetaEmbedConfig | None = None, seed: int = 0):
