@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -85,25 +84,13 @@ def _episode_sandbox(rt: Runtime, agent: Agent, shared: object = None):
     if spec.sandbox.kind == "none":
         yield
         return
-    from ..sandboxes.base import SandboxError
+    from ..sandboxes.base import SandboxError, stage_inputs
 
     box = None
     try:
         try:
             box = _open_sandbox(spec.sandbox.kind, spec.sandbox.options)
-            # Code sandboxes get the task's inputs as files, and its images loaded under their names;
-            # a GUI sandbox (browser, desktop) has no working folder and shows its own screen.
-            workdir = getattr(box, "workdir", None)
-            inputs = workdir / "inputs" if workdir is not None else None
-            if inputs is not None and (spec.inputs.images or spec.inputs.files):
-                inputs.mkdir()
-                for p in list(spec.inputs.images) + list(spec.inputs.files):
-                    shutil.copyfile(p, inputs / p.name)
-                    os.chmod(inputs / p.name, 0o644)
-            if inputs is not None and rt.ctx.images:  # the same names the image tools use: image_1, image_2, …
-                box.preload("\n".join(["from PIL import Image as _Image"] + [
-                    f"{name} = _Image.open({('inputs/' + path.name)!r}); {name}.load()"
-                    for name, path in rt.ctx.images.items()]))
+            stage_inputs(box, list(spec.inputs.images) + list(spec.inputs.files), rt.ctx.images)
             agent.prepare_sandbox(rt, box)  # what the agent's programs expect to find (visual_program)
         except (SandboxError, OSError, TypeError) as err:
             if isinstance(err, OSError) and err.errno == errno.ENOSPC:

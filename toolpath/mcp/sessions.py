@@ -11,7 +11,6 @@ Calls within a session run one at a time, in order, as an agent's do.
 from __future__ import annotations
 
 import itertools
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +52,7 @@ class Session:
             return
         self._opened = True
         from ..agents.episode import _open_sandbox
-        from ..sandboxes.base import SandboxError
+        from ..sandboxes.base import SandboxError, stage_inputs
 
         try:
             box = _open_sandbox(self.config.sandbox, self.config.sandbox_options)
@@ -62,7 +61,7 @@ class Session:
             print(f"toolpath mcp: {self.id}: {self.sandbox_error}", file=sys.stderr)
             return
         try:
-            _load_inputs(box, self.ctx)
+            stage_inputs(box, self.ctx.inputs, self.ctx.images)
         except Exception:
             box.close()
             raise
@@ -72,21 +71,6 @@ class Session:
         box, self.ctx.sandbox = self.ctx.sandbox, None
         if box is not None:
             box.close()
-
-
-def _load_inputs(box, ctx: ToolContext) -> None:
-    """The session's input files under inputs/ in a code sandbox, its images loaded as image_1, … (PIL), the
-    same way an episode's sandbox has them."""
-    workdir = getattr(box, "workdir", None)
-    if workdir is None or not ctx.inputs:
-        return
-    folder = workdir / "inputs"
-    folder.mkdir(exist_ok=True)
-    for p in ctx.inputs:
-        shutil.copyfile(p, folder / p.name)
-    if ctx.images and hasattr(box, "preload"):
-        box.preload("\n".join(["from PIL import Image as _Image"] + [
-            f"{name} = _Image.open({('inputs/' + path.name)!r}); {name}.load()" for name, path in ctx.images.items()]))
 
 
 class Sessions:

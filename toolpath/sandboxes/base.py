@@ -7,6 +7,7 @@ into an error observation the agent sees; a sandbox never takes the run down wit
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 
@@ -59,3 +60,25 @@ class Sandbox(Protocol):
     def __enter__(self) -> "Sandbox": ...
 
     def __exit__(self, *exc) -> None: ...
+
+
+def stage_inputs(box, files: list[Path], images: dict[str, Path]) -> None:
+    """A code sandbox's task inputs: `files` copied under inputs/ in its working folder (readable by the
+    sandbox's user), and `images` loaded there as PIL images under their names (image_1, …), the names the image
+    tools use. A sandbox without a working folder (browser, desktop) gets nothing: it shows its own screen.
+    Raises OSError when the files do not fit."""
+    import os
+    import shutil
+
+    workdir = getattr(box, "workdir", None)
+    if workdir is None:
+        return
+    if files:
+        folder = workdir / "inputs"
+        folder.mkdir(exist_ok=True)
+        for p in files:
+            shutil.copyfile(p, folder / p.name)
+            os.chmod(folder / p.name, 0o644)
+    if images and hasattr(box, "preload"):
+        box.preload("\n".join(["from PIL import Image as _Image"] + [
+            f"{name} = _Image.open({('inputs/' + Path(path).name)!r}); {name}.load()" for name, path in images.items()]))
