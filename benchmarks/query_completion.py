@@ -13,8 +13,10 @@ objects has the query's colour and/or shape. The retriever: the quality-aware ti
 Reported per condition (the raw query; completions at quality low/medium/high with relevance high; relevance
 low/medium with quality high), averaged over queries and S sampled completions each: precision@K (the share of the
 top K that is relevant), recall@K (the share of the relevant pictures in the top K), the mean measured quality of
-the top K, and each as a ratio against the raw query; then the goals: completion raises precision, and the
-requested quality orders the retrieved quality (high > medium > low), with the share of queries where high > low.
+the top K, and each as a ratio against the raw query; how many completions held every word of the query as the
+model wrote them (complete_query puts the query in front of one that did not); then the goals: completion raises
+precision, and the requested quality orders the retrieved quality (high > medium > low), with the share of
+queries where high > low.
 """
 
 from __future__ import annotations
@@ -134,7 +136,7 @@ def main() -> int:
     examples = {}
     for rel, qual in CONDITIONS:
         name = f"relevance={rel},quality={qual}"
-        per_query, seconds = {}, 0.0
+        per_query, seconds, kept = {}, 0.0, 0
         for q in qs:
             rows = []
             for s in range(args.samples):
@@ -144,11 +146,13 @@ def main() -> int:
                 except ToolError as err:
                     sys.exit(f"query-completion benchmark: {err}")
                 seconds += time.monotonic() - t
+                kept += bool(done["caption"]) and done["completion"] == done["caption"]
                 rows.append(measure(retriever, pictures, done["completion"], q, args.k))
                 examples.setdefault(name, []).append(done["completion"]) if s == 0 and len(examples.get(name, [])) < 4 else None
             per_query[q] = mean(rows)
         results[name] = {"per_query": per_query, **mean(list(per_query.values())),
-                         "seconds_per_completion": round(seconds / (len(qs) * args.samples), 3)}
+                         "seconds_per_completion": round(seconds / (len(qs) * args.samples), 3),
+                         "model_kept_the_query": f"{kept}/{len(qs) * args.samples}"}
         log(f"{name}: precision@{args.k} {results[name]['precision']:.3f} quality {results[name]['quality']:.3f}")
     base = results["raw"]
     for name, r in results.items():
@@ -177,8 +181,9 @@ def main() -> int:
     print(f"{'condition':<32} {'prec@k':>7} {'recall@k':>8} {'quality':>8}   ratios vs raw (prec, recall, quality)")
     for name, r in results.items():
         ra = r["ratios"]
+        kept = f"   query kept {r['model_kept_the_query']}" if "model_kept_the_query" in r else ""
         print(f"{name:<32} {r['precision']:>7.3f} {r['recall']:>8.3f} {r['quality']:>8.3f}   "
-              f"{ra['precision']:.2f} {ra['recall']:.2f} {ra['quality']:.2f}")
+              f"{ra['precision']:.2f} {ra['recall']:.2f} {ra['quality']:.2f}{kept}")
     print(f"queries where quality=high retrieves higher quality than quality=low: {wins}/{len(qs)}")
     for goal, met in goals.items():
         print(f"goal {'met' if met else 'NOT met'}: {goal}")

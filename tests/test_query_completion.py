@@ -128,6 +128,23 @@ def test_quality_words_follow_the_measurement_and_captions_hold_the_query():
     edges = qd.tercile_edges(range(9))
     assert [qd.level(v, edges) for v in (0, 4, 8)] == ["low", "medium", "high"]
     assert qd.relevant((("red", "circle"),), "red circle") and not qd.relevant((("red", "square"),), "red circle")
+    assert [p.base for p in qd.degraded_pictures(base[:3], seed=1, copies=2)] == [0, 0, 1, 1, 2, 2]
+
+
+def test_grouped_batches_hold_whole_groups_so_copies_are_each_others_negatives():
+    torch = pytest.importorskip("torch")
+    from toolpath.train import clip_training as ct
+
+    groups = [g for g in range(40) for _ in range(3)]  # three copies of each of 40 pictures
+    members = ct._group_members(groups)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        idx = ct._batch_indices(len(groups), 12, gen, members)
+        picked = [groups[i] for i in idx.tolist()]
+        assert len(picked) == 12 == len(set(idx.tolist()))
+        assert all(picked.count(g) == 3 for g in set(picked))  # 12 = four whole groups
+    plain = ct._batch_indices(len(groups), 12, torch.Generator().manual_seed(0))
+    assert len(set(plain.tolist())) == 12
 
 
 # ---- the build at toy scale --------------------------------------------------------------------------------

@@ -89,9 +89,36 @@ def _caption_ids(captions: list[str]) -> tuple[list[str], "np.ndarray"]:
     return unique, np.array([index[c] for c in captions])
 
 
+def _group_members(groups) -> list:
+    """Item indices of each group, as tensors."""
+    import torch
+
+    ids = np.asarray(groups)
+    return [torch.as_tensor(np.flatnonzero(ids == g)) for g in np.unique(ids)]
+
+
+def _batch_indices(n: int, batch: int, gen, members=None):
+    """`batch` random items, or with `members` (one index tensor per group) whole random groups up to `batch`."""
+    import torch
+
+    if members is None:
+        return torch.randperm(n, generator=gen)[:batch]
+    picked, size = [], 0
+    for g in torch.randperm(len(members), generator=gen).tolist():
+        if size >= batch:
+            break
+        picked.append(members[g])
+        size += len(members[g])
+    return torch.cat(picked)[:batch]
+
+
 def train_clip(model, tokenizer, pixels, captions: list[str], *, steps: int, batch: int, lr: float, seed: int,
-               log=None) -> dict:
-    """Contrastive training with every same-caption pair a positive (soft targets, both directions)."""
+               log=None, groups=None) -> dict:
+    """Contrastive training with every same-caption pair a positive (soft targets, both directions).
+
+    `groups` (one id per item): batches are made of whole groups, so items of one group are each other's
+    negatives. Random batches of a large set almost never hold two copies of one picture; grouping the copies
+    of a picture that differ only in how they look is what makes the caption's words about looks matter."""
     import torch
     import torch.nn.functional as F
 
@@ -104,10 +131,11 @@ def train_clip(model, tokenizer, pixels, captions: list[str], *, steps: int, bat
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
     cap_of_t = torch.as_tensor(cap_of)
+    members = _group_members(groups) if groups is not None else None
     model.train()
     start, losses = time.monotonic(), []
     for step in range(steps):
-        idx = torch.randperm(len(captions), generator=gen)[:batch]
+        idx = _batch_indices(len(captions), batch, gen, members)
         caps = cap_of_t[idx]
         used, inverse = torch.unique(caps, return_inverse=True)
         img = F.normalize(model.get_image_features(pixel_values=pixels[idx]).pooler_output, dim=-1)

@@ -38,6 +38,7 @@ class Picture:
     quality: iq.ImageQuality
     brightness: float  # mean luminance
     source: str
+    base: int  # which of the source examples it is a copy of (copies of one example share it)
 
 
 @dataclass
@@ -62,7 +63,7 @@ def degraded_pictures(examples: list[ImageQA], seed: int, copies: int = 1) -> li
             lo, hi = STRENGTHS.get(kind, (0.0, 0.0))
             image = iq.degrade(ex.image, kind, rng.uniform(lo, hi), seed=seed * 100_003 + n * 7 + c)
             out.append(Picture(image, tuple(ex.objects), kind, iq.measure(image), float(iq.luminance(image).mean()),
-                               ex.source))
+                               ex.source, n))
     return out
 
 
