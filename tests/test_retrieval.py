@@ -145,6 +145,11 @@ def test_trained_adapters_survive_save_and_load_and_merging_keeps_the_vectors(tm
     assert np.allclose(merged.encode(texts, "doc"), before, atol=1e-4)
     # slicing still equals encoding with fewer meta tokens with the mean residual and merged adapters
     assert np.allclose(merged.encode(texts, "doc", n=3), merged.encode(texts, "doc")[:, :3], atol=1e-5)
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    assert not any(isinstance(m, BaseTunerLayer) for m in merged.encoder.modules())  # the plain encoder runs
+    with pytest.raises(ValueError, match="merge=False"):
+        merged.trained_state()
 
 
 @needs_tokenizer
@@ -251,7 +256,7 @@ def test_training_is_deterministic_by_seed_and_writes_the_folder_atomically(home
     for _ in range(2):
         fresh = tiny_model(nq=4, nd=8)
         report = T.build(7, home=home, config=cfg, encoder=(fresh.tokenizer, fresh.encoder), log=lambda s: None)
-        runs.append((M.load(home / "models" / "metaembed").trained_state(), report))
+        runs.append((M.load(home / "models" / "metaembed", merge=False).trained_state(), report))
     (a, ra), (b, rb) = runs
     assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
     assert ra["training"]["curve_every_10"] == rb["training"]["curve_every_10"]
@@ -259,7 +264,7 @@ def test_training_is_deterministic_by_seed_and_writes_the_folder_atomically(home
     assert sorted(p.name for p in (home / "models").iterdir()) == ["metaembed"]  # no temporary left behind
     fresh = tiny_model(nq=4, nd=8)
     T.build(8, home=home, config=replace(cfg, steps=1), encoder=(fresh.tokenizer, fresh.encoder), log=lambda s: None)
-    c = M.load(home / "models" / "metaembed").trained_state()
+    c = M.load(home / "models" / "metaembed", merge=False).trained_state()
     assert not np.array_equal(a["query_meta"].numpy(), c["query_meta"].numpy())
 
 
