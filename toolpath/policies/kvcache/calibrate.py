@@ -15,6 +15,8 @@ The cost of channel d at b bits (the quantity the allocation in chanmix.py minim
   of o_proj's columns reading channel d (summed over the query heads sharing it). Values are quantized per
   token over groups of channels, so a channel's step is its group's range over 2^b - 1; chanmix groups
   channels of one class by magnitude, so the group range is taken as proportional to the channel's own RMS.
+  Measuring the error instead (per-token quantization of the calibration values in magnitude-sorted groups)
+  was tried and allocated worse: SmolLM2-135M, two held-out 384-token windows, perplexity 19.3 against 18.3.
 - fp8 (8 bits in the tables): measured like the integer levels, through float8_e4m3fn with a per-channel scale.
 """
 
