@@ -16,7 +16,9 @@ top K that is relevant), recall@K (the share of the relevant pictures in the top
 the top K, and each as a ratio against the raw query; how many completions held every word of the query as the
 model wrote them (complete_query puts the query in front of one that did not); then the goals: completion raises
 precision, and the requested quality orders the retrieved quality (high > medium > low), with the share of
-queries where high > low.
+queries where high > low. Last, the retriever alone: the mean quality it retrieves for each query put after each
+quality wording of the training captions ("a blurry picture of a red circle"), which bounds what a completion's
+words can steer.
 """
 
 from __future__ import annotations
@@ -119,6 +121,7 @@ def main() -> int:
 
     from toolpath.tools.registry import ToolError
     from toolpath.tools.retrieval import query_completion as qc
+    from toolpath.train import query_completion_data as qd
 
     torch.set_num_threads(1)
     folder = qc.finetuned_folder()
@@ -154,6 +157,12 @@ def main() -> int:
                          "seconds_per_completion": round(seconds / (len(qs) * args.samples), 3),
                          "model_kept_the_query": f"{kept}/{len(qs) * args.samples}"}
         log(f"{name}: precision@{args.k} {results[name]['precision']:.3f} quality {results[name]['quality']:.3f}")
+    # The retriever alone: the query under each quality wording the training captions use, no language model.
+    # A completion can steer the retrieved quality only as far as the retriever follows these words.
+    wordings = {w: f"a {w} picture of" for w in ("sharp, clean", "blurry", "noisy", "dark", "washed-out")}
+    wordings["plain"] = "a picture of"
+    retriever_alone = {w: mean([measure(retriever, pictures, f"{phrase} {qd.article(q)} {q}", q, args.k) for q in qs])
+                       for w, phrase in wordings.items()}
     base = results["raw"]
     for name, r in results.items():
         r["ratios"] = {m: round(r[m] / base[m], 3) if base[m] else None for m in ("precision", "recall", "quality")}
@@ -168,7 +177,8 @@ def main() -> int:
     }
     out = {"pictures": len(pictures), "queries": qs, "k": args.k, "samples": args.samples, "model": args.model,
            "seed": args.seed, "results": results, "queries_where_high_beats_low": f"{wins}/{len(qs)}",
-           "goals": goals, "examples": examples, "seconds": round(time.monotonic() - t0, 1)}
+           "goals": goals, "examples": examples, "retriever_alone": retriever_alone,
+           "seconds": round(time.monotonic() - t0, 1)}
     report = folder / "query_completion.json"
     if report.is_file():
         out["build"] = {k: v for k, v in json.loads(report.read_text()).items() if k in ("seed", "quality_edges",
@@ -185,6 +195,8 @@ def main() -> int:
         print(f"{name:<32} {r['precision']:>7.3f} {r['recall']:>8.3f} {r['quality']:>8.3f}   "
               f"{ra['precision']:.2f} {ra['recall']:.2f} {ra['quality']:.2f}{kept}")
     print(f"queries where quality=high retrieves higher quality than quality=low: {wins}/{len(qs)}")
+    print("the retriever alone, the query after each quality wording (no completion): quality of the top "
+          f"{args.k}: " + ", ".join(f"{w} {r['quality']:.3f}" for w, r in retriever_alone.items()))
     for goal, met in goals.items():
         print(f"goal {'met' if met else 'NOT met'}: {goal}")
     return 0
