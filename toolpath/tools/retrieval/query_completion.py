@@ -117,6 +117,9 @@ def _load(folder: Path, gguf: str | None):
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
+            from ...policies.hf import _quiet_transformers
+
+            _quiet_transformers()  # its loading bar would land in the agent's terminal
             extra = {"gguf_file": gguf} if gguf else {}
             try:
                 tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, **extra)
