@@ -116,10 +116,9 @@ def _load(folder: Path, gguf: str | None):
         if key not in _MODELS:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
+            from transformers.utils import logging as hf_logging
 
-            from ...policies.hf import _quiet_transformers
-
-            _quiet_transformers()  # its loading bar would land in the agent's terminal
+            hf_logging.disable_progress_bar()  # its loading bar would land in the agent's terminal
             extra = {"gguf_file": gguf} if gguf else {}
             try:
                 tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, **extra)
