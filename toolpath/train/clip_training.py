@@ -98,7 +98,8 @@ def _group_members(groups) -> list:
 
 
 def _batch_indices(n: int, batch: int, gen, members=None):
-    """`batch` random items, or with `members` (one index tensor per group) whole random groups up to `batch`."""
+    """`batch` random items, or with `members` (one index tensor per group) random whole groups until `batch` is
+    filled (the last group cut where the sizes do not divide it)."""
     import torch
 
     if members is None:

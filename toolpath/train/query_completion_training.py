@@ -41,7 +41,8 @@ class BuildConfig:
     scenes: int = 600
     copies: int = 2  # degraded copies per picture
     # 60 steps left the retriever blind to the quality words ("a blurry picture of" retrieved sharper pictures
-    # than "a sharp, clean picture of"); 300 steps began to follow them (dark, then blur) and raised precision
+    # than "a sharp, clean picture of"); 300 steps follow the exposure words (dark, washed-out), hardly blur or
+    # noise, and raised precision
     clip_steps: int = 300
     clip_batch: int = 96
     clip_lr: float = 2e-4
