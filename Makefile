@@ -12,12 +12,14 @@ TORCH  ?= torch==2.13.0
 
 setup: system $(VENV)/.installed
 
-# System packages: bubblewrap isolates the Python sandbox; libusb-1.0-0 is a library open3d's wheel loads;
+# System packages: bubblewrap isolates the Python sandbox (libseccomp2 compiles its seccomp filter);
+# libusb-1.0-0 is a library open3d's wheel loads;
 # chromium (driven through Playwright), xvfb, xdotool and scrot are the computer-use agent's browser and desktop;
 # postgresql is the server the PostgreSQL store's tests start (TOOLPATH_DB).
 # Installed when we may (root with apt-get); otherwise what needs them says so and its tests are skipped.
 system:
 	@missing=""; command -v bwrap >/dev/null || missing="bubblewrap"; \
+	  ldconfig -p 2>/dev/null | grep -q libseccomp.so.2 || missing="$$missing libseccomp2"; \
 	  ldconfig -p 2>/dev/null | grep -q libusb-1.0.so.0 || missing="$$missing libusb-1.0-0"; \
 	  command -v chromium >/dev/null || missing="$$missing chromium"; \
 	  command -v Xvfb >/dev/null || missing="$$missing xvfb"; \

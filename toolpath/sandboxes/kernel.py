@@ -12,7 +12,7 @@ One file, two roles:
         trailing expression like a notebook does, saves open matplotlib figures and shown PIL images as PNG
         files, and reports all of it.
 
-    kernel.py launch (--control FD | --connect PATH) --images DIR --log PATH [--drop-to UID]
+    kernel.py launch (--control FD | --connect PATH) --images DIR --log PATH [--drop-to UID] [--seccomp FD]
         The launcher: the sandbox's first process (pid 1 of its PID namespace), which lives as long as the
         sandbox. The host sends it, over a Unix socket, one byte and two fds (the new kernel's request and
         answer pipes) each time it wants a kernel; the launcher kills every other process in the sandbox,
@@ -20,7 +20,8 @@ One file, two roles:
         keeps the sandbox, and its memory-backed /episode folder, as they are. It ends when the host closes
         the socket (however the host died). With --drop-to it first gives the episode folder (its working
         directory) to that user, becomes it and drops every capability: bubblewrap, run by root, sets up the
-        file system as root so it can read a Python installed under /root.
+        file system as root so it can read a Python installed under /root. With --seccomp it first installs
+        the seccomp program read from that fd (for builders that cannot install one themselves: unshare).
 """
 
 import ast
@@ -215,6 +216,32 @@ def _own_pid_namespace():
     return os.getppid() == 1 and init in (b"docker-init", b"tini")
 
 
+def _install_seccomp(fd):
+    """Install the BPF program (an array of struct sock_filter) read from `fd` on this process and all it will
+    start. The launcher's setpriv set no_new_privs, which the kernel requires of an unprivileged process."""
+    import ctypes
+
+    data = b""
+    while True:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    os.close(fd)
+    if not data or len(data) % 8:
+        raise SystemExit("launch: the seccomp program is empty or cut (%d bytes)" % len(data))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    code = ctypes.create_string_buffer(data, len(data))
+    prog = SockFprog(len(data) // 8, ctypes.cast(code, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        raise SystemExit("launch: could not install the seccomp filter: %s" % os.strerror(ctypes.get_errno()))
+
+
 def _kill_everything_else():
     try:
         os.kill(-1, signal.SIGKILL)  # every process of this PID namespace but this one (and its init)
@@ -259,6 +286,8 @@ def launch(argv):
     opts = _options(argv)
     if not _own_pid_namespace():
         raise SystemExit("launch: refusing to run outside a PID namespace of its own (pid %d)" % os.getpid())
+    if "seccomp" in opts:
+        _install_seccomp(int(opts["seccomp"]))
     ctl = _control_socket(opts)
     if "import-root" in opts:  # the host's toolpath, bound read-only, ahead of any installed copy
         sys.path.insert(0, opts["import-root"])
@@ -278,7 +307,12 @@ def launch(argv):
         kernel = _reap(kernel, ctl)
         if ctl not in ready:
             continue
-        msg, fds, _, _ = socket.recv_fds(ctl, 1, 2)
+        try:
+            msg, fds, _, _ = socket.recv_fds(ctl, 1, 2)
+        except ConnectionError:  # reset, broken pipe, aborted
+            # A host that died with our reports unread in its socket resets the connection instead of
+            # closing it: it is gone all the same.
+            break
         if not msg:
             break  # the host is gone
         _kill_everything_else()

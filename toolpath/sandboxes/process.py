@@ -4,8 +4,9 @@ Inside: its own user, PID, network, IPC and UTS namespaces (no network at all, n
 host's services); a file system made of the system directories and the Python installation, read-only; three
 memory-backed folders, each bounded by `limits.disk_mb` and mounted nosuid and nodev: /tmp, /dev/shm and the
 episode's folder at /episode; no environment variables from the host (so no API keys); rlimits on CPU, memory,
-open files and file size; a pids cgroup (or RLIMIT_NPROC) against fork bombs; a wall-clock timeout per cell.
-Closing the sandbox kills every process in it.
+open files and file size; a pids cgroup (or RLIMIT_NPROC) against fork bombs; a wall-clock timeout per cell;
+a seccomp filter (seccomp.py) refusing the system calls that attacks on the kernel start from (new namespaces,
+io_uring, bpf, keyrings, ptrace, mounts). Closing the sandbox kills every process in it.
 
 Why the episode folder is a tmpfs of the sandbox's own, not a host folder. A host folder the sandbox writes to
 cannot be bounded in size, keeps whatever modes the sandbox gave its files (a setuid bit included) on a host file
@@ -53,6 +54,7 @@ from pathlib import Path
 from .base import SandboxError, SandboxLimits
 from .kernel_client import INSIDE, KERNEL, KERNEL_ENV, LAUNCH_ARGS, NOBODY, CellResult, KernelSandbox
 from .leftovers import private_folder
+from .seccomp import SeccompUnavailable, program
 
 __all__ = ["ProcessSandbox", "CellResult", "bwrap_works", "unshare_works", "ISOLATIONS"]
 ISOLATIONS = ("auto", "bwrap", "unshare", "unisolated")
@@ -77,13 +79,15 @@ def _python_dirs() -> list[str]:
     return sorted(dirs)
 
 
-def _launch_command(control_fd: int, drop_root: bool) -> list[str]:
+def _launch_command(control_fd: int, drop_root: bool, seccomp_fd: int | None = None) -> list[str]:
     """The sandbox's first process: kernel.py's launcher, talking to the host over `control_fd`. When toolpath
-    lives outside the interpreter's folders (a checkout on PYTHONPATH), the kernel imports that same package."""
+    lives outside the interpreter's folders (a checkout on PYTHONPATH), the kernel imports that same package.
+    With `seccomp_fd` the launcher installs that filter itself (unshare's setpriv cannot)."""
     package = os.path.realpath(Path(__file__).resolve().parents[1])
     outside = package in _python_dirs()
     return [sys.executable, "-I", "-B", KERNEL_INSIDE, "launch", "--control", str(control_fd), *LAUNCH_ARGS,
             *(["--drop-to", str(NOBODY)] if drop_root else []),
+            *(["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []),
             *(["--import-root", os.path.dirname(package)] if outside else [])]
 
 
@@ -117,7 +121,7 @@ def _unshare_flags() -> list[str]:
     return [*user, "--net", "--pid", "--fork", "--mount", "--ipc", "--uts", "--kill-child", "--mount-proc"]
 
 
-def _unshare_script(kernel: str, control_fd: int, disk_mb: int) -> str:
+def _unshare_script(kernel: str, control_fd: int, disk_mb: int, seccomp_fd: int | None) -> str:
     """The shell script that runs as root inside the new namespaces and builds bwrap's file system by hand:
     a tmpfs root with the system and Python folders bound read-only, bounded tmpfs folders for /tmp, /dev/shm
     and /episode, then chroot and exec the launcher as an unprivileged user with no capabilities and an empty
@@ -163,7 +167,7 @@ def _unshare_script(kernel: str, control_fd: int, disk_mb: int) -> str:
               'mount -o remount,bind,ro "$R"']
     env = " ".join(f"{k}={q(v)}" for k, v in KERNEL_ENV.items())
     ids = f"--reuid {NOBODY} --regid {NOBODY} --clear-groups " if os.getuid() == 0 else ""
-    launcher = "cd " + INSIDE + " && exec " + " ".join(map(q, _launch_command(control_fd, drop_root=False)))
+    launcher = "cd " + INSIDE + " && exec " + " ".join(map(q, _launch_command(control_fd, False, seccomp_fd)))
     lines.append(f'exec chroot "$R" setpriv {ids}--inh-caps=-all --bounding-set=-all --no-new-privs '
                  f'env -i {env} sh -c {q(launcher)}')
     return "\n".join(lines)
@@ -195,13 +199,17 @@ def bwrap_works() -> str | None:
     return None
 
 
-def _bwrap_command(limits: SandboxLimits, control_fd: int, info_fd: int, block_fd: int | None) -> list[str]:
+def _bwrap_command(limits: SandboxLimits, control_fd: int, info_fd: int, block_fd: int | None,
+                   seccomp_fd: int | None) -> list[str]:
     """bwrap's arguments. As root (`block_fd` given), bwrap waits on that fd until the host has written the
-    user namespace's id maps (see _map_ids), and the launcher drops to uid 65534 itself."""
+    user namespace's id maps (see _map_ids), and the launcher drops to uid 65534 itself. bwrap installs the
+    seccomp filter read from `seccomp_fd` last, just before it starts the launcher."""
     as_root = block_fd is not None
     cmd = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
            "--unshare-cgroup-try", "--die-with-parent", "--as-pid-1", "--new-session", "--info-fd", str(info_fd),
            "--cap-drop", "ALL", "--clearenv", "--hostname", "sandbox"]
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
     if as_root:
         cmd += ["--userns-block-fd", str(block_fd), "--uid", "0", "--gid", "0"]
         for cap in ROOT_SETUP_CAPS:
@@ -362,6 +370,7 @@ class ProcessSandbox(KernelSandbox):
         self._log = None  # what bwrap or unshare said before the launcher took over (an unlinked file)
         self._folder: Path | None = None  # the unisolated kernel's host folder
         self._launcher: int | None = None  # a pidfd on the launcher, which is bwrap's or unshare's child
+        self._unfiltered: str | None = None  # why this sandbox runs without a seccomp filter
 
     # ---- lifecycle ----------------------------------------------------------------------------------
     def start(self) -> "ProcessSandbox":
@@ -390,6 +399,8 @@ class ProcessSandbox(KernelSandbox):
     def _notes(self) -> list[str]:
         if self.isolation == "unisolated":
             return ["UNISOLATED: this code ran without a sandbox (isolation=unisolated)"]
+        if self._unfiltered is not None:
+            return [f"NO SECCOMP FILTER: {self._unfiltered}"]
         return []
 
     def _choose_isolation(self) -> str:
@@ -429,15 +440,17 @@ class ProcessSandbox(KernelSandbox):
         ctl, ctl_box = socket.socketpair()
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe() if self.isolation == "bwrap" and os.getuid() == 0 else (None, None)
+        seccomp = self._seccomp_file()
+        seccomp_fd = seccomp.fileno() if seccomp is not None else None
         if self.isolation == "bwrap":
-            cmd = _bwrap_command(self.limits, ctl_box.fileno(), info_w, block_r)
+            cmd = _bwrap_command(self.limits, ctl_box.fileno(), info_w, block_r, seccomp_fd)
         else:
             cmd = ["unshare", *_unshare_flags(), "--", "sh", "-c",
-                   _unshare_script(str(KERNEL), ctl_box.fileno(), self.limits.disk_mb)]
+                   _unshare_script(str(KERNEL), ctl_box.fileno(), self.limits.disk_mb, seccomp_fd)]
         self._cgroup = _PidsCgroup(self.limits.processes)
         self._log = tempfile.TemporaryFile()
         cgroup_fd = self._cgroup.procs_fd()
-        pass_fds = [ctl_box.fileno(), info_w] + ([block_r] if block_r is not None else [])
+        pass_fds = [ctl_box.fileno(), info_w] + [fd for fd in (block_r, seccomp_fd) if fd is not None]
         try:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._log,
                                          pass_fds=pass_fds, preexec_fn=lambda: self._limits(cgroup_fd),
@@ -449,6 +462,8 @@ class ProcessSandbox(KernelSandbox):
                 if fd is not None:
                     os.close(fd)
             ctl_box.close()
+            if seccomp is not None:
+                seccomp.close()
             self._control = ctl
         try:
             self._root_pid = self._find_launcher(info_r, block_w)
@@ -459,6 +474,20 @@ class ProcessSandbox(KernelSandbox):
         if self._root_pid is None:
             raise SandboxError(f"the Python sandbox did not start: {self._startup_log() or 'no answer'}")
         self._launcher = _pidfd(self._root_pid)
+
+    def _seccomp_file(self):
+        """An unlinked file holding the seccomp program, read by bwrap or the launcher; None (and the reason
+        kept for every result's notes) where none can be built here."""
+        try:
+            bpf = program()
+        except SeccompUnavailable as why:
+            self._unfiltered = str(why)
+            return None
+        f = tempfile.TemporaryFile()
+        f.write(bpf)
+        f.flush()
+        f.seek(0)
+        return f
 
     def _find_launcher(self, info_r: int, block_w: int | None) -> int | None:
         """The launcher's host pid (bwrap says it on --info-fd; unshare's is its first child); as root with
