@@ -7,6 +7,7 @@ cannot be pulled everywhere, and a test must not need the network).
 
 import fcntl
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -394,12 +395,18 @@ def test_a_missing_image_or_interpreter_is_a_clear_error_and_leaves_nothing(imag
     assert ours() == before
 
 
-HOST = """
-import sys
+# A cell whose kernel exits just after it answers: the launcher reports that exit on its control socket.
+EXIT_SOON = "import os, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.1), os._exit(1))).start()"
+HOST = f"""
+import select, sys
 from toolpath.sandboxes.docker import DockerSandbox
 box = DockerSandbox(image=sys.argv[1]).start()
-print(box.container.id, flush=True)
 box.run("x = 1")
+if sys.argv[2] == "hang":
+    # A report left unread: the killed host's socket then resets the connection rather than closing it.
+    box.run({EXIT_SOON!r})
+    select.select([box._control], [], [], 30)
+print(box.container.id, flush=True)
 if sys.argv[2] == "hang":
     sys.stdin.read()  # until killed
 """  # then exits without close()
@@ -436,6 +443,26 @@ def test_a_killed_host_stops_its_container(image):
         except docker.errors.NotFound:
             pass
         client.close()
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "unshare"])
+def test_a_host_gone_with_reports_unread_ends_the_launcher_cleanly(isolation):
+    """The launcher every sandbox starts first (Docker's too) takes a reset control socket, what a host that
+    died with the launcher's reports unread leaves, as the host leaving: it ends with status 0, no traceback."""
+    from toolpath.sandboxes.process import ProcessSandbox, bwrap_works, unshare_works
+
+    reason = {"bwrap": bwrap_works, "unshare": unshare_works}[isolation]()
+    if reason is not None:
+        pytest.skip(f"no {isolation} sandbox here: {reason}")
+    box = ProcessSandbox(isolation=isolation).start()
+    try:
+        assert box.run(EXIT_SOON).ok
+        assert select.select([box._control], [], [], 30)[0]  # the kernel's exit, reported and left unread
+        box._control.close()
+        box._control = None
+        assert box.proc.wait(timeout=30) == 0, box._startup_log()  # bwrap or unshare end with the launcher
+    finally:
+        box.close()
 
 
 @needs_engine

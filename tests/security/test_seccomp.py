@@ -7,6 +7,7 @@ answer something else (EINVAL, EFAULT, EBADF, success): an EPERM can only come f
 own answer to them is shown by a process on the host, as root, that loads the same program.
 """
 
+import ast
 import json
 import os
 import subprocess
@@ -69,7 +70,6 @@ DOCKER_REFUSES = ("unshare CLONE_NEWUSER alone", "setns", "keyctl", "add_key", "
 
 ORDINARY = r'''
 import concurrent.futures, os, subprocess, sys
-import numpy as np
 with concurrent.futures.ThreadPoolExecutor(4) as pool:
     squares = list(pool.map(lambda i: i * i, range(8)))
 child = subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True, check=True)
@@ -77,7 +77,12 @@ pid = os.fork()
 if pid == 0:
     os._exit(3)
 forked = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-(squares[-1], child.stdout.strip(), forked, int(np.linalg.matrix_rank(np.eye(5))))
+try:  # toolpath's own sandboxes run its interpreter, numpy included; a Docker image may have none
+    import numpy as np
+    rank = int(np.linalg.matrix_rank(np.eye(5)))
+except ImportError:
+    rank = None
+(squares[-1], child.stdout.strip(), forked, rank)
 '''
 
 
@@ -115,7 +120,9 @@ def test_threads_subprocesses_fork_and_numpy_still_work(box):
     kind, b = box
     r = b.run(ORDINARY)
     assert r.ok, r.error
-    assert r.value == "(49, '42', 3, 5)"
+    squares, child, forked, rank = ast.literal_eval(r.value)
+    assert (squares, child, forked) == (49, "42", 3)
+    assert rank == 5 or (kind == "docker" and rank is None)
 
 
 def test_the_program_itself_refuses_each_call_even_to_root():
