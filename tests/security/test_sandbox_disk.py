@@ -1,8 +1,8 @@
 """What a sandbox may write is bounded: /episode, /tmp and /dev/shm hold at most `disk_mb` each, memory-backed
 and inside the sandbox (never the host's /tmp), and a write past that is told to the model as such."""
 
+import ast
 import os
-import shutil
 
 import pytest
 
@@ -11,12 +11,17 @@ from security.test_sandbox_escalation import KINDS, open_box
 FILL = ("import os\nos.makedirs({path!r}, exist_ok=True)\nfor i in range(40):\n"
         "    with open(os.path.join({path!r}, 'f%d' % i), 'wb') as f:\n"
         "        f.write(b'x' * (2 << 20))")  # 2 MB files, each well under file_size_mb: only the folder's size stops it
+# The file system a folder lives on, seen from inside: its type (from the mount table, by device), its size and
+# the bytes used on it. Measured on the sandbox's own mount, never on the host's /tmp that others write to.
+MOUNT = ("import os\ndev = os.stat({path!r}).st_dev\nst = os.statvfs({path!r})\n"
+         "kind = next(l.split(' - ')[1].split()[0] for l in open('/proc/self/mountinfo')\n"
+         "            if l.split()[2] == '%d:%d' % (os.major(dev), os.minor(dev)))\n"
+         "(kind, st.f_blocks * st.f_frsize, (st.f_blocks - st.f_bfree) * st.f_frsize)")
 
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("path", ["/episode/fill", "/tmp/fill", "/dev/shm/fill"])
 def test_each_writable_folder_is_bounded_and_a_full_one_is_reported(kind, path):
-    before = shutil.disk_usage("/tmp").used
     box = open_box(kind, disk_mb=16)
     try:
         r = box.run(FILL.format(path=path))
@@ -24,8 +29,10 @@ def test_each_writable_folder_is_bounded_and_a_full_one_is_reported(kind, path):
         assert any("lack of space" in n and "disk_mb" in n and "16 MB" in n for n in r.notes)
         used = box.run(f"import os\nsum(os.path.getsize(os.path.join({path!r}, f)) for f in os.listdir({path!r}))")
         assert int(used.value) <= 16 << 20
-        # none of the 80 MB it tried went to the host's /tmp (others may write a little there meanwhile)
-        assert shutil.disk_usage("/tmp").used - before < 40 << 20
+        # what it wrote sits on a memory-backed file system of the sandbox's own, no larger than disk_mb: none
+        # of the 80 MB it tried can have gone to a host disk
+        fs, size, on_fs = ast.literal_eval(box.run(MOUNT.format(path=path)).value)
+        assert fs == "tmpfs" and size <= 16 << 20 and on_fs >= int(used.value) > 8 << 20
         assert box.run(f"import shutil; shutil.rmtree({path!r}); open('/episode/ok', 'w').write('x')").ok
     finally:
         box.close()
