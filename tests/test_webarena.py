@@ -19,6 +19,7 @@ from toolpath.evals.benchmarks import webarena_eval as we
 from toolpath.evals.benchmarks import webarena_probes as wp
 from toolpath.evals.benchmarks.webarena import (PLACEHOLDER_VARS, WebArena, WebArenaLite,
                                                 WebArenaLiteV2, WebArenaVerified, WebArenaVerifiedHard)
+from toolpath.evals.scoring import score_answer
 from toolpath.spec import TaskSpec
 
 CLASSES = {"webarena": (WebArena, 812), "webarena_lite": (WebArenaLite, 165),
@@ -636,16 +637,67 @@ def test_official_url_match_keeps_the_paths_trailing_slash():
     assert we.evaluate(um("http://h:1/a", note="EXACT"), None, {"url": "http://h:1/a"}, scoring="official")["score"] == 0.0
 
 
-def test_official_verified_reads_no_json_in_prose_and_fails_retrieve_errors():
+def test_official_verified_reads_no_json_in_prose():
     ev = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": [6]},
             {"type": "array", "items": {"type": "number"}})
     prose = 'Done. {"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": [6]}'
-    assert we.evaluate(ev, prose)["score"] == 1.0 and we.evaluate(ev, prose, scoring="official")["score"] == 0.0
-    nf = ar({"task_type": "retrieve", "status": "NOT_FOUND_ERROR", "retrieved_data": None})
-    ok = '{"task_type": "RETRIEVE", "status": "NOT_FOUND_ERROR", "retrieved_data": null}'
-    assert we.evaluate(nf, ok)["score"] == 1.0 and we.evaluate(nf, ok, scoring="official")["score"] == 0.0
-    for junk in (None, "", "{", "[1, 2]", '{"status": null}', {"task_type": 3}):
-        assert we.evaluate(ev, junk, scoring="official")["score"] == 0.0
+    assert we.evaluate(ev, prose)["score"] == 1.0
+    for release in ("1.0.0", "1.2.3"):
+        assert we.evaluate(ev, prose, scoring="official", release=release)["score"] == 0.0
+        for junk in (None, "", "{", "[1, 2]", '{"status": null}', {"task_type": 3}):
+            assert we.evaluate(ev, junk, scoring="official", release=release)["score"] == 0.0
+
+
+_MUTATE = {"task_type": "mutate", "status": "SUCCESS", "retrieved_data": None}
+_NAVIGATE = {"task_type": "navigate", "status": "SUCCESS", "retrieved_data": None}
+_NOT_FOUND = {"task_type": "retrieve", "status": "NOT_FOUND_ERROR", "retrieved_data": None}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+
+
+# (expected, answer, 1.0.0's score, 1.2.3's score): each scored by the published package of that release
+@pytest.mark.parametrize("expected,answer,v100,v123", [
+    # an answer without retrieved_data for a MUTATE / NAVIGATE task: 1.0.0 leaves the key out and fails it
+    (_MUTATE, {"task_type": "MUTATE", "status": "SUCCESS"}, 0.0, 1.0),
+    (_NAVIGATE, '{"task_type": "NAVIGATE", "status": "SUCCESS"}', 0.0, 1.0),
+    (_MUTATE, {"task_type": "MUTATE", "status": "SUCCESS", "retrieved_data": None}, 1.0, 1.0),
+    (_MUTATE, {"task_type": "MUTATE", "status": "NOT_FOUND_ERROR"}, 0.0, 0.0),
+    # a RETRIEVE task whose expected status is an error: 1.0.0 raises on every answer
+    (_NOT_FOUND, {"task_type": "RETRIEVE", "status": "NOT_FOUND_ERROR", "retrieved_data": None}, 0.0, 1.0),
+    (_NOT_FOUND, {"task_type": "RETRIEVE", "status": "NOT_FOUND_ERROR"}, 0.0, 1.0),
+    (_NOT_FOUND, {"task_type": "RETRIEVE", "status": "NOT_FOUND_ERROR", "retrieved_data": []}, 0.0, 1.0),
+    (_NOT_FOUND, {"task_type": "RETRIEVE", "status": "NOT_FOUND_ERROR", "retrieved_data": ["x"]}, 0.0, 0.0),
+    (_NOT_FOUND, {"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": None}, 0.0, 0.0),
+    # retrieved_data expected but missing, or left out of the task's expected value: no release passes it
+    ({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": ["x"]},
+     {"task_type": "RETRIEVE", "status": "SUCCESS"}, 0.0, 0.0),
+    ({"task_type": "mutate", "status": "SUCCESS"}, {"task_type": "MUTATE", "status": "SUCCESS"}, 0.0, 0.0),
+])
+def test_official_verified_scores_as_each_release(expected, answer, v100, v123):
+    ev = ar(expected, _STRINGS if expected["task_type"] == "retrieve" else None)
+    old, new = (we.evaluate(ev, answer, scoring="official", release=r) for r in ("1.0.0", "1.2.3"))
+    assert (old["score"], new["score"]) == (v100, v123)
+    assert [e["release"] for e in (old, new) for e in e["evaluators"]] == ["1.0.0", "1.2.3"]
+    assert we.evaluate(ev, answer, scoring="official")["score"] == v123  # the current release by default
+
+
+def test_the_benchmark_scores_as_the_release_it_is_given_and_says_which(monkeypatch):
+    r = rec({**cfg(ar(_NOT_FOUND, _STRINGS)), "start_urls": ["__SHOPPING__"]})
+    answer = '{"task_type": "RETRIEVE", "status": "NOT_FOUND_ERROR", "retrieved_data": null}'
+    current, old = WebArenaVerified(env=LOCAL), WebArenaVerified(env=LOCAL, release="1.0.0")
+    for bench, official in ((current, 1.0), (old, 0.0)):
+        got = score_answer(bench, r, answer)
+        assert got.scores == {"toolpath": 1.0, "official": official}
+        assert got.metrics == {f"scorer:webarena-verified {bench.release}": 1.0}  # stored with the sample
+        assert bench.scored_as("official").to_task(r, model="scripted:x").evaluator.options["release"] == bench.release
+    monkeypatch.setenv("TOOLPATH_WEBARENA_VERIFIED_RELEASE", "1.0.0")
+    assert WebArenaVerified(env=LOCAL).release == "1.0.0"
+    monkeypatch.setenv("TOOLPATH_WEBARENA_VERIFIED_RELEASE", "1.1")
+    with pytest.raises(BenchmarkDataError, match=r"TOOLPATH_WEBARENA_VERIFIED_RELEASE: .* one of 1.0.0, 1.2.3, "
+                                                  r"got '1.1'"):
+        WebArenaVerified(env=LOCAL)
+    with pytest.raises(BenchmarkDataError, match=r"release=: .* got '2'"):
+        WebArenaVerified(env=LOCAL, release="2")
+    assert WebArena(env=LOCAL).score(rec(cfg(sm({"must_include": ["3"]}))), "3").metrics == {}  # no release there
 
 
 def _one_value(fmt: str, want, got) -> tuple[float, float]:

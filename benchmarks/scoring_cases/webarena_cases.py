@@ -9,7 +9,10 @@ Python that can import the official code from SRC:
                      nltk installed); its other imports (playwright, browser_env, helper_functions) are stubbed,
                      they are not used by the string and URL evaluators. nltk's punkt model is a data download:
                      without it, sentences are split by an untrained Punkt tokenizer (see `--help`).
-  webarena_verified: SRC is a folder where `webarena_verified` (the PyPI package, 1.0.0) imports from.
+  webarena_verified: SRC is a folder where `webarena_verified` (the PyPI package, 1.2.3) imports from.
+                     The cases an earlier release scores otherwise are kept too, each with that "release":
+                     write each release's column with --out (run by a Python that imports that release), then
+                     --official-in the current one's and --earlier 1.0.0=FILE the earlier one's.
 WebArena-Verified also gets the adversarial value cases of webarena_verified_extra.py. With --table-out the
 script scores every generated case in both modes through toolpath (PYTHONPATH=the repository), prints official
 mode's agreement on the whole set, and writes the table (every difference between the modes, every adversarial
@@ -250,10 +253,15 @@ _STRICTER = {"string": "sign spelled in letters or dropped (official folds it)",
 def _verified_kind(case: dict, lower: bool = False) -> str:
     """A short name for why toolpath and official differ on one WebArena-Verified case."""
     ex, a = case["agent_response"]["expected"], case["answer"]
-    if ex["task_type"].lower() == "retrieve" and ex["status"] != "SUCCESS":
-        return "retrieve task with an error status (official never passes)"
+    if case.get("release") == "1.0.0":  # the two bugs 1.2.3 fixed
+        if ex["task_type"].lower() == "retrieve" and ex["status"] != "SUCCESS":
+            return "retrieve task with an error status (1.0.0 never passes)"
+        if isinstance(a, dict) and "retrieved_data" not in a:
+            return "retrieved_data key missing (1.0.0 fails it)"
     if isinstance(a, str) and a.startswith("Done. "):
         return "JSON object in prose"
+    if "retrieved_data" not in ex:
+        return "no retrieved_data in the task's expected value (official fails every answer)"
     if isinstance(a, dict) and "status" in a and a.get("status") is None:
         return "status null"
     if isinstance(a, dict) and "retrieved_data" not in a:
@@ -301,7 +309,7 @@ def write_table(path: Path, table: str, cases: list[dict], official_code: str, l
     print(f"{table}: {len(rows)} cases; official mode agrees on {len(rows) - len(wrong)}"
           f" ({100 * (len(rows) - len(wrong)) / len(rows):.2f} %); disagreeing: {wrong[:20]}")
     lines = {r["id"]: json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in rows}
-    keep = [r for r in rows if r["kind"] or r["id"].startswith("x-")]
+    keep = [r for r in rows if r["kind"] or r["id"].startswith("x-") or "release" in r["case"]]
     size = sum(len(lines[r["id"]].encode()) + 2 for r in keep) + 1000
     rest = [r for r in rows if r not in keep]
     random.Random(0).shuffle(rest)
@@ -313,7 +321,8 @@ def write_table(path: Path, table: str, cases: list[dict], official_code: str, l
     order = {r["id"]: i for i, r in enumerate(rows)}
     keep.sort(key=lambda r: order[r["id"]])
     note = (f"; {len(keep)} of {len(rows)} generated cases kept: every toolpath/official difference, every "
-            f"adversarial value case (x-…) and a random sample of the rest; official mode agrees on all {len(rows)}")
+            f"adversarial value case (x-…), every case an earlier release scores otherwise (its \"release\" named) "
+            f"and a random sample of the rest; official mode agrees on all {len(rows)}")
     head = json.dumps({"benchmark": table, "official_code": official_code + note,
                        "scorer": "toolpath.evals.benchmarks.webarena_eval:score_case"})[:-1]
     path.write_text(head + ',\n"cases": [\n' + ",\n".join(lines[r["id"]] for r in keep) + "\n]}\n")
@@ -321,7 +330,8 @@ def write_table(path: Path, table: str, cases: list[dict], official_code: str, l
 
 
 OFFICIAL_CODE = {
-    "webarena_verified": "webarena-verified 1.0.0 (PyPI), webarena_verified/core/evaluation/evaluators/"
+    "webarena_verified": "webarena-verified 1.2.3 (PyPI; a case naming a release: that release, from PyPI), "
+                         "webarena_verified/core/evaluation/evaluators/"
                          "agent_response_evaluator.py, AgentResponseEvaluator.evaluate (with value_normalizer.py, "
                          "value_comparator.py, data_types/*.py), default configuration (no environments)",
 }
@@ -330,7 +340,11 @@ OFFICIAL_CODE = {
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", type=Path, required=True)
-    ap.add_argument("--official-src", type=Path, required=True)
+    ap.add_argument("--official-src", type=Path, help="where the official code imports from")
+    ap.add_argument("--official-in", type=Path, help="the official column, as --out wrote it (instead of SRC)")
+    ap.add_argument("--earlier", action="append", default=[], metavar="RELEASE=FILE",
+                    help="webarena_verified: an earlier release's official column (--out); the cases it scores "
+                         "otherwise are added with their \"release\"")
     ap.add_argument("--table", choices=("webarena", "webarena_verified"), required=True)
     ap.add_argument("--out", type=Path, help="write the official column here as JSON (id -> score)")
     ap.add_argument("--table-out", type=Path, help="also write the case table here (toolpath must import)")
@@ -341,8 +355,16 @@ def main() -> None:
         scores = webarena_official(args.official_src, cases)
     else:
         cases = verified_inputs(args.data)
-        scores = verified_official(args.official_src, cases)
+        scores = None if args.official_in else verified_official(args.official_src, cases)
+    if args.official_in:
+        scores = [c["official"] for c in json.loads(args.official_in.read_text())["cases"]]
     result = {"cases": [{**c, "official": s} for c, s in zip(cases, scores)]}
+    for given in args.earlier:
+        release, _, file = given.partition("=")
+        earlier = json.loads(Path(file).read_text())["cases"]
+        result["cases"] += [{"id": f"{c['id']}@{release}", "case": {**c["case"], "release": release},
+                             "official": old["official"]}
+                            for c, old in zip(result["cases"], earlier) if old["official"] != c["official"]]
     text = json.dumps(result)
     if args.out:
         args.out.write_text(text)

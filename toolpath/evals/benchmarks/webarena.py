@@ -32,6 +32,11 @@ gives 0 to the rest. `evaluate()` returns the per-evaluator details. `scoring` (
 webarena_eval.evaluate) picks the published evaluators, bugs included, or a careful grader's reading. fuzzy_match uses the judge policy
 $TOOLPATH_WEBARENA_JUDGE (a model spec such as openai:gpt-4.1-mini) or `judge=`; without one, fuzzy items
 are unscorable. Anything unscorable scores 0 and is logged with the reason.
+WebArena-Verified's official scores are those of the package's release `release=` names, else
+$TOOLPATH_WEBARENA_VERIFIED_RELEASE, else the current one (1.2.3; 1.0.0 keeps its two bugs, see
+webarena_verified_official); every WebArena-Verified score carries the metric "scorer:webarena-verified
+<release>" (1.0 per sample, so an eval's figure is the share each release scored) and each task spec the release
+in its evaluator options.
 """
 
 from __future__ import annotations
@@ -48,10 +53,12 @@ from ...spec import TaskSpec
 from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, read_json, require, task_id
 from . import webarena_eval
 from .webarena_probes import probes_for
+from .webarena_verified_official import CURRENT, check_release
 
 log = logging.getLogger(__name__)
 
 DATA_ENV, SITES_ENV, JUDGE_ENV = "TOOLPATH_WEBARENA_DATA", "TOOLPATH_WEBARENA_SITES", "TOOLPATH_WEBARENA_JUDGE"
+RELEASE_ENV = "TOOLPATH_WEBARENA_VERIFIED_RELEASE"
 SOURCE = "the WebArena repository's config_files (and WebArena-Lite / WebArena-Verified releases)"
 
 # placeholder → the environment variable (WebArena's own names) that holds its base URL
@@ -179,7 +186,7 @@ class WebArena(Benchmark):
         cls.name, cls.description = cls.variant, VARIANTS[cls.variant][2]
 
     def __init__(self, data: Path | str | None = None, variant: str | None = None, judge: Any = None,
-                 sites: Iterable[str] | None = None, env: dict | None = None):
+                 sites: Iterable[str] | None = None, env: dict | None = None, release: str | None = None):
         self.variant = variant or self.variant
         if self.variant not in VARIANTS:
             raise ValueError(f"unknown WebArena variant {self.variant!r}; expected one of {', '.join(VARIANTS)}")
@@ -196,6 +203,12 @@ class WebArena(Benchmark):
         if unknown:
             raise BenchmarkDataError(f"{SITES_ENV}: unknown site(s) {', '.join(sorted(unknown))}; "
                                      f"expected some of {', '.join(SITE_VARS)}")
+        given = release if release is not None else os.environ.get(RELEASE_ENV, "").strip() or None
+        try:  # WebArena's own schema has no releases: the setting is WebArena-Verified's only
+            self.release = check_release(given or CURRENT, "release=" if release is not None else RELEASE_ENV) \
+                if self.schema == "verified" else CURRENT
+        except ValueError as err:
+            raise BenchmarkDataError(str(err)) from None
 
     # ---- records -----------------------------------------------------------------------------------------
     def _hard_ids(self) -> set[int]:
@@ -263,7 +276,9 @@ class WebArena(Benchmark):
                 f"__{SITE_VARS[config['sites'][0]]}__"], "allowed_hosts": hosts}},
             "limits": {"max_steps": 30},
             "evaluator": {"name": "webarena", "options": {"eval": block, "probes": probes_for(block),
-                                                          "scoring": self.scoring}},
+                                                          "scoring": self.scoring,
+                                                          **({"release": self.release} if self.schema == "verified"
+                                                             else {})}},
             "metadata": {"benchmark": self.name, "category": record.category, "record_id": record.id,
                          "task_id": config["task_id"], "sites": config["sites"],
                          "eval_types": webarena_eval.eval_types(config["eval"]),
@@ -288,14 +303,17 @@ class WebArena(Benchmark):
     def evaluate(self, record: Record, answer: str | None, final_state: dict | None = None) -> dict:
         """Per-evaluator details (see webarena_eval.evaluate); "score" is None when something was unscorable."""
         return webarena_eval.evaluate(self.eval_block(record), answer, final_state,
-                                      intent=record.data["config"]["intent"], judge=self.judge(), scoring=self.scoring)
+                                      intent=record.data["config"]["intent"], judge=self.judge(), scoring=self.scoring,
+                                      release=self.release)
 
     def score_final(self, record: Record, answer: str | None, final_state: dict | None) -> Score:
         result = self.evaluate(record, answer, final_state)
+        # The official score of this sample (its own, or the one stored beside it) came from this release.
+        scorer = {f"scorer:webarena-verified {self.release}": 1.0} if self.schema == "verified" else {}
         if result["score"] is None:
             log.warning("%s: unscorable, counted as 0: %s", record.id, result["unscorable"])
-            return Score(0.0, explanation=f"unscorable: {result['unscorable']}")
-        return Score(float(result["score"]))
+            return Score(0.0, scorer, explanation=f"unscorable: {result['unscorable']}")
+        return Score(float(result["score"]), scorer)
 
     def score(self, record: Record, answer: str | None) -> Score:
         """Without the browser's final state: answer-only tasks are scored, the others get 0."""

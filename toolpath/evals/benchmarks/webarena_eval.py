@@ -30,9 +30,10 @@ a careful grader would:
   - must_exclude: toolpath fails an answer naming an excluded phrase; official has no such case and ignores it;
   - url_match: toolpath drops the path's trailing slash (".../issues/?s=x" is ".../issues?s=x"); official does not;
   - program_html fuzzy_match: toolpath asks the judge; official raises (scored 0);
-  - WebArena-Verified (webarena_verified_official.py): toolpath reads a JSON object inside prose, passes a
-    RETRIEVE task whose expected status is an error when the answer says so, accepts an answer without a
-    retrieved_data key for MUTATE / NAVIGATE tasks, and reads values with its own readers first, then the
+  - WebArena-Verified (webarena_verified_official.py, the package's release 1.2.3 unless `release=` names
+    1.0.0): toolpath reads a JSON object inside prose (and, unlike 1.0.0, passes a RETRIEVE task whose expected
+    status is an error when the answer says so, and an answer without a retrieved_data key for MUTATE /
+    NAVIGATE tasks), and reads values with its own readers first, then the
     package's (webarena_verified_values.py) for what its own cannot read: so it accepts what the package accepts
     and a grader would ("El Gallo de Oro." as a location name, "Macy’s" for "Macy's", "Café" for "Cafe",
     "a ß b" for "a ss b", "one hundred and five", "36,39 €", "00:07:00", "818 yards", "Wed, March 2, 2022",
@@ -66,6 +67,7 @@ from typing import Any
 from .webarena_probes import html_target, reddit_get_post_url
 from .webarena_result import result as _result
 from .webarena_verified import agent_response, network_event
+from .webarena_verified_official import CURRENT
 from .webarena_verified_official import agent_response as official_agent_response
 
 OR = " |OR| "
@@ -349,11 +351,12 @@ def program_html(block: dict, final_state: dict | None, intent: str = "", judge=
 # ---- entry point ------------------------------------------------------------------------------------------
 
 def evaluate(eval_block: Any, answer: str | None, final_state: dict | None = None, *, intent: str = "",
-             judge=None, scoring: str = "toolpath") -> dict:
+             judge=None, scoring: str = "toolpath", release: str = CURRENT) -> dict:
     """Every evaluator of a task: {"score": product or None when unscorable, "evaluators": [details...]}.
 
     scoring="official" applies the published evaluators (WebArena's evaluation_harness, webarena-verified's
-    package) with their known bugs; the default is what a careful grader accepts (see each evaluator).
+    package, as its `release`) with their known bugs; the default is what a careful grader accepts (see each
+    evaluator).
 
     A zero from any evaluator decides the score even when another one is unscorable."""
     results: list[dict] = []
@@ -361,7 +364,7 @@ def evaluate(eval_block: Any, answer: str | None, final_state: dict | None = Non
         for cfg in eval_block:
             name = cfg.get("evaluator") if isinstance(cfg, dict) else None
             if name == "AgentResponseEvaluator":
-                results.append(official_agent_response(cfg, answer) if scoring == "official"
+                results.append(official_agent_response(cfg, answer, release) if scoring == "official"
                                else agent_response(cfg, answer))
             elif name == "NetworkEventEvaluator":
                 results.append(network_event(cfg, final_state))
@@ -405,8 +408,10 @@ def eval_types(eval_block: Any) -> list[str]:
 def score_case(case: dict, scoring: str) -> float:
     """One case of the scoring tables (tests/data/scoring_cases/webarena*.json), through `evaluate`:
     {"eval": a WebArena eval block, "answer": …, "url": the final URL (url_match)} or {"agent_response": a
-    WebArena-Verified AgentResponseEvaluator config, "answer": …}. Unscorable counts 0, as in the benchmark."""
+    WebArena-Verified AgentResponseEvaluator config, "answer": …, "release": the package's release that gave its
+    official score, when not the current one}. Unscorable counts 0, as in the benchmark."""
     block = [{"evaluator": "AgentResponseEvaluator", **case["agent_response"]}] if "agent_response" in case \
         else case["eval"]
     state = {"url": case["url"], "probes": []} if case.get("url") else None
-    return float(evaluate(block, case.get("answer"), state, scoring=scoring)["score"] or 0.0)
+    result = evaluate(block, case.get("answer"), state, scoring=scoring, release=case.get("release", CURRENT))
+    return float(result["score"] or 0.0)

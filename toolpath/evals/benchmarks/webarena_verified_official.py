@@ -1,11 +1,20 @@
-"""webarena-verified's AgentResponseEvaluator as published (the `webarena-verified` package, 1.0.0), for
+"""webarena-verified's AgentResponseEvaluator as published (the `webarena-verified` package), for
 scoring="official": its parsing, normalisation and comparison rules, its known bugs included.
 
-    agent_response(cfg, answer) -> {"type", "score", "items"}
+    agent_response(cfg, answer, release=CURRENT) -> {"type", "score", "items", "release"}
 
-Each bug is named where it is reproduced, with the case that shows it:
-  - a RETRIEVE task whose expected status is an error (NOT_FOUND_ERROR …, retrieved_data null) raises
-    "Expected retrieved_data must be set" for every parsed answer, so no answer passes it;
+Two releases are reproduced; their evaluators differ only in how they treat a missing or null retrieved_data
+(every value reader and comparison is the same in both):
+  1.2.3 (CURRENT, the default) - an answer without a retrieved_data key reads as null, so a MUTATE / NAVIGATE
+        answer without it passes; a RETRIEVE task whose expected status is an error (NOT_FOUND_ERROR …,
+        retrieved_data null) passes an answer with that status and no data, and fails one with data.
+  1.0.0 - those two are bugs: an answer without the key leaves it out of the compared keys, so no answer
+        without it passes; a RETRIEVE task whose expected status is an error raises "Expected retrieved_data
+        must be set" for every parsed answer, so no answer passes it.
+`check_release` names the releases; the chosen one is returned with every result, so a score says which
+release gave it.
+
+Bugs of both releases, each reproduced where named, with the case that shows it:
   - a JSON object inside prose is not read (only the whole answer or a ``` block is parsed);
   - task_type / status that are not strings (null, a number) raise, and the task scores 0;
   - an answer's value that is itself a list of two or more values is taken as alternatives: ["#170", "#189"]
@@ -25,6 +34,18 @@ from typing import Any
 
 from .webarena_result import result as _result
 from .webarena_verified_values import EDGE_PUNCTUATION, READERS, is_pattern, prepare_text, same
+
+RELEASES = ("1.0.0", "1.2.3")
+CURRENT = "1.2.3"
+
+
+def check_release(release: Any, where: str = "release") -> str:
+    """The release, or a ValueError naming where it was given and the releases there are."""
+    if release not in RELEASES:
+        raise ValueError(f"{where}: the webarena-verified release to score as must be one of "
+                         f"{', '.join(RELEASES)}, got {release!r}")
+    return release
+
 
 class _Bad(Exception):
     """A value the package's normaliser rejects (it raises; strict for expected values, raw for answers)."""
@@ -213,25 +234,33 @@ def _parse(answer: Any) -> Any:
     return value or None
 
 
-def agent_response(cfg: dict, answer: Any) -> dict:
+def agent_response(cfg: dict, answer: Any, release: str = CURRENT) -> dict:
+    release = check_release(release)
+    fixed = release != "1.0.0"  # the two null retrieved_data bugs (module docstring) are fixed after 1.0.0
     expected = cfg.get("expected") or {}
     schema = cfg.get("results_schema")
+
+    def scored(score: float, items: list) -> dict:
+        return {**_result("AgentResponseEvaluator", score, items), "release": release}
+
     try:
         kind = Value("string", expected.get("task_type"))
         is_retrieve = str(expected.get("task_type", "")).lower() == "retrieve"
         want = {"task_type": kind, "status": Value("string", expected.get("status")),
                 "retrieved_data": _retrieved(expected.get("retrieved_data"), schema, strict=True)}
     except (_Bad, ValueError, TypeError) as err:
-        return _result("AgentResponseEvaluator", 0.0, [{"error": f"expected value unreadable: {err}"}])
+        return scored(0.0, [{"error": f"expected value unreadable: {err}"}])
     got = _parse(answer)
     if not isinstance(got, dict):
-        return _result("AgentResponseEvaluator", 0.0, [{"error": "the answer is not a JSON object"}])
+        return scored(0.0, [{"error": "the answer is not a JSON object"}])
     try:
         have: dict[str, Any] = {}
         for key in [k for k in ("task_type", "status", "retrieved_data") if k in expected]:
             name = "performed_operation" if key == "task_type" and key not in got and "performed_operation" in got \
                 else key
             if name not in got:
+                if key == "retrieved_data" and fixed:
+                    have[key] = None  # read as null; 1.0.0 leaves the key out and the key sets then differ
                 continue
             if key == "retrieved_data":
                 have[key] = _retrieved(got.get(key, ""), schema, strict=False) if is_retrieve else None
@@ -245,15 +274,18 @@ def agent_response(cfg: dict, answer: Any) -> dict:
                     normalised = text
             have[key] = normalised or None
     except (AttributeError, _Bad, ValueError, TypeError) as err:  # the package's evaluation errors: the task fails
-        return _result("AgentResponseEvaluator", 0.0, [{"error": f"the package raises on this answer: {err}"}])
+        return scored(0.0, [{"error": f"the package raises on this answer: {err}"}])
     ok = set(have) == set(want) and all(_equal(have[k], want[k], False) for k in ("task_type", "status"))
     items: list[dict] = [{"task_type/status": ok}]
     if is_retrieve and have:
-        if want["retrieved_data"] is None:  # the package raises: a RETRIEVE task with an error status never passes
-            return _result("AgentResponseEvaluator", 0.0, items + [{"error": "Expected retrieved_data must be set"}])
-        data_ok = have.get("retrieved_data") is not None and _equal(
-            have.get("retrieved_data"), want["retrieved_data"], bool(cfg.get("ordered")))
+        have_data, want_data = have.get("retrieved_data"), want["retrieved_data"]
+        if want_data is None:
+            if not fixed:  # 1.0.0 raises: a RETRIEVE task with an error status never passes
+                return scored(0.0, items + [{"error": "Expected retrieved_data must be set"}])
+            data_ok = have_data is None  # no data expected: an answer with some fails
+        else:
+            data_ok = have_data is not None and _equal(have_data, want_data, bool(cfg.get("ordered")))
         items.append({"retrieved_data": expected.get("retrieved_data"), "got": got.get("retrieved_data"),
                       "score": float(data_ok)})
         ok = ok and data_ok
-    return _result("AgentResponseEvaluator", float(ok), items)
+    return scored(float(ok), items)
