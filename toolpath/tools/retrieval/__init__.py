@@ -24,7 +24,8 @@ import os
 from pathlib import Path
 
 from ..registry import ToolError, ToolResult, tool
-from ..search.cache import _corpus_files, _env_path
+from ..corpus import Corpus, walk
+from ..search.cache import _env_path
 from ..search.documents import TEXT_SUFFIXES
 from ..search.images import IMAGE_SUFFIXES
 from .model import MetaEmbedConfig
@@ -52,17 +53,17 @@ def rank_passages(root: Path, query: str, budget: str, n: int, what: str = "retr
     return [dict(index.items[i], score=float(scores[i])) for i in order], index.notes
 
 
-def _rank_images(root: Path, files: list[Path], query: str, k: int) -> list[dict]:
+def _rank_images(corpus: Corpus, query: str, k: int) -> tuple[list[dict], list[str]]:
     import numpy as np
 
     from . import images
 
-    index = images.image_index(root, files)
+    index = images.image_index(corpus)
     if not index.items:
-        return []
+        return [], index.notes
     scores = np.asarray(index.vectors, dtype=np.float32) @ images.embed_text(query)
     order = np.argsort(-scores, kind="stable")[:k]
-    return [dict(index.items[i], score=float(scores[i])) for i in order]
+    return [dict(index.items[i], score=float(scores[i])) for i in order], index.notes
 
 
 @tool(timeout=600.0, cost=1.0, quality=0.75, tags=("search", "retrieval"))
@@ -86,22 +87,26 @@ def retrieve(query: str, k: int = 5, budget: str = DEFAULT_BUDGET) -> ToolResult
     # A malformed budget fails before any model loads; the trained model's own limits are checked again after.
     parse_budget(budget, MetaEmbedConfig.nq, MetaEmbedConfig.nd)
     root = _env_path(CORPUS_VAR, "retrieve", TEXT_SUFFIXES + IMAGE_SUFFIXES)
-    text_files = _corpus_files(root, TEXT_SUFFIXES)
-    image_files = _corpus_files(root, IMAGE_SUFFIXES)
+    texts, images = walk(root, TEXT_SUFFIXES), walk(root, IMAGE_SUFFIXES)
+    text_files, image_files = texts.files, images.files
     if not text_files and not image_files:
-        raise ToolError(f"retrieve: {root} has no {' '.join(TEXT_SUFFIXES + IMAGE_SUFFIXES)} files")
-    hits, notes, pictures = [], [], []
+        skipped = texts.skipped + images.skipped
+        raise ToolError(f"retrieve: {root} has no {' '.join(TEXT_SUFFIXES + IMAGE_SUFFIXES)} files"
+                        + (f" (skipped: {'; '.join(skipped[:3])})" if skipped else ""))
+    hits, notes, pictures = [], list(texts.skipped), []  # the text index names them too, once it is built
     if text_files:
         hits, notes = rank_passages(root, query, budget, k)
     if image_files:
         if clip_available():
-            pictures = _rank_images(root, image_files, query, k)
+            pictures, image_notes = _rank_images(images, query, k)
+            notes = notes + image_notes
         elif not text_files:
             raise ToolError(f"retrieve: {root} holds only images, and text -> image retrieval needs the tiny CLIP: "
                             f"build it with `{CLIP_BUILD_COMMAND}`")
         else:
             notes = [f"{len(image_files)} images not searched: text -> image retrieval needs the tiny CLIP "
-                     f"(`{CLIP_BUILD_COMMAND}`)"] + notes
+                     f"(`{CLIP_BUILD_COMMAND}`)"] + notes + images.skipped
+    notes = list(dict.fromkeys(notes))  # a link to a folder is seen by both walks: name it once
     return _format(query, budget, root, hits, pictures, notes, searched_text=bool(text_files))
 
 

@@ -8,6 +8,7 @@ import hashlib
 import threading
 from pathlib import Path
 
+from ..corpus import Corpus, open_image
 from ..registry import ToolError
 from ..search.cache import _home
 from .index import VectorIndex, vector_index
@@ -55,16 +56,15 @@ def embed_text(query: str):
     return torch.nn.functional.normalize(vec, dim=-1)[0].numpy()
 
 
-def image_index(root: Path, files: list[Path]) -> VectorIndex:
+def image_index(corpus: Corpus) -> VectorIndex:
     import torch
-    from PIL import Image
 
     model, _, proc, fp = _clip()
     dim = model.config.projection_dim
 
     def encode_file(path: Path):
         try:
-            with Image.open(path) as im:
+            with open_image(path) as im:
                 pixels = proc([im.convert("RGB")], return_tensors="pt")["pixel_values"]
         except OSError as err:
             return [], None, [f"{path.name}: cannot read image ({err})"]
@@ -73,4 +73,4 @@ def image_index(root: Path, files: list[Path]) -> VectorIndex:
         vec = torch.nn.functional.normalize(f.pooler_output if hasattr(f, "pooler_output") else f, dim=-1)
         return [{"path": str(path), "url": path.as_uri(), "title": path.name}], vec.numpy(), []
 
-    return vector_index("clip", root, files, fp, (dim,), encode_file)
+    return vector_index("clip", corpus, fp, (dim,), encode_file)

@@ -15,6 +15,8 @@ import logging
 from pathlib import Path
 from typing import Callable
 
+from ...redact import redact_data, redactor
+from ..corpus import Corpus
 from ..search.cache import _cache_dir, _home, cached_index
 
 log = logging.getLogger(__name__)
@@ -66,28 +68,32 @@ def _previous(folder: Path, fingerprint: str) -> tuple[Path, dict] | None:
     return old, manifest
 
 
-def _build(tmp: Path, folder: Path, files: list[Path], fingerprint: str, shape: tuple[int, ...],
+def _build(tmp: Path, folder: Path, corpus: Corpus, fingerprint: str, shape: tuple[int, ...],
            encode_file: Callable[[Path], tuple[list[dict], object, list[str]]]) -> VectorIndex:
-    """Write manifest + vectors into `tmp`: copied rows for unchanged files, encoded rows for the rest."""
+    """Write manifest + vectors into `tmp`: copied rows for unchanged files, encoded rows for the rest. Items
+    and notes are redacted as they are written: copied ones again, since a secret may be newer than they are."""
     import numpy as np
 
+    redact_text = redactor()
     prev = _previous(folder, fingerprint)
     old_rows = np.load(prev[0] / VECTORS, mmap_mode="r") if prev and prev[1]["items"] else None
     old_files = prev[1]["files"] if prev else {}
     parts: list[tuple[list[dict], object]] = []  # per file: items, and rows (an old slice or new vectors)
-    entries, notes = {}, []
-    for path in files:
+    entries, notes = {}, redact_data(list(corpus.skipped), redact_text)
+    for path in corpus.files:
         st = path.stat()
         key = str(path)
         old = old_files.get(key)
         start, end = old["rows"] if old else (0, 0)
         unchanged = old and (old["size"], old["mtime_ns"]) == (st.st_size, st.st_mtime_ns)
         if unchanged and (old_rows is not None or end == start):
-            items, file_notes = prev[1]["items"][start:end], old.get("notes", [])
+            items = redact_data(prev[1]["items"][start:end], redact_text)
+            file_notes = redact_data(old.get("notes", []), redact_text)
             rows = old_rows[start:end] if end > start else np.zeros((0, *shape), np.float16)
             notes += file_notes
         else:
             items, rows, file_notes = encode_file(path)
+            items, file_notes = redact_data(items, redact_text), redact_data(file_notes, redact_text)
             notes += file_notes
             stats["files_encoded"] += 1
             stats["items_encoded"] += len(items)
@@ -119,15 +125,15 @@ def _load(folder: Path) -> VectorIndex:
     return VectorIndex(folder, manifest["items"], manifest["notes"])
 
 
-def vector_index(kind: str, root: Path, files: list[Path], fingerprint: str, shape: tuple[int, ...],
+def vector_index(kind: str, corpus: Corpus, fingerprint: str, shape: tuple[int, ...],
                  encode_file: Callable[[Path], tuple[list[dict], object, list[str]]], params: dict | None = None,
                  what: str = "retrieve") -> VectorIndex:
-    """The index of `files` under `root`: from memory, else from disk, else built incrementally and cached.
+    """The index of the corpus's files: from memory, else from disk, else built incrementally and cached.
     `encode_file(path)` -> (items, vectors (len(items), *shape), notes) for one file."""
-    folder = _cache_dir(kind, root, files, {"model": fingerprint, "shape": list(shape), **(params or {})})
+    folder = _cache_dir(kind, corpus, {"model": fingerprint, "shape": list(shape), **(params or {})})
 
     return cached_index(folder, MANIFEST, _load,
-                        lambda tmp: _build(tmp, folder, files, fingerprint, shape, encode_file), what)
+                        lambda tmp: _build(tmp, folder, corpus, fingerprint, shape, encode_file), what)
 
 
 def index_home() -> Path:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from ...redact import redactor
+from ..corpus import walk
 from ..registry import ToolError
-from ..search.cache import _corpus_files, _home
-from ..search.documents import PASSAGE_WORDS, TEXT_SUFFIXES, _passages, _read_document
-from ..search.text_index import _passage_url
+from ..search.cache import _home
+from ..search.documents import PASSAGE_WORDS, TEXT_SUFFIXES, file_passages
 from . import model as M
 from .index import VectorIndex, vector_index
 
@@ -39,32 +40,19 @@ def trained_model(what: str = "retrieve"):
         return _MODELS["model"], fp
 
 
-def passages_of(path: Path) -> tuple[list[dict], list[str]]:
-    """The passages of one corpus file with their title and url, exactly as `search` indexes them."""
-    try:
-        docs, notes = _read_document(path)
-    except OSError as err:
-        return [], [f"{path.name}: cannot read ({err.strerror or err})"]
-    out = []
-    for doc in docs:
-        parts = _passages(doc.text)
-        for n, text in enumerate(parts, 1):
-            out.append({"doc": doc.url, "title": doc.title, "url": _passage_url(doc.url, n, len(parts)), "text": text})
-    return out, notes
-
-
 def text_index(root: Path, what: str = "retrieve") -> tuple[VectorIndex, object]:
     """(index of every passage's Nd vectors, model) for the corpus at root."""
-    files = _corpus_files(root, TEXT_SUFFIXES)
+    corpus = walk(root, TEXT_SUFFIXES)
     model, fp = trained_model(what)
     cfg = model.config
+    redact_text = redactor()
 
     def encode_file(path: Path):
-        items, notes = passages_of(path)
+        items, notes = file_passages(path, redact_text)
         # The title travels with every passage, as search indexes it: a passage deep in a page is still about it.
         vecs = model.encode([f"{p['title']}. {p['text']}" for p in items], "doc") if items else None
         return items, vecs, notes
 
-    index = vector_index("metaembed", root, files, fp, (cfg.nd, cfg.dim), encode_file,
+    index = vector_index("metaembed", corpus, fp, (cfg.nd, cfg.dim), encode_file,
                          params={"passage": PASSAGE_WORDS}, what=what)
     return index, model

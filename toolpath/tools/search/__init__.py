@@ -12,6 +12,7 @@ Configuration (environment variables; nothing is searched until one is set):
                                               multi-vector retrieval of `retrieve` (toolpath/tools/retrieval/) at
                                               its full budget; needs `toolpath models build metaembed`
     TOOLPATH_IMAGE_CORPUS=/path/to/folder     image search over .png .jpg .jpeg .webp .bmp .gif files
+    TOOLPATH_CORPUS_MAX_MB=32                 the largest corpus file read (larger ones are skipped and named)
 
 The local text corpus is indexed with BM25 (`bm25s`, Snowball stemming through PyStemmer) over passages of about
 100–200 words, so a snippet points at the part of a document that matched. Markdown titles come from the first
@@ -24,7 +25,10 @@ described by an HSV colour histogram, a small normalised grayscale thumbnail and
 histograms; an image scores by its best window, so a crop or zoom of an indexed image finds it.
 
 Both indexes are cached under $TOOLPATH_HOME/search/ (default ~/.toolpath/search/), keyed by the corpus files'
-paths, sizes and modification times: a new process reuses the index, and a changed file rebuilds it.
+paths, sizes and modification times: a new process reuses the index, and a changed file rebuilds it. A corpus is
+walked by toolpath/tools/corpus.py: a link that leaves the folder, a link loop, a FIFO, socket or device, and a
+file over the size bound are skipped and named in the observation's note, never read. What is indexed (and so
+cached and shown) has every known secret redacted; an index is built in a temporary folder and published whole.
 """
 
 from __future__ import annotations

@@ -11,10 +11,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ...redact import known_secrets
+from ..corpus import Corpus
 from ..registry import ToolError
 
 
-_INDEX_VERSION = 3  # bump when the index layout, the parsing or the image descriptor changes: old caches go
+_INDEX_VERSION = 4  # bump when the index layout, the parsing (redaction included) or the image descriptor changes: old caches go
 
 # How many indexes this process built from the files (not loaded from the cache). Tests read it to see whether
 # a search re-indexed; nothing else depends on it.
@@ -49,26 +51,22 @@ def _env_path(var: str, what: str, suffixes: tuple[str, ...]) -> Path:
     return path
 
 
-def _corpus_files(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
-    """The files to index, sorted so the index (and its cache key) does not depend on directory order."""
-    if root.is_file():
-        return [root] if root.suffix.lower() in suffixes else []
-    files = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))  # .git, .cache: never content
-        files += [Path(dirpath) / f for f in filenames if not f.startswith(".") and Path(f).suffix.lower() in suffixes]
-    return sorted(files)
+def _secrets_tag() -> str:
+    """A digest of the secrets known now: an index written before a secret was known holds it in clear (it was
+    not redacted then), so a new secret makes a new index instead of reusing that one."""
+    return hashlib.sha256("\0".join(sorted(known_secrets())).encode()).hexdigest()[:16]
 
 
-def _cache_dir(kind: str, root: Path, files: list[Path], params: dict) -> Path:
-    """The index's folder, named by a key that changes when any file is added, removed, resized or touched."""
+def _cache_dir(kind: str, corpus: Corpus, params: dict) -> Path:
+    """The index's folder, named by a key that changes when any file is added, removed, resized, touched or
+    skipped (the skipped files are the index's notes)."""
     entries = []
-    for f in files:
+    for f in corpus.files:
         st = f.stat()
         entries.append([str(f), st.st_size, st.st_mtime_ns])
-    blob = json.dumps([_INDEX_VERSION, kind, str(root), params, entries])
+    blob = json.dumps([_INDEX_VERSION, kind, str(corpus.root), params, entries, corpus.skipped, _secrets_tag()])
     key = hashlib.sha256(blob.encode()).hexdigest()[:20]
-    root_tag = hashlib.sha256(str(root).encode()).hexdigest()[:10]
+    root_tag = hashlib.sha256(str(corpus.root).encode()).hexdigest()[:10]
     return _home() / "search" / f"{kind}-{root_tag}-{key}"
 
 
@@ -85,8 +83,32 @@ def _publish(tmp: Path, final: Path) -> None:
 
 
 def _new_tmp_dir(final: Path) -> Path:
+    """A folder to build `final` in, named FINAL.PID.RANDOM.tmp so a later run can tell whether its builder lives."""
     final.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=final.name + ".", suffix=".tmp", dir=final.parent))
+    return Path(tempfile.mkdtemp(prefix=f"{final.name}.{os.getpid()}.", suffix=".tmp", dir=final.parent))
+
+
+def _builder_alive(tmp: Path) -> bool:
+    """Whether the process that named this temporary folder may still be writing it. Our own are never in
+    progress here (the caller holds _LOCK, and every build of this process does); one without a pid in its
+    name comes from an older toolpath's run."""
+    parts = tmp.name.split(".")
+    if len(parts) != 4 or not parts[1].isdigit() or int(parts[1]) == os.getpid():
+        return False
+    try:
+        os.kill(int(parts[1]), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: alive, under another user
+        return True
+    return True
+
+
+def remove_stale_builds(folder: Path) -> None:
+    """Remove the temporary folders that builds killed mid-way (kill -9, the OOM killer) left in `folder`."""
+    for tmp in folder.glob("*.tmp"):
+        if not _builder_alive(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def cached_index(folder: Path, marker: str, load, build, what: str):
@@ -104,6 +126,7 @@ def cached_index(folder: Path, marker: str, load, build, what: str):
             except (OSError, ValueError, KeyError) as err:
                 logging.getLogger(__name__).warning("%s: rebuilding unreadable index %s: %s", what, folder, err)
         if index is None:
+            remove_stale_builds(folder.parent)
             tmp = _new_tmp_dir(folder)
             try:
                 index = build(tmp)

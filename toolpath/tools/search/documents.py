@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Callable
+
+from ..corpus import read_bytes
 
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".jsonl")
@@ -95,7 +99,7 @@ _JSONL_TEXT_FIELDS = ("text", "contents", "body", "content")
 
 def _parse_jsonl(path: Path) -> tuple[list[_Doc], list[str]]:
     docs, notes = [], []
-    with path.open(encoding="utf-8", errors="replace") as f:
+    with io.TextIOWrapper(io.BytesIO(read_bytes(path)), encoding="utf-8", errors="replace") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -122,7 +126,7 @@ def _read_document(path: Path) -> tuple[list[_Doc], list[str]]:
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         return _parse_jsonl(path)
-    raw = path.read_text(encoding="utf-8", errors="replace")
+    raw = read_bytes(path).decode("utf-8", errors="replace")
     if suffix in (".html", ".htm"):
         title, text = _parse_html(raw, path.stem)
     elif suffix in (".md", ".markdown"):
@@ -132,6 +136,32 @@ def _read_document(path: Path) -> tuple[list[_Doc], list[str]]:
     if not text.strip():
         return [], [f"{path.name}: no text"]
     return [_Doc(title=title, url=path.resolve().as_uri(), text=text)], []
+
+
+def _passage_url(url: str, n: int, count: int) -> str:
+    """Where passage n of a document is: a fragment on our own file:// urls; a record's own url stays as given."""
+    if not url.startswith("file://"):
+        return url
+    if "#" not in url:
+        return f"{url}#passage-{n}"
+    return url if count == 1 else f"{url}-passage-{n}"  # a JSONL record's #line-N
+
+
+def file_passages(path: Path, redact_text: Callable[[str], str]) -> tuple[list[dict], list[str]]:
+    """The passages of one corpus file (doc, title, url, text) and the notes on what was skipped in it. Every
+    string passes through `redact_text` first: what is indexed is what is cached on disk and what a hit shows,
+    so a key pasted into a document is neither written to the index nor returned."""
+    try:
+        docs, notes = _read_document(path)
+    except OSError as err:  # unreadable, or no longer a regular file within the bound: say so, index the rest
+        docs, notes = [], [f"{path.name}: cannot read ({err.strerror or err})"]
+    out = []
+    for doc in docs:
+        parts = _passages(redact_text(doc.text))
+        title, url = redact_text(doc.title), redact_text(doc.url)
+        for n, text in enumerate(parts, 1):
+            out.append({"doc": url, "title": title, "url": _passage_url(url, n, len(parts)), "text": text})
+    return out, [redact_text(note) for note in notes]
 
 
 def _passages(text: str) -> list[str]:

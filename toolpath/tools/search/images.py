@@ -7,7 +7,9 @@ import logging
 from pathlib import Path
 
 from ..registry import ToolError
-from .cache import _cache_dir, _corpus_files, cached_index, stats
+from ...redact import redact
+from ..corpus import Corpus, open_image, walk
+from .cache import _cache_dir, cached_index, stats
 
 log = logging.getLogger(__name__)
 
@@ -24,14 +26,19 @@ _WEIGHTS = (1.0, 1.0, 1.0)  # colour, thumbnail, gradients: equal say in the cos
 
 
 def _load_small(path: Path, side: int = _SIDE):
-    """An RGB image no larger than side x side. JPEG draft mode decodes big photos at reduced size directly."""
+    """An RGB image no larger than side x side, read as a corpus file (bounded: corpus.open_image)."""
+    with open_image(path) as im:
+        return _small(im, side)
+
+
+def _small(im, side: int = _SIDE):
+    """`im` as RGB no larger than side x side. JPEG draft mode decodes big photos at reduced size directly."""
     from PIL import Image
 
-    with Image.open(path) as im:
-        im.draft("RGB", (side, side))
-        im = im.convert("RGB")
-        im.thumbnail((side, side), Image.BILINEAR)
-        return im
+    im.draft("RGB", (side, side))
+    im = im.convert("RGB")
+    im.thumbnail((side, side), Image.BILINEAR)
+    return im
 
 
 def _positions(frac: float) -> list[float]:
@@ -146,16 +153,16 @@ class _ImageIndex:
         return best, arg
 
 
-def _build_image_index(files: list[Path], out: Path) -> tuple[_ImageIndex, list[str]]:
+def _build_image_index(corpus: Corpus, out: Path) -> tuple[_ImageIndex, list[str]]:
     import numpy as np
     from PIL import Image
 
-    paths, vectors, owner, boxes, sizes, notes = [], [], [], [], [], []
-    for path in files:
+    paths, vectors, owner, boxes, sizes, notes = [], [], [], [], [], list(corpus.skipped)
+    for path in corpus.files:
         try:
-            with Image.open(path) as probe:
-                size = probe.size
-            im = _load_small(path)
+            with open_image(path) as original:
+                size = original.size
+                im = _small(original)
         except (OSError, ValueError, Image.DecompressionBombError) as err:
             notes.append(f"{path.name}: not a readable image ({err})")
             continue
@@ -171,6 +178,7 @@ def _build_image_index(files: list[Path], out: Path) -> tuple[_ImageIndex, list[
     index = _ImageIndex(paths, np.concatenate(vectors), np.asarray(owner, dtype=np.int32),
                         np.asarray(boxes, dtype=np.int32), np.asarray(sizes, dtype=np.int32))
     np.savez(out / "windows.npz", vectors=index.vectors, owner=index.owner, boxes=index.boxes, sizes=index.sizes)
+    notes = [redact(note) for note in notes]  # an error may quote the file's own bytes
     (out / "images.json").write_text(json.dumps({"paths": paths, "notes": notes}))
     stats["image_builds"] += 1
     return index, notes
@@ -178,13 +186,14 @@ def _build_image_index(files: list[Path], out: Path) -> tuple[_ImageIndex, list[
 
 def image_index(root: Path) -> tuple[_ImageIndex, list[str]]:
     """The window index of an image folder: from memory, else from the disk cache, else built (and cached)."""
-    files = _corpus_files(root, IMAGE_SUFFIXES)
-    if not files:
-        raise ToolError(f"image_search: {root} has no {' '.join(IMAGE_SUFFIXES)} files to search")
+    corpus = walk(root, IMAGE_SUFFIXES)
+    if not corpus.files:
+        raise ToolError(f"image_search: {root} has no {' '.join(IMAGE_SUFFIXES)} files to search"
+                        + (f" (skipped: {'; '.join(corpus.skipped[:3])})" if corpus.skipped else ""))
     params = {"side": _SIDE, "fractions": _WINDOW_FRACTIONS, "bins": [_H_BINS, _S_BINS, _V_BINS], "thumb": _THUMB,
               "grid": [_GRID, _ORIENT], "weights": _WEIGHTS}
-    folder = _cache_dir("image", root, files, params)
-    return cached_index(folder, "images.json", _load_image_index, lambda tmp: _build_image_index(files, tmp),
+    folder = _cache_dir("image", corpus, params)
+    return cached_index(folder, "images.json", _load_image_index, lambda tmp: _build_image_index(corpus, tmp),
                         "image_search")
 
 

@@ -7,9 +7,11 @@ import logging
 import re
 from pathlib import Path
 
+from ...redact import redactor
+from ..corpus import Corpus, walk
 from ..registry import ToolError
-from .cache import _cache_dir, _corpus_files, cached_index, stats
-from .documents import PASSAGE_WORDS, TEXT_SUFFIXES, _passages, _read_document
+from .cache import _cache_dir, cached_index, stats
+from .documents import PASSAGE_WORDS, TEXT_SUFFIXES, file_passages
 
 log = logging.getLogger(__name__)
 
@@ -61,32 +63,17 @@ class _TextIndex:
         return [(int(i), float(scores[i])) for i in order if scores[i] > 0]
 
 
-def _passage_url(url: str, n: int, count: int) -> str:
-    """Where passage n of a document is: a fragment on our own file:// urls; a record's own url stays as given."""
-    if not url.startswith("file://"):
-        return url
-    if "#" not in url:
-        return f"{url}#passage-{n}"
-    return url if count == 1 else f"{url}-passage-{n}"  # a JSONL record's #line-N
-
-
-def _build_text_index(files: list[Path], out: Path, stemmer) -> _TextIndex:
+def _build_text_index(corpus: Corpus, out: Path, stemmer) -> _TextIndex:
     bm25s = _bm25s()
 
-    passages, notes = [], []
-    for path in files:
-        try:
-            docs, file_notes = _read_document(path)
-        except OSError as err:  # unreadable file: say so, index the rest
-            docs, file_notes = [], [f"{path.name}: cannot read ({err.strerror or err})"]
+    redact_text = redactor()
+    passages, notes = [], list(corpus.skipped)
+    for path in corpus.files:
+        file_items, file_notes = file_passages(path, redact_text)
+        passages += file_items
         notes += file_notes
-        for doc in docs:
-            parts = _passages(doc.text)
-            for n, text in enumerate(parts, 1):
-                passages.append({"doc": doc.url, "title": doc.title, "url": _passage_url(doc.url, n, len(parts)),
-                                 "text": text})
     if not passages:
-        raise ToolError(f"search: no text to index in {', '.join(sorted({str(f.parent) for f in files}))}"
+        raise ToolError(f"search: no text to index in {corpus.root}"
                         + (f" ({'; '.join(notes[:3])})" if notes else ""))
     # The title is indexed with every passage: a passage deep in "Mount Everest" is still about Everest.
     corpus_tokens = _tokenize([f"{p['title']}\n{p['text']}" for p in passages], stemmer)
@@ -110,13 +97,14 @@ def _load_text_index(folder: Path, stemmer) -> _TextIndex:
 
 def text_index(root: Path) -> _TextIndex:
     """The BM25 index of a corpus folder: from memory, else from the disk cache, else built (and cached)."""
-    files = _corpus_files(root, TEXT_SUFFIXES)
-    if not files:
-        raise ToolError(f"search: {root} has no {' '.join(TEXT_SUFFIXES)} files to search")
+    corpus = walk(root, TEXT_SUFFIXES)
+    if not corpus.files:
+        raise ToolError(f"search: {root} has no {' '.join(TEXT_SUFFIXES)} files to search"
+                        + (f" (skipped: {'; '.join(corpus.skipped[:3])})" if corpus.skipped else ""))
     stemmer = _stemmer()
-    folder = _cache_dir("text", root, files, {"stem": stemmer is not None, "passage": PASSAGE_WORDS})
+    folder = _cache_dir("text", corpus, {"stem": stemmer is not None, "passage": PASSAGE_WORDS})
     return cached_index(folder, "passages.json", lambda f: _load_text_index(f, stemmer),
-                        lambda tmp: _build_text_index(files, tmp, stemmer), "search")
+                        lambda tmp: _build_text_index(corpus, tmp, stemmer), "search")
 
 
 # Snippets, re-ranking, the HTTP backend
