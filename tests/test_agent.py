@@ -187,7 +187,8 @@ def test_images_go_to_artifacts_not_the_state(store, tmp_path):
 
     img = tmp_path / "cat.png"
     Image.new("RGB", (64, 48), "orange").save(img)  # a real image: specs refuse files that are not one
-    s = parse_spec({"id": "t", "instruction": "Describe", "inputs": {"images": [str(img)]}, "model": "scripted:x"})
+    s = parse_spec({"id": "t", "instruction": "Describe", "inputs": {"images": [str(img)]}, "model": "scripted:x"},
+                   base_dir=tmp_path)
     seen = {}
 
     class Look:
@@ -219,7 +220,7 @@ def test_the_task_names_its_images_when_tools_can_take_them(store, tmp_path):
 
     for tools in (["crop", "final_answer"], []):
         s = parse_spec({"id": "t", "instruction": "Look", "inputs": {"images": [str(img)]}, "model": "scripted:x",
-                        "tools": tools})
+                        "tools": tools}, base_dir=tmp_path)
         run_episode(s, store, policy=Look())
     assert "image_1 (room.png)" in seen[0]
     assert seen[1] == "Look"  # no tool takes image names: the prompt is the instruction alone

@@ -3,6 +3,7 @@ choice in the run's steps, failed subtasks reported without losing the others, b
 parameters refused with the reason; `toolpath eval edits` with its metrics; `toolpath tools calibrate`."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -20,8 +21,9 @@ def run_json(args, home, cwd=None, timeout=300):
 
 
 def edit_spec(tmp_path, instruction, **params):
-    lines = ["id: edit-test", f"instruction: {json.dumps(instruction)}", "inputs:", f"  images: [{COFFEE}]",
+    lines = ["id: edit-test", f"instruction: {json.dumps(instruction)}", "inputs:", f"  images: [{COFFEE.name}]",
              "agent:", "  name: fast_slow", f"  params: {json.dumps(params)}"]
+    shutil.copyfile(COFFEE, tmp_path / COFFEE.name)  # beside the spec: a spec's files are under its folder
     return write(tmp_path / "edit.yaml", "\n".join(lines) + "\n")
 
 

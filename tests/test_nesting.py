@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -164,7 +165,8 @@ def test_kill_9_inside_a_nested_run_then_resume_redoes_no_finished_nested_step(t
         "id": "nest-kill", "instruction": "Which way did the camera turn?", "inputs": {"images": ROOMS},
         "model": "scripted:r.yaml", "tools": ["spatial_query", "final_answer"]}))
     env = {**os.environ, "TOOLPATH_HOME": str(home), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "toolpath.cli", "run", str(tmp_path / "t.yaml")], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "toolpath.cli", "run", str(tmp_path / "t.yaml"),
+                             "--allow-path", str(Path(ROOMS[0]).parent)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         child, before = None, []

@@ -60,6 +60,7 @@ def server(request):
                                      reply(content="The answer is 5.")]], indirect=True)
 def test_react_run_through_an_openai_server(server, store, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)  # the key's server: a spec's base_url elsewhere gets no key
     spec = parse_spec({"id": "t", "instruction": "What is 2+3?", "model": {"name": "openai:test-model", "base_url": server.url},
                        "tools": ["calculator"]})
     r = run_episode(spec, store)

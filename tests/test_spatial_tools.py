@@ -262,7 +262,8 @@ def test_a_react_run_uses_the_spatial_tools(tabletop, pairs, store):
     plate = next(t["name"] for t in truth if t["kind"] == "plate")
     spec = parse_spec({"id": "spatial-tools", "instruction": "Which way did the camera turn, and where is the cube?",
                        "model": "scripted:x", "inputs": {"images": [str(a), str(b), str(path)]},
-                       "tools": ["camera_motion", "locate", "trace", "final_answer"]})
+                       "tools": ["camera_motion", "locate", "trace", "final_answer"]},
+                      allow_paths=[a.parent, path.parent])  # the fixtures' folders
     script = [{"tool_calls": [{"name": "camera_motion", "arguments": {"image_a": "image_1", "image_b": "image_2"}}]},
               {"tool_calls": [{"name": "locate", "arguments": {"image": "image_3", "object": cube}}]},
               {"tool_calls": [{"name": "trace", "arguments": {"image": "image_3", "start": cube, "goal": plate,

@@ -340,7 +340,7 @@ def test_react_with_image_tools_sends_the_input_and_the_crop(tee, store, tmp_pat
     img = tmp_path / "scene.png"
     Image.new("RGB", (64, 48), (10, 200, 30)).save(img)
     spec = parse_spec({"id": "r", "instruction": "What colour is the top left corner?", "inputs": {"images": [str(img)]},
-                       "tools": ["crop", "final_answer"], "model": "scripted:none.yaml"})
+                       "tools": ["crop", "final_answer"], "model": "scripted:none.yaml"}, base_dir=tmp_path)
     policy = tee(ScriptedPolicy([{"tool_calls": [{"name": "crop", "arguments": {"image": "image_1", "box": [0, 0, 8, 8]}}]},
                                  {"tool_calls": [{"name": "final_answer", "arguments": {"answer": "green"}}]}]))
     r = run_episode(spec, store, policy=policy)

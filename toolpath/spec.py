@@ -13,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -308,11 +309,14 @@ def describe_errors(err: ValidationError) -> list[tuple[str, str]]:
     return problems
 
 
-def parse_spec(data: Any, source: str = "<spec>", base_dir: Path | None = None) -> TaskSpec:
-    """Validate a mapping into a TaskSpec; relative input paths resolve against `base_dir` and must exist.
+def parse_spec(data: Any, source: str = "<spec>", base_dir: Path | None = None,
+               allow_paths: Sequence[str | Path] = ()) -> TaskSpec:
+    """Validate a mapping into a TaskSpec; relative input paths resolve against `base_dir` (the spec's folder,
+    default the working directory) and must exist.
 
-    Besides the fields' own rules: the limits above, no secrets (see `secret_problems`), inputs that are
-    what they claim, a start page under the spec's folder or on this machine unless allowed by name."""
+    Besides the fields' own rules: the limits above, no secrets (see `secret_problems`) and no key the user did
+    not allow, inputs that are what they claim, files (inputs, a start page on disk) under the spec's folder or
+    one of `allow_paths` (the user's, never the spec's), a start page on this machine unless allowed by name."""
     if not isinstance(data, dict):
         raise SpecError(source, [("", f"expected a mapping of fields, got {type(data).__name__}")])
     problems = shape_problems(data)
@@ -323,8 +327,9 @@ def parse_spec(data: Any, source: str = "<spec>", base_dir: Path | None = None) 
     except ValidationError as err:
         raise SpecError(source, describe_errors(err)) from None
     base = base_dir or Path.cwd()
-    problems = secret_problems(data) + _input_problems(spec, base)
-    start = resolve_start_url(spec, base)
+    reach = Reach(base, allow_paths)
+    problems = secret_problems(data) + _input_problems(spec, reach)
+    start = resolve_start_url(spec, base, allow_paths)
     if start is not None:
         problems.append(("sandbox.options.start_url", start))
     model = resolve_model_path(spec, base)
@@ -386,9 +391,34 @@ def _image_problem(path: Path) -> str | None:
     return None
 
 
-def _input_problems(spec: TaskSpec, base: Path) -> list[tuple[str, str]]:
-    """Each input file must be a regular file within its size limit, each image an image; paths are made
-    absolute against `base`."""
+class Reach:
+    """The folders a spec's files may be in: the spec's own (relative paths are taken against it) and those the
+    user allowed (`--allow-path DIR`, `allow_paths=`). A spec may come from anyone and what it names is read,
+    copied into the run and shown to the model, so a path outside them (/etc/shadow, /proc/self/environ, a link
+    in the spec's folder that points out of it) is refused, links resolved before the check."""
+
+    def __init__(self, base_dir: Path, allow_paths: Sequence[str | Path] = ()):
+        self.base = Path(base_dir)
+        self.allowed = [Path(p).expanduser() for p in allow_paths]
+
+    def resolve(self, path: Path) -> tuple[Path | None, str | None]:
+        """(the file, links resolved; None when refused) and why it is refused (None when it is not)."""
+        try:
+            full = (path if path.is_absolute() else self.base / path).resolve()
+            folders = [f.resolve() for f in (self.base, *self.allowed)]
+        except (OSError, ValueError, RuntimeError) as err:
+            return None, f"cannot use {path}: {err}"
+        if any(full.is_relative_to(f) for f in folders):
+            return full, None
+        allowed = f" or a folder allowed with --allow-path ({', '.join(map(str, folders[1:]))})" if self.allowed else ""
+        named = f"{path} (that is {full})" if str(path) != str(full) else str(full)
+        return None, (f"{named} is outside the spec's folder {folders[0]}{allowed}; a file a spec names must be "
+                      f"under it, unless the user allows its folder: --allow-path DIR (allow_paths= in Python)")
+
+
+def _input_problems(spec: TaskSpec, reach: Reach) -> list[tuple[str, str]]:
+    """Each input file must be within the spec's reach, a regular file within its size limit, each image an
+    image, each file: URL a file within reach; paths are made absolute (links resolved)."""
     problems = []
     for kind, limit in (("images", MAX_IMAGE_BYTES), ("files", MAX_INPUT_FILE_BYTES)):
         paths = getattr(spec.inputs, kind)
@@ -396,14 +426,20 @@ def _input_problems(spec: TaskSpec, base: Path) -> list[tuple[str, str]]:
             where = f"inputs.{kind}[{i}]"
             problem = _path_problem(str(p))
             if problem is None:
-                full = p if p.is_absolute() else (base / p)
+                full, problem = reach.resolve(p)
+            if problem is None:
                 problem = _regular_file_problem(full, limit)
                 if problem is None and kind == "images":
                     problem = _image_problem(full)
                 if problem is None:
-                    paths[i] = full.resolve()
+                    paths[i] = full
             if problem is not None:
                 problems.append((where, problem))
+    for i, url in enumerate(spec.inputs.urls):
+        if url.lower().startswith("file:"):
+            problem = _path_problem(url, "URL") or _file_url_problem(url, reach)
+            if problem is not None:
+                problems.append((f"inputs.urls[{i}]", problem))
     return problems
 
 
@@ -434,27 +470,30 @@ def _on_this_machine(host: str) -> bool:
         return False
 
 
-def _file_under(path: Path, folder: Path) -> str | None:
-    """A page the spec opens from disk must be a file in the spec's folder (or below it), links resolved."""
-    try:
-        full = path.resolve()
-        inside = full.is_relative_to(folder.resolve())
-    except (OSError, ValueError, RuntimeError) as err:
-        return f"cannot use {path}: {err}"
-    if not inside:
-        return f"{full} is outside the spec's folder {folder.resolve()}; a page on disk must be under it"
-    if not full.is_file():
+def _file_under(path: Path, reach: Reach) -> str | None:
+    """A page the spec opens from disk must be a file within its reach (Reach), links resolved."""
+    full, problem = reach.resolve(path)
+    if problem is None and not full.is_file():
         return f"no file {full}"
-    return None
+    return problem
 
 
-def resolve_start_url(spec: TaskSpec, base_dir: Path) -> str | None:
+def _file_url_problem(url: str, reach: Reach) -> str | None:
+    """A file: URL must name a file of this machine within the spec's reach."""
+    parts = urlsplit(url)
+    if parts.netloc not in ("", "localhost"):
+        return f"a file: URL on another machine ({parts.netloc}); a page on disk must be under the spec's folder"
+    return _file_under(Path(unquote(parts.path)), reach)
+
+
+def resolve_start_url(spec: TaskSpec, base_dir: Path, allow_paths: Sequence[str | Path] = ()) -> str | None:
     """Check a sandbox's start_url, and turn one written as a file path into a file:// URL; the problem, or None.
 
     The page is shown to the model (and, through it, to whoever serves the model), so a spec opens only what
-    it could have shipped or started itself: a file under its own folder (a path is taken relative to it), a
-    page on this machine (localhost, 127.0.0.1, ::1), data: and about: pages, or a host that
-    sandbox.options.allowed_hosts names. Nothing is fetched here."""
+    it could have shipped or started itself: a file under its own folder (a path is taken relative to it) or
+    one the user allowed (`allow_paths`), a page on this machine (localhost, 127.0.0.1, ::1), data: and about:
+    pages, or a host that sandbox.options.allowed_hosts names. Nothing is fetched here."""
+    reach = Reach(base_dir, allow_paths)
     options = spec.sandbox.options
     url = options.get("start_url")
     if url is None:
@@ -466,18 +505,16 @@ def resolve_start_url(spec: TaskSpec, base_dir: Path) -> str | None:
         return problem
     if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", url):  # a file path
         path = Path(url)
-        problem = _file_under(path if path.is_absolute() else base_dir / path, base_dir)
+        problem = _file_under(path, reach)
         if problem is None:
-            options["start_url"] = (base_dir / path).resolve().as_uri()
+            options["start_url"] = reach.resolve(path)[0].as_uri()
         return problem
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme in ("data", "about"):
         return None
     if scheme == "file":
-        if parts.netloc not in ("", "localhost"):
-            return f"a file: URL on another machine ({parts.netloc}); a page on disk must be under the spec's folder"
-        return _file_under(Path(unquote(parts.path)), base_dir)
+        return _file_url_problem(url, reach)
     if scheme not in ("http", "https"):
         return f"expected an http(s), file, data or about URL, got scheme {scheme!r}"
     try:
@@ -518,12 +555,13 @@ def resolve_model_path(spec: TaskSpec, base_dir: Path) -> str | None:
     return None
 
 
-def load_spec(path: str | Path) -> TaskSpec:
-    """Read a TaskSpec from a .yaml/.yml/.json file."""
+def load_spec(path: str | Path, allow_paths: Sequence[str | Path] = ()) -> TaskSpec:
+    """Read a TaskSpec from a .yaml/.yml/.json file; the files it names must be under its folder or one of
+    `allow_paths`."""
     path = Path(path)
     source = str(path)
     try:
         data = parse_text(read_text(path), path.suffix.lower() == ".json")
     except Unreadable as err:
         raise SpecError(source, [(err.field, err.message)]) from None
-    return parse_spec(data, source, base_dir=path.parent)
+    return parse_spec(data, source, base_dir=path.parent, allow_paths=allow_paths)

@@ -132,6 +132,7 @@ def _basic(user: str, password: str) -> str:
 def test_the_policy_never_raises_the_key_a_server_quotes_back(echo, monkeypatch):
     key = fresh_key()
     monkeypatch.setenv("TP_MODEL_ACCESS", key)  # a name that does not say "key": registered by the policy
+    monkeypatch.setenv("TOOLPATH_API_KEYS", f"TP_MODEL_ACCESS={echo.url}")  # the user allows it, for this server
     policy = load(ModelSpec(name="openai:m", base_url=echo.url, api_key_env="TP_MODEL_ACCESS",
                             options={"retries": 0}))
     with pytest.raises(PolicyError) as err:
@@ -145,7 +146,9 @@ def test_the_policy_never_raises_the_key_a_server_quotes_back(echo, monkeypatch)
 def test_a_reply_that_quotes_the_key_is_redacted_before_anyone_sees_it(echo, monkeypatch):
     key = fresh_key()
     monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.setenv("OPENAI_BASE_URL", echo.url)  # the key's own server
     resp = load(ModelSpec(name="openai:m", base_url=echo.url)).respond([Message(role="user", content="hi")], [])
+    assert echo.seen[0]["Authorization"] == f"Bearer {key}"
     assert "You sent me" in resp.text and key not in resp.text and key not in resp.raw and MARK in resp.text
 
 
@@ -253,6 +256,7 @@ def _setup(server: EchoServer, where: str, key: str, tmp_path: Path) -> tuple[di
         env["OPENAI_API_KEY"] = key
     elif where == "api_key_env":
         env["TP_MODEL_ACCESS"] = key
+        env["TOOLPATH_API_KEYS"] = "TP_MODEL_ACCESS"  # the user allows it (for OPENAI_BASE_URL's server)
         model["api_key_env"] = "TP_MODEL_ACCESS"
     elif where == "OPENAI_BASE_URL":
         env["OPENAI_BASE_URL"] = with_credentials
@@ -307,3 +311,122 @@ def test_the_key_is_nowhere_after_a_run_or_an_eval(command, mode, where, tmp_pat
         assert found == [], f"the key leaks into {len(found)} places: {found}"
     finally:
         server.close()
+
+
+# ---- which variables a spec may name as its key, and where each key goes ----------------------------------
+# Two real servers on 127.0.0.1 that record every request's headers: "home", the server the user configured
+# (OPENAI_BASE_URL), and "elsewhere", one a spec points base_url at. A spec may come from anyone: a variable the
+# user did not allow is never read, and an allowed key reaches only the server the user gave it for.
+
+@pytest.fixture(scope="module")
+def two_servers():
+    home, elsewhere = EchoServer("200"), EchoServer("401")
+    yield home, elsewhere
+    home.close()
+    elsewhere.close()
+
+
+@pytest.fixture
+def keys(two_servers, monkeypatch):
+    """Fresh keys in OPENAI_API_KEY, MY_API_KEY, OTHER_API_KEY and GITHUB_TOKEN, OPENAI_BASE_URL at the home
+    server, nothing allowed beyond the default, and both servers' records emptied; the keys by name."""
+    home, elsewhere = two_servers
+    home.seen.clear(), elsewhere.seen.clear()
+    values = {name: fresh_key() for name in ("OPENAI_API_KEY", "MY_API_KEY", "OTHER_API_KEY", "GITHUB_TOKEN")}
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("OPENAI_BASE_URL", home.url)
+    monkeypatch.delenv("TOOLPATH_API_KEYS", raising=False)
+    return values
+
+
+def _bearers(server: EchoServer) -> list[str]:
+    return [h.get("Authorization", "") for h in server.seen]
+
+
+def _ask(model: dict) -> str:
+    """One request through the policy a spec's model gives; the error's text when it fails."""
+    try:
+        load(ModelSpec(name="openai:m", options={"retries": 0}, **model)).respond([Message(role="user", content="hi")],
+                                                                                 [])
+    except PolicyError as err:
+        return str(err)
+    return ""
+
+
+def test_only_allowed_variables_are_read_and_each_key_goes_only_to_its_server(two_servers, keys, monkeypatch):
+    home, elsewhere = two_servers
+    assert _ask({}) == "" and _bearers(home) == [f"Bearer {keys['OPENAI_API_KEY']}"]  # the default, to its server
+    said = _ask({"base_url": elsewhere.url})  # a spec pointing the default key elsewhere: it goes without
+    assert _bearers(elsewhere) == [""] and "no key was sent" in said and "TOOLPATH_API_KEYS" in said
+    for name in ("GITHUB_TOKEN", "MY_API_KEY"):  # never allowed, or not yet: refused before any request
+        said = _ask({"api_key_env": name, "base_url": elsewhere.url})
+        assert "model.api_key_env" in said and f"--api-key-env {name}" in said and keys[name] not in said
+    monkeypatch.setenv("TOOLPATH_API_KEYS", "MY_API_KEY")  # allowed by the user, for the configured server
+    assert _ask({"api_key_env": "MY_API_KEY"}) == "" and _bearers(home)[-1] == f"Bearer {keys['MY_API_KEY']}"
+    _ask({"api_key_env": "MY_API_KEY", "base_url": elsewhere.url})
+    monkeypatch.setenv("TOOLPATH_API_KEYS", f"*_API_KEY={elsewhere.url}")  # a pattern, bound to the other server
+    _ask({"api_key_env": "OTHER_API_KEY", "base_url": elsewhere.url})
+    assert "model.api_key_env" in _ask({"api_key_env": "GITHUB_TOKEN", "base_url": elsewhere.url})
+    assert _bearers(elsewhere) == ["", "", f"Bearer {keys['OTHER_API_KEY']}"]
+    sent = " ".join(_bearers(home) + _bearers(elsewhere))
+    assert keys["GITHUB_TOKEN"] not in sent  # a variable the user never allowed is never read
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:{other}/v1",  # the same host on another port
+    "https://127.0.0.1:{port}/v1",  # another scheme
+    "http://localhost:{port}/v1",  # another name for it
+    "http://127.0.0.1:{port}/v10",  # a path beside the one given, not under it
+    "http://127.0.0.1:{port}@127.0.0.1:{other}/v1",  # the server's address as credentials of another one
+])
+def test_a_key_is_not_sent_to_a_lookalike_of_its_server(url, two_servers, keys):
+    from toolpath.spec_secrets import key_goes_to
+
+    home, elsewhere = two_servers
+    assert key_goes_to("OPENAI_API_KEY", home.url) and key_goes_to("OPENAI_API_KEY", home.url + "/sub")
+    assert not key_goes_to("OPENAI_API_KEY", url.format(port=home.port, other=elsewhere.port))
+
+
+def test_a_key_the_spec_may_not_name_is_refused_at_spec_time(two_servers, keys, tmp_path, home, capsys):
+    from toolpath import cli
+
+    home_server, elsewhere = two_servers
+    graph = {"nodes": {"decide": {"policy": "say hi", "model": {"name": "openai:m", "base_url": elsewhere.url,
+                                                                "api_key_env": "GITHUB_TOKEN"}}}}
+    specs = {"model.api_key_env": {"model": {"name": "openai:m", "base_url": elsewhere.url,
+                                             "api_key_env": "GITHUB_TOKEN"}},
+             "agent.params.nodes.decide.model.api_key_env": {"model": "scripted:x", "agent": {"name": "graph",
+                                                                                              "params": graph}}}
+    for field, fields in specs.items():
+        task = write(tmp_path / f"{field}.json", json.dumps({"id": "t", "instruction": "hi", **fields}))
+        assert cli.main(["run", str(task)]) == 2
+        err = capsys.readouterr().err
+        assert str(task) in err and field in err and "--api-key-env GITHUB_TOKEN" in err
+        assert keys["GITHUB_TOKEN"] not in err and "Traceback" not in err
+    assert home_server.seen == [] and elsewhere.seen == [] and not (home / "runs.db").exists()
+
+
+def test_the_user_binds_a_key_to_a_server_on_the_command_line(two_servers, keys, tmp_path, home, monkeypatch):
+    from toolpath import cli
+
+    home_server, elsewhere = two_servers
+    elsewhere.mode = "200"
+    monkeypatch.setenv("TOOLPATH_API_KEYS", "")  # the flags add to it: undone after the test
+    try:
+        for args, model, where in [
+            (["--api-key-env", "MY_API_KEY"], {"api_key_env": "MY_API_KEY"}, home_server),
+            (["--api-key-env", f"MY_API_KEY={elsewhere.url}"], {"api_key_env": "MY_API_KEY", "base_url": elsewhere.url},
+             elsewhere),
+            (["--base-url", elsewhere.url], {}, elsewhere),  # the user named the server: the default key goes there
+        ]:
+            monkeypatch.setenv("TOOLPATH_API_KEYS", "")
+            task = write(tmp_path / "task.json", json.dumps({"id": "t", "instruction": "hi", "tools": [],
+                                                             "model": {"name": "openai:m", **model},
+                                                             "limits": {"max_steps": 1}}))
+            assert cli.main(["run", str(task), "-q", *args]) in (0, 1)
+            name = model.get("api_key_env", "OPENAI_API_KEY")
+            assert _bearers(where) == [f"Bearer {keys[name]}"], args
+            home_server.seen.clear(), elsewhere.seen.clear()
+    finally:
+        elsewhere.mode = "401"

@@ -18,7 +18,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from .common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, error
+from .common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, add_reach_arguments, error
 from .compress import cmd_compress
 from .mcp import cmd_mcp_serve
 from .evals import cmd_eval, cmd_models_build, cmd_models_list, cmd_report, cmd_view
@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--kv-cache", metavar="KIND[:N]", help="a KV cache for local models: kivi, chanmix, quest or icecache, with N its bits (quantized) or token budget (sparse), e.g. chanmix:2 (sets model.options.kv_cache)")
     r.add_argument("--weights", choices=WEIGHTS, help=WEIGHTS_HELP)
     r.add_argument("--decoding", metavar="KIND", help=DECODING_HELP)
+    add_reach_arguments(r)
     r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     r.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     r.set_defaults(fn=cmd_run)
@@ -83,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     rs.add_argument("run_id")
     rs.add_argument("--json", action="store_true")
     rs.add_argument("-q", "--quiet", action="store_true")
+    add_reach_arguments(rs, paths=False, base_url=False)
     rs.set_defaults(fn=cmd_resume)
 
     runs = sub.add_parser("runs", help="stored runs").add_subparsers(dest="sub", metavar="SUBCOMMAND", required=True)

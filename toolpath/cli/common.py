@@ -106,3 +106,67 @@ def decoding_option(text: str) -> dict:
     if not text or not re.fullmatch(r"[A-Za-z0-9_.-]+", text):
         raise BadInput(f"--decoding {text!r}: expected a decoding kind such as vcd or shield, or a JSON mapping")
     return {"kind": text}
+
+
+# ---- what the user lets a spec reach: folders of files, environment variables as model keys ---------------
+ALLOW_PATH_HELP = ("a folder whose files the spec may name besides its own folder (inputs, a start page on disk; "
+                   "repeatable); a spec's files are otherwise taken relative to its folder and must be under it")
+API_KEY_ENV_HELP = ("let the spec's model.api_key_env name this variable (repeatable): NAME, sent to OPENAI_BASE_URL "
+                    "(else OpenAI's API), or NAME=URL, sent only to that server; a pattern such as '*_API_KEY' "
+                    "allows every name it matches (also $TOOLPATH_API_KEYS, the same entries)")
+BASE_URL_HELP = ("override the spec's model.base_url; the spec's key (model.api_key_env) may then be sent there, "
+                 "since you named the server")
+
+
+def add_reach_arguments(parser, paths: bool = True, base_url: bool = True) -> None:
+    """The flags by which the user, never the spec, lets a spec read files outside its folder and keys from the
+    environment: --allow-path, --api-key-env, --base-url."""
+    if paths:
+        parser.add_argument("--allow-path", action="append", metavar="DIR", help=ALLOW_PATH_HELP)
+    parser.add_argument("--api-key-env", action="append", metavar="NAME[=URL]", help=API_KEY_ENV_HELP)
+    if base_url:
+        parser.add_argument("--base-url", metavar="URL", help=BASE_URL_HELP)
+
+
+def allowed_folders(args) -> list:
+    """--allow-path's folders, each checked to be one."""
+    from pathlib import Path
+
+    folders = []
+    for item in getattr(args, "allow_path", None) or []:
+        folder = Path(item).expanduser()
+        if not folder.is_dir():
+            raise BadInput(f"--allow-path {item!r}: no such folder")
+        folders.append(folder.resolve())
+    return folders
+
+
+def allow_keys(args) -> None:
+    """--api-key-env's entries, allowed for this process and the workers it starts."""
+    from ..spec_secrets import allow_key_env
+
+    for item in getattr(args, "api_key_env", None) or []:
+        try:
+            allow_key_env(item)
+        except ValueError as err:
+            raise BadInput(f"--api-key-env {err}") from None
+
+
+def bind_base_url(args, data: dict) -> None:
+    """--base-url: the spec's model.base_url in `data` replaced, and its key allowed to go there (the user named
+    the server). A URL with credentials is refused: the spec, URL included, is stored with the run."""
+    from ..spec_secrets import DEFAULT_KEY_ENV, allow_key_env, url_holds_secret
+
+    url = getattr(args, "base_url", None)
+    if url is None:
+        return
+    url = url.strip()
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise BadInput(f"--base-url {url!r}: expected an http(s):// URL")
+    if url_holds_secret(url):
+        raise BadInput("--base-url: the URL holds credentials, and the spec (URL included) is stored with the run; "
+                       "put them in OPENAI_BASE_URL or a key variable instead")
+    model = data.setdefault("model", {})
+    model["base_url"] = url
+    for name in dict.fromkeys([model.get("api_key_env") or DEFAULT_KEY_ENV, DEFAULT_KEY_ENV]):  # and its fallback
+        allow_key_env(f"{name}={url}")

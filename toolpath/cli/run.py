@@ -10,6 +10,9 @@ from .common import (
     EXIT_FAILED,
     EXIT_OK,
     BadInput,
+    allow_keys,
+    allowed_folders,
+    bind_base_url,
     decoding_option,
     echo,
     echo_json,
@@ -135,12 +138,14 @@ def cmd_run(args) -> int:
 
     overridden = f"{args.task} (with command-line overrides)"
     try:
-        spec = load_spec(args.task)
+        allow_keys(args)  # before the spec is read: its model.api_key_env is checked against them
+        spec = load_spec(args.task, allow_paths=allowed_folders(args))
         # Only what the file set, plus the overrides: defaults an agent or format fills in (DeepEyesV2's 9
         # turns, visual_program's sandbox) must stay unset here, or they would look chosen by the user.
         data = spec.model_dump(exclude_unset=True)
         if args.model is not None:
             data["model"] = {**data.get("model", {}), "name": args.model}
+        bind_base_url(args, data)
         if args.agent is not None:
             data["agent"] = {**data.get("agent", {}), "name": args.agent}
         params = parse_pairs(getattr(args, "agent_param", None), "--agent-param")
@@ -180,6 +185,7 @@ def cmd_resume(args) -> int:
     from ..agents.episode import EpisodeError, resume_episode
     from ..spec import TaskSpec
 
+    allow_keys(args)  # the run's spec was checked when it started; its key is read again now
     store = store_from_args(args)
     try:
         result = resume_episode(args.run_id, store, on_event=Progress(quiet=args.quiet))

@@ -7,9 +7,13 @@ the reply text is parsed. Images go as data URLs. The server's
 tool-call arguments are a JSON string produced by a model: they are parsed tolerantly, and one that cannot
 be read becomes an issue the model is told about, never a crash.
 
-The key never leaves through us: it is registered with toolpath.redact, credentials written into the base URL
-(`http://user:KEY@host`) are taken out of it and sent as Basic authorization, and every error message and
-every reply is redacted before it is raised or returned (a server may quote our headers back in either).
+The key is read only from a variable the user allowed (toolpath.spec_secrets: OPENAI_API_KEY and what
+TOOLPATH_API_KEYS or --api-key-env adds) and sent only to the server it was given for (OPENAI_BASE_URL or
+OpenAI's API, or the URL the user bound it to): a spec that points base_url elsewhere gets no key.
+
+Nor does it leave through us otherwise: it is registered with toolpath.redact, credentials written into the
+base URL (`http://user:KEY@host`) are taken out of it and sent as Basic authorization, and every error message
+and every reply is redacted before it is raised or returned (a server may quote our headers back in either).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 
 from ..redact import redact, redact_data, register_secret, strip_url_credentials
 from ..spec import ModelSpec
+from ..spec_secrets import DEFAULT_KEY_ENV, DEFAULT_SERVER, KEYS_VARIABLE, key_env_problem, key_goes_to, key_servers
 from ..state import Message
 from .base import PolicyError, Response
 from .formats import FORMATS, loads_lenient, make_call, parse_tool_calls
@@ -56,19 +61,32 @@ class OpenAIPolicy:
     def __init__(self, model: str, spec: ModelSpec, retries: int = 3, timeout: float = 120.0):
         self.model = model
         self.spec = spec
-        self.api_key = os.environ.get(spec.api_key_env) or os.environ.get("OPENAI_API_KEY") or ""
-        register_secret(self.api_key)  # whatever the variable is called, its value is redacted everywhere
+        problem = key_env_problem(spec.api_key_env)  # checked when the spec loads too; this covers every caller
+        if problem is not None:
+            raise PolicyError(f"model.api_key_env: {problem}")
+        # The spec's variable, or OPENAI_API_KEY when that one is unset; either goes only where the user sent it.
+        self.key_env = spec.api_key_env if os.environ.get(spec.api_key_env) else DEFAULT_KEY_ENV
+        key = os.environ.get(self.key_env) or ""
+        register_secret(key)  # whatever the variable is called, its value is redacted everywhere
         self.name = redact(f"openai:{model}")
         base = spec.base_url or os.environ.get("OPENAI_BASE_URL")
-        if not base and not self.api_key:
+        if not base and not key:
             # Neither a server nor a key: refuse before any request instead of calling OpenAI's API unasked.
             raise PolicyError(f"{self.name} needs a server: set OPENAI_BASE_URL (e.g. a local vLLM or Ollama) "
                               f"or model.base_url in the spec, and OPENAI_API_KEY if it needs one")
         # user:password in the URL become Basic authorization, so the URL we name in messages holds no secret
-        base, self._basic_auth = strip_url_credentials((base or "https://api.openai.com/v1").strip())
+        base, self._basic_auth = strip_url_credentials((base or DEFAULT_SERVER).strip())
         self.base_url = base.rstrip("/")
+        self.api_key = key if key and key_goes_to(self.key_env, self.base_url) else ""
+        self._withheld = bool(key) and not self.api_key
         self.retries = int(spec.options.get("retries", retries))
         self.timeout = float(spec.options.get("timeout", timeout))
+
+    def _withheld_note(self) -> str:
+        """Why no key went with the request, and how the user sends it."""
+        servers = ", ".join(key_servers(self.key_env))
+        return (f"no key was sent: {self.key_env} is for {servers}, not {self.base_url}; to send it there, set "
+                f"{KEYS_VARIABLE}={self.key_env}={self.base_url} or pass --base-url {self.base_url}")
 
     def _grammar_messages(self, messages: list[Message], tools: list[dict], fmt) -> list[dict]:
         """The conversation for a text grammar: the guide in the system turn, calls and results as plain text."""
@@ -131,6 +149,8 @@ class OpenAIPolicy:
                         raise PolicyError(f"{url} answered 200 with a body that is not JSON: "
                                           f"{_cut(r.text, 200)!r}") from None
                 last = f"{url} answered HTTP {r.status_code}: {_cut(r.text, 300)}"
+                if r.status_code in (401, 403) and self._withheld:
+                    last += f" ({self._withheld_note()})"
                 if r.status_code not in _RETRY_STATUS:
                     raise PolicyError(last)
             if attempt < self.retries:

@@ -43,8 +43,30 @@ OPTIONS = {
     "recent": "most recent tokens kept near before they join the clustered far store (16)",
     "dense_layers": "the first N layers attend densely (2)",
     "far": "where far pages live: 'memory' (a second pool in host memory) or 'mmap' (a memory-mapped file)",
-    "far_dir": "folder for the 'mmap' far store's files (default: the system temp folder)",
+    "far_dir": "folder for the 'mmap' far store's files, under $TOOLPATH_HOME (a relative one is taken there; "
+               "default $TOOLPATH_HOME/kvcache/far)",
 }
+# A spec may come from anyone, and far_dir is where the cache writes files as large as the KV cache: only under
+# toolpath's own home, never a folder the spec picks elsewhere (~/.ssh, a mounted share, /etc).
+FAR_DEFAULT = "kvcache/far"
+
+
+def far_folder(far_dir: str | None):
+    """The far store's folder for a `far_dir` option: under $TOOLPATH_HOME, links resolved; ValueError naming the
+    option when it is elsewhere."""
+    from pathlib import Path
+
+    from toolpath.policies.kvcache.calibrate import home_dir
+
+    home = home_dir().expanduser().resolve()
+    try:
+        folder = (home / Path(far_dir or FAR_DEFAULT).expanduser()).resolve()
+    except (OSError, RuntimeError, ValueError) as err:
+        raise ValueError(f"kv_cache.far_dir: cannot use {far_dir!r}: {err}") from None
+    if not folder.is_relative_to(home):
+        raise ValueError(f"kv_cache.far_dir: {far_dir!r} is outside $TOOLPATH_HOME ({home}); the far store's files "
+                         f"are written only under it (a relative far_dir is taken there)")
+    return folder
 
 
 def validate(options: dict) -> dict:
@@ -60,8 +82,11 @@ def validate(options: dict) -> dict:
     }
     if out["far"] not in ("memory", "mmap"):
         raise ValueError(f"kv_cache.far: must be 'memory' or 'mmap', got {out['far']!r}")
-    if out["far_dir"] is not None and not isinstance(out["far_dir"], str):
+    if out["far_dir"] is not None and (not isinstance(out["far_dir"], str) or not out["far_dir"].strip()
+                                       or "\x00" in out["far_dir"] or len(out["far_dir"]) > 4096):
         raise ValueError(f"kv_cache.far_dir: must be a folder path, got {out['far_dir']!r}")
+    if out["far_dir"] is not None:
+        far_folder(out["far_dir"])
     floor = out["sink"] + out["recent"] + out["page_size"]
     if math.isfinite(out["budget"]) and out["budget"] < floor:
         raise ValueError(f"kv_cache.budget: must be at least sink + recent + page_size ({floor}) tokens, "
@@ -75,15 +100,13 @@ def refuse(config) -> str | None:
 
 def attach(model, **options):
     """Switch the model to the sparse attention function and return a fresh IceCache cache for it."""
-    import tempfile
-
     opts = validate(options)
     reason = refuse(model.config)
     if reason:
         raise ValueError(f"kv_cache: icecache cannot run with this model: {reason}")
     sa.install(model)
     layers = sa.text_config(model.config).num_hidden_layers
-    far_dir = (opts["far_dir"] or tempfile.gettempdir()) if opts["far"] == "mmap" else None
+    far_dir = str(far_folder(opts["far_dir"])) if opts["far"] == "mmap" else None
     dense_cls, ice_cls = sa.sparse_layer_class(), ice_layer_class()
     out = []
     for i in range(layers):
