@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from .common import EXIT_OK, BadInput, store_from_args
+
+# Each session may hold a sandbox (a kernel, its memory and processes): a bound a machine can carry.
+MAX_SESSIONS = 256
+MAX_IDLE_SECONDS = 24 * 3600
 
 
 def _inputs(paths: list[str] | None) -> tuple[list[Path], list[Path]]:
@@ -37,10 +42,16 @@ def cmd_mcp_serve(args) -> int:
     if sandbox != "none" and sandbox not in registry.declared("sandbox"):
         raise BadInput(f"--sandbox {sandbox!r} is not a sandbox kind; available: none, "
                        f"{', '.join(registry.declared('sandbox'))}")
+    if not 1 <= args.max_sessions <= MAX_SESSIONS:
+        raise BadInput(f"--max-sessions must be 1 to {MAX_SESSIONS}, got {args.max_sessions}")
+    if not (math.isfinite(args.session_idle) and 0 < args.session_idle <= MAX_IDLE_SECONDS):
+        raise BadInput(f"--session-idle must be more than 0 and at most {MAX_IDLE_SECONDS} seconds, got "
+                       f"{args.session_idle:g}")
     files, images = _inputs(args.input)
-    config = SessionConfig(inputs=files, images=images, sandbox=sandbox, store=store_from_args(args))
+    config = SessionConfig(inputs=files, images=images, sandbox=sandbox, store=store_from_args(args),
+                           max_sessions=args.max_sessions, idle_seconds=args.session_idle)
     server, sessions = build_server(tools, config, one_client=args.http is None)
-    what = f"{len(tools)} tools, sandbox {sandbox} per session"
+    what = f"{len(tools)} tools, sandbox {sandbox} per session (at most {args.max_sessions} at once)"
     if args.http is None:
         log(f"serving {what} on stdio")
         anyio.run(serve_stdio, server, sessions)

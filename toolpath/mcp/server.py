@@ -3,7 +3,9 @@
 A tool's failure (a ToolError, bad arguments, a timeout, a bug in the tool) comes back as a result with
 isError set and the message naming the problem, never as a crash of the server: the calling model can read
 it and try again. Images a tool returns (artifacts with an image/* type) come back as MCP image content,
-after the tool's text. Each call runs in a worker thread so one slow tool does not hold up other sessions.
+after the tool's text. Each call runs in a worker thread so one slow tool does not hold up other sessions; a
+call the client cancels has its cell stopped before its session runs another (sessions.py). Over HTTP only
+requests addressed to loopback are served (http_guard.py).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..tools.registry import Tool, ToolError, ToolResult
-from .sessions import Session, Sessions, SessionConfig
+from .sessions import Session, SessionConfig, SessionLimit, Sessions
 
 # Served unless named: ending a run means nothing to an MCP client, which gets every result back anyway.
 NOT_SERVED_BY_DEFAULT = ("final_answer",)
@@ -99,11 +101,20 @@ def build_server(tools: dict[str, Tool], config: SessionConfig, one_client: bool
         tool = tools.get(params.name)
         if tool is None:
             return error_result(f"unknown tool {params.name!r}; this server has: {', '.join(tools)}")
-        session = await sessions.for_request(ctx)
+        try:
+            session = await sessions.for_request(ctx)
+        except SessionLimit as err:
+            return error_result(str(err))
         async with session.lock:
-            # abandon_on_cancel: a client that cancels gets its answer at once; the tool's own timeout ends it.
-            return await anyio.to_thread.run_sync(call_in_session, tool, dict(params.arguments or {}), session,
-                                                  abandon_on_cancel=True)
+            try:
+                return await anyio.to_thread.run_sync(session.run, call_in_session, tool,
+                                                      dict(params.arguments or {}), session, abandon_on_cancel=True)
+            except anyio.get_cancelled_exc_class():
+                # The client cancelled or left: its cell is stopped, and the session's next call waits for that
+                # (holding the lock), so it never reads the cancelled cell's answer as its own.
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(session.stop_call)
+                raise
 
     server = Server("toolpath", version=ours, instructions="toolpath's tools; images come back as image "
                     "content and as names (crop_1, …) later calls can use.", on_list_tools=list_tools,
@@ -134,7 +145,11 @@ def serve_http(server: Any, sessions: Sessions, port: int, announce=None) -> Non
 
     import uvicorn
 
-    app = server.streamable_http_app(host="127.0.0.1")
+    from .http_guard import loopback_only
+
+    config = sessions.config
+    app = loopback_only(server.streamable_http_app(host="127.0.0.1", max_sessions=config.max_sessions,
+                                                   session_idle_timeout=config.idle_seconds))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -143,8 +158,7 @@ def serve_http(server: Any, sessions: Sessions, port: int, announce=None) -> Non
         sock.close()
         raise OSError(f"cannot listen on 127.0.0.1:{port}: {err.strerror}") from None
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    http = uvicorn.Server(config)
+    http = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     if announce is not None:
         startup = http.startup
 

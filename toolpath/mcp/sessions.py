@@ -5,13 +5,21 @@ sandbox is started on the session's first call (listing tools costs nothing) and
 ends. Over stdio the server has one client, so the session is the process's and ends with it. Over HTTP it is
 the connection's: the SDK unwinds each connection's exit stack when the client sends DELETE or the session
 idles out; a client on the sessionless protocol (2026-07-28) has a connection, and so a session, per request.
-Calls within a session run one at a time, in order, as an agent's do.
+Calls within a session run one at a time, in order, as an agent's do; a call the client cancels stops its
+cell (interrupt.py) before the session takes its next one, so no call ever reads another's answer.
+
+A server holds at most `max_sessions` sessions (and so sandboxes) at once: the SDK answers 503 to a client
+that would open one more over HTTP, and a call that would make one more on any other path (the sessionless
+protocol makes one per request) is refused with a result that says so. The SDK ends an HTTP session that has
+had no request in flight for `idle_seconds` (a client that left without DELETE), which closes its sandbox.
 """
 
 from __future__ import annotations
 
 import itertools
 import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +38,16 @@ class SessionConfig:
     sandbox: str = "none"
     sandbox_options: dict = field(default_factory=dict)
     store: Any = None  # the run store whose artifact folder keeps the images tools return
+    max_sessions: int = 8  # sessions (each with its sandbox) open at once
+    idle_seconds: float = 300.0  # an HTTP session with no request in flight this long is ended
+    # How long a cancelled cell has to end on SIGINT before its kernel is killed, and how long after that the
+    # call's thread is waited for (a kernel's restart included) before the session goes on regardless.
+    interrupt_grace: float = 2.0
+    stop_wait: float = 60.0
+
+
+class SessionLimit(Exception):
+    """The server already has as many sessions open as it may."""
 
 
 class Session:
@@ -44,6 +62,35 @@ class Session:
         self.lock = anyio.Lock()  # one call at a time: a kernel runs one cell, tools name images in order
         self.sandbox_error: str | None = None
         self._opened = False
+        self._idle = threading.Event()  # set while no call of this session runs in a worker thread
+        self._idle.set()
+
+    def run(self, fn, *args):
+        """fn(*args) as this session's running call (blocking, in a worker thread), so stop_call can end it."""
+        self._idle.clear()
+        try:
+            return fn(*args)
+        finally:
+            self._idle.set()
+
+    def stop_call(self) -> None:
+        """End the running call, if any, and wait until its thread is done (blocking): SIGINT to its cell, then
+        SIGKILL to a cell that ignored it for interrupt_grace seconds (the sandbox restarts its kernel)."""
+        from .interrupt import interrupt_cell, kill_cell
+
+        for stop in (interrupt_cell, kill_cell):
+            end = time.monotonic() + self.config.interrupt_grace
+            # The call may still be starting its sandbox: signal the cell once there is one to signal.
+            while not self._idle.is_set() and time.monotonic() < end:
+                box = self.ctx.sandbox
+                if box is not None and stop(box):
+                    break
+                self._idle.wait(0.05)
+            if self._idle.wait(max(0.0, end - time.monotonic())):
+                return
+        if not self._idle.wait(self.config.stop_wait):
+            print(f"toolpath mcp: {self.id}: a cancelled call did not end; the session goes on without it",
+                  file=sys.stderr)
 
     def open_sandbox(self) -> None:
         """Start the session's sandbox (blocking; called in a worker thread on the first call). A sandbox that
@@ -68,6 +115,7 @@ class Session:
         self.ctx.sandbox = box
 
     def close(self) -> None:
+        self.stop_call()  # a sandbox is never closed under a cell that still runs in it
         box, self.ctx.sandbox = self.ctx.sandbox, None
         if box is not None:
             box.close()
@@ -98,6 +146,9 @@ class Sessions:
             return self.open["shared"]
         if self.KEY in connection.state:
             return connection.state[self.KEY]
+        if len(self.open) >= self.config.max_sessions:
+            raise SessionLimit(f"this server already has {len(self.open)} sessions open, its limit "
+                               f"(toolpath mcp serve --max-sessions); try again when one has ended")
         session = connection.state[self.KEY] = Session(self.config)
         self.open[session.id] = session
 

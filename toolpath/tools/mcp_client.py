@@ -13,9 +13,12 @@ background thread (McpServers); a call from a tool node waits on it with the cal
 connection is held open by one task from start to close (the SDK's contexts must be left in the task that
 entered them). What a server does wrong becomes that call's ToolError, so the agent sees an error observation
 and the run goes on: a server that exited (its last stderr lines are quoted), one that does not answer within
-the timeout, one that answers with an MCP error or an isError result. A server that cannot start, or lacks a
-tool its allow-list names, stops the episode before it starts (McpStartError), as a sandbox that cannot start
-does.
+the timeout, one that answers with an MCP error or an isError result. A server that cannot start, lacks a
+tool its allow-list names, or offers one toolpath will not take (a bad name or schema: mcp_checks.py), stops the
+episode before it starts (McpStartError), as a sandbox that cannot start does. A stdio server that writes
+anything but JSON-RPC to stdout is broken: its connection ends with one line saying so. What a server sends is
+bounded (mcp_checks.py), its stderr is kept as a tail in memory and the processes it started are killed when
+its connection closes (mcp_process.py).
 """
 
 from __future__ import annotations
@@ -24,14 +27,16 @@ import asyncio
 import base64
 import concurrent.futures
 import json
+import logging
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from .mcp_checks import MAX_BLOB_BYTES, MAX_RESULT_CHARS, blob_too_large, cut_text, name_problem, schema_problem
+from .mcp_process import StderrTail, kill_marked, kill_orphaned_servers, new_marker
 from .registry import Tool, ToolContext, ToolError, ToolResult
 
 # The time a server gets to end after its session is closed before it is killed, and the SDK's kill (terminate,
@@ -40,6 +45,7 @@ _CLOSE_SECONDS = 5.0
 _KILL_SECONDS = 8.0
 _STDERR_TAIL = 600  # characters of the last _STDERR_LINES lines a server wrote to stderr, in its errors
 _STDERR_LINES = 3
+_MAX_BLOB_MB = MAX_BLOB_BYTES // (1024 * 1024)
 
 
 class McpStartError(ToolError):
@@ -63,7 +69,8 @@ class Connection:
         self.ended: str | None = None  # why the connection ended, once it has
         self._stop: asyncio.Event | None = None
         self._held: asyncio.Task | None = None
-        self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") if spec.command else None
+        self._stderr = StderrTail() if spec.command else None
+        self._marker = new_marker() if spec.command else None
 
     # ---- on the loop ------------------------------------------------------------------------------
     async def _hold(self, ready: asyncio.Future) -> None:
@@ -75,8 +82,15 @@ class Connection:
             from mcp.types import PaginatedRequestParams
 
             async with AsyncExitStack() as stack:
-                streams = await stack.enter_async_context(self._transport())
-                session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+                if self._stderr is not None:
+                    self._stderr.listen(asyncio.get_running_loop())
+                try:
+                    streams = await stack.enter_async_context(self._transport())
+                finally:
+                    if self._stderr is not None:
+                        self._stderr.spawned()
+                session = await stack.enter_async_context(ClientSession(streams[0], streams[1],
+                                                                        message_handler=self._on_message))
                 await session.initialize()
                 tools, cursor = [], None
                 while True:  # a server may page its tools
@@ -99,6 +113,14 @@ class Connection:
             self.ended = self.ended or "its session ended"
             self.session = None
 
+    async def _on_message(self, message: Any) -> None:
+        """A transport fault (a stdout line that is not JSON-RPC): the server is broken; end its connection."""
+        if isinstance(message, Exception) and self.ended is None:
+            self.ended = (f"it wrote to stdout what is not JSON-RPC ({_describe_bad_line(message)})"
+                          if self.spec.command else f"its transport failed ({_describe(message)})")
+            if self._held is not None:
+                self._held.cancel()
+
     def _transport(self):
         if self.spec.url is not None:
             from mcp.client.streamable_http import streamable_http_client
@@ -107,8 +129,10 @@ class Connection:
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
 
-        params = StdioServerParameters(command=self.spec.command, args=list(self.spec.args), env=dict(self.spec.env))
-        return stdio_client(params, errlog=self._stderr)
+        marker, value = self._marker
+        params = StdioServerParameters(command=self.spec.command, args=list(self.spec.args),
+                                       env={**self.spec.env, marker: value})
+        return stdio_client(params, errlog=self._stderr.writer)
 
     # ---- from the caller's thread -----------------------------------------------------------------
     def start(self) -> None:
@@ -151,13 +175,7 @@ class Connection:
     def stderr_tail(self) -> str:
         if self._stderr is None:
             return ""
-        try:
-            self._stderr.flush()
-            end = self._stderr.seek(0, 2)
-            self._stderr.seek(max(0, end - 16 * _STDERR_TAIL))  # a chatty server's log is not read whole
-            text = self._stderr.read().strip()
-        except (OSError, ValueError):
-            return ""
+        text = self._stderr.text()[-16 * _STDERR_TAIL:].strip()  # a chatty server's log is not read whole
         lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()][-_STDERR_LINES:]
         if not lines:
             return ""
@@ -178,15 +196,50 @@ class Connection:
                 asyncio.run_coroutine_threadsafe(finish(), self.loop).result(timeout=_CLOSE_SECONDS + _KILL_SECONDS + 1)
             except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
                 print(f"toolpath: MCP server {self.label!r} did not stop", file=sys.stderr)
+        if self._marker is not None:
+            kill_marked(self._marker[1])  # what it started and left behind (setsid, double fork)
         if self._stderr is not None:
-            self._stderr.close()
+            stderr = self._stderr
+            try:
+                asyncio.run_coroutine_threadsafe(_call(stderr.close), self.loop).result(timeout=_CLOSE_SECONDS)
+            except (RuntimeError, concurrent.futures.TimeoutError):  # the loop is gone: nothing reads any more
+                stderr.close()
+
+
+async def _call(fn) -> None:
+    fn()
+
+
+def _describe_bad_line(err: BaseException) -> str:
+    """The start of the line pydantic could not read, from its error (never the SDK's traceback)."""
+    errors = getattr(err, "errors", None)
+    given = None
+    if callable(errors):
+        try:
+            given = next((e.get("input") for e in errors() if "input" in e), None)
+        except Exception:  # noqa: BLE001 — only a nicer message is at stake
+            given = None
+    shown = given if isinstance(given, (str, bytes)) else str(err).splitlines()[0] if str(err) else type(err).__name__
+    return f"{str(shown)[:80]!r}"
+
+
+class _QuietBadLines(logging.Filter):
+    """The SDK logs a traceback for every stdout line it cannot parse; toolpath says it once, in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Failed to parse JSONRPC message")
+
+
+_QUIET = _QuietBadLines()
 
 
 def _describe(err: BaseException) -> str:
     """One line for an exception the SDK raised, unwrapping task-group exception groups to their first cause."""
     while isinstance(err, BaseExceptionGroup) and err.exceptions:
         err = err.exceptions[0]
-    text = str(err).strip()
+    # One line: pydantic's errors span several and end with a link to its documentation.
+    text = " ".join(" ".join(line.split()) for line in str(err).splitlines()
+                    if line.strip() and not line.strip().startswith("For further information visit"))
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
@@ -205,9 +258,13 @@ class McpTool(Tool):
     def validate(self, arguments: Any) -> Any:
         if not isinstance(arguments, dict):
             raise ToolError(f"{self.name}: arguments must be a JSON object, got {type(arguments).__name__}")
-        if self._validator is None:
-            self._validator = _validator(self.input_schema)
-        problems = _schema_problems(self._validator, arguments)
+        try:
+            if self._validator is None:
+                self._validator = _validator(self.input_schema)
+            problems = _schema_problems(self._validator, arguments)
+        except (RecursionError, MemoryError):  # schemas are checked at start (mcp_checks); never a raw trace
+            raise ToolError(f"{self.name}: its input schema could not be checked against these arguments (it "
+                            f"nests too deep); the call was not sent") from None
         if problems:
             raise ToolError(f"{self.name}: bad arguments: " + "; ".join(problems))
         return arguments
@@ -251,6 +308,9 @@ def to_tool_result(name: str, result: Any, ctx: ToolContext | None) -> ToolResul
         kind = getattr(block, "type", "")
         if kind == "text":
             texts.append(block.text)
+        elif kind in ("image", "audio") and blob_too_large(block.data):
+            texts.append(f"[{kind}: {block.mime_type}, about {blob_too_large(block.data)} bytes, not kept: over "
+                         f"the {_MAX_BLOB_MB} MB a result's {kind} may have]")
         elif kind in ("image", "audio"):
             raw = base64.b64decode(block.data)
             if kind == "image" and ctx is not None and ctx.save_artifact is not None:
@@ -272,12 +332,17 @@ def to_tool_result(name: str, result: Any, ctx: ToolContext | None) -> ToolResul
             texts.append(getattr(res, "text", None) or f"[resource {res.uri}: {getattr(res, 'mime_type', '')}]")
         elif kind == "resource_link":
             texts.append(f"[resource {block.uri}]")
-    if not texts and result.structured_content is not None:
-        texts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
-    content = "\n".join(texts)
+    data = result.structured_content
+    if data is not None:
+        shown = json.dumps(data, ensure_ascii=False, default=str)
+        if len(shown) > MAX_RESULT_CHARS:  # kept as text below, cut; never whole in the step's data
+            data = None
+        if not texts:
+            texts.append(shown)
+    content = cut_text("\n".join(texts), f"MCP server's result for {name}")
     if result.is_error:
         raise ToolError(f"{name}: {content or 'the server reported an error and said nothing more'}")
-    return ToolResult(content=content, artifacts=artifacts, data=result.structured_content)
+    return ToolResult(content=content, artifacts=artifacts, data=data)
 
 
 def _suffix(mime: str) -> str:
@@ -302,6 +367,8 @@ class McpServers:
         except ImportError:
             raise McpStartError("mcp_servers needs the official MCP SDK: pip install 'toolpath[mcp]' "
                                 "(or pip install mcp)") from None
+        logging.getLogger("mcp.client.stdio").addFilter(_QUIET)
+        kill_orphaned_servers()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="toolpath-mcp", daemon=True)
         self._thread.start()
@@ -319,6 +386,9 @@ class McpServers:
 
     @staticmethod
     def _tools_of(conn: Connection) -> list[McpTool]:
+        for t in conn.tools:  # a server that offers a name no prompt or record can carry is broken
+            if name_problem(t.name):
+                raise McpStartError(f"MCP server {conn.label!r} {name_problem(t.name)}")
         offered = {t.name: t for t in conn.tools}
         wanted = conn.spec.tools if conn.spec.tools is not None else list(offered)
         missing = [n for n in wanted if n not in offered]
@@ -328,7 +398,11 @@ class McpServers:
         out = []
         for n in wanted:
             t = offered[n]
-            schema = dict(t.input_schema or {"type": "object"})
+            schema = t.input_schema or {"type": "object"}
+            problem = schema_problem(schema)
+            if problem:
+                raise McpStartError(f"MCP server {conn.label!r}: its tool {n!r} {problem}")
+            schema = dict(schema)
             out.append(McpTool(name=conn.spec.prefix + n, description=t.description or "", fn=_not_direct,
                                args_model=_AnyArgs, timeout=conn.spec.timeout, cost=0.1, quality=0.8, ctx_param=None,
                                tags=("mcp",), connection=conn, remote_name=n, input_schema=schema))
