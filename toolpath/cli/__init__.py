@@ -173,6 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="each session's sandbox (default: process when python is served, else none)")
     ms.add_argument("--input", action="append", metavar="PATH",
                     help="a file every session has (repeatable): images as image_1, …, others for read_file")
+    ms.add_argument("--max-sessions", type=int, default=8, metavar="N",
+                    help="sessions (each with its sandbox) open at once; more are refused (default 8)")
+    ms.add_argument("--session-idle", type=float, default=300.0, metavar="S",
+                    help="end an HTTP session with no request for S seconds, closing its sandbox (default 300)")
     ms.set_defaults(fn=cmd_mcp_serve)
 
     sv = sub.add_parser("serve", help="serve a local model behind an OpenAI-compatible API on 127.0.0.1")
@@ -183,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--weights", choices=WEIGHTS, help=WEIGHTS_HELP)
     sv.add_argument("--decoding", metavar="KIND", help=DECODING_HELP)
     sv.add_argument("--max-tokens", type=int, metavar="N", help="tokens per answer when a request sets none (default 256)")
+    sv.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                    help="a Host name clients may use besides 127.0.0.1, localhost and [::1] (repeatable)")
     sv.add_argument("-q", "--quiet", action="store_true", help="no line per request")
     sv.set_defaults(fn=cmd_serve)
 
