@@ -321,6 +321,41 @@ def test_screenspot_pro_boxes_are_corners_and_groups_categorise(tmp_path):
         assert "autocad_windows.json: record 1" in str(err.value) and says in str(err.value)
 
 
+def test_screenspot_pro_negative_items_are_read_and_a_decline_is_right_in_both_modes(tmp_path):
+    # ScreenSpot-Pro's eval script marks an item "gt_type": "negative" when its target is not on the screen;
+    # eval_sample_negative_gt counts only a "negative" result (the model declined) as correct
+    from toolpath.evals.benchmarks.screenspot import score_case
+    from toolpath.evals.scoring import score_answer
+
+    _png(tmp_path / "images" / "s.png", (400, 300))
+    (tmp_path / "annotations").mkdir()
+    item = {"img_filename": "s.png", "bbox": [100, 100, 150, 130], "instruction": "the Line tool", "id": "a1",
+            "application": "autocad", "platform": "windows", "img_size": [400, 300], "ui_type": "icon", "group": "CAD"}
+    absent = {k: v for k, v in item.items() if k != "bbox"} | {"id": "a2", "instruction": "the Export button"}
+    items = [item | {"gt_type": "positive"}, item | {"gt_type": "negative"}, absent | {"gt_type": "negative"},
+             absent | {"id": "a3", "gt_type": "negative", "bbox": None}]
+    (tmp_path / "annotations" / "autocad_windows.json").write_text(json.dumps(items))
+    bench = ScreenSpot(data=tmp_path)
+    pos, neg, *more = bench.records()
+    assert [r.id for r in (pos, neg, *more)] == ["autocad_windows:a1", "autocad_windows:a1:negative",
+                                                "autocad_windows:a2:negative", "autocad_windows:a3:negative"]
+    assert neg.category == "CAD/icon" and set(bench.metrics(neg, REFUSED)) == {
+        "type:CAD", "type:icon", "type:app:autocad", "type:negative"}
+    for r in (neg, *more):
+        for answer, right in ((REFUSED, 1.0), (POINT(140, 120), 0.0), (POINT(5, 5), 0.0), ("no idea", 0.0), (None, 0.0)):
+            assert score_answer(bench, r, answer).scores == {"toolpath": right, "official": right}, (r.id, answer)
+    assert score_answer(bench, pos, REFUSED).scores == {"toolpath": 0.0, "official": 0.0}  # it is on the screen
+    case = {"evaluator": "screenspot_pro", "img_size": [400, 300], "gt_type": "negative"}
+    assert [score_case({**case, "answer": a}, "official") for a in (REFUSED, POINT(1, 1), "")] == [1.0, 0.0, 0.0]
+    for change, says in [({"gt_type": "maybe"}, "gt_type: expected one of positive, negative, got 'maybe'"),
+                         ({"gt_type": "positive"}, "bbox: missing"), ({"gt_type": "negative", "ui_type": None},
+                                                                      "ui_type: missing")]:
+        bad = {k: v for k, v in {**absent, **change}.items() if v is not None}
+        (tmp_path / "annotations" / "autocad_windows.json").write_text(json.dumps([item, bad]))
+        with pytest.raises(BenchmarkDataError, match=f"autocad_windows.json: record 1: {says}"):
+            list(bench.records())
+
+
 # ---- the generated suite --------------------------------------------------------------------------------
 
 def _bytes(img: Image.Image) -> bytes:

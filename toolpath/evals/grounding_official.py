@@ -5,8 +5,8 @@ Three evaluators, each named by the key an evaluator's options carry ("evaluator
   osworld_g       OSWorld-G's GroundingEval._eval (xlang-ai/OSWorld-G; the same method is in its VLMEvalKit port)
   seeclick        SeeClick's ScreenSpot test (njucckevin/SeeClick, pretrain/screenspot_test.py), which
                   ScreenSpot v1 and v2 are scored with
-  screenspot_pro  ScreenSpot-Pro's eval_sample_positive_gt (likaixin2000/ScreenSpot-Pro-GUI-Grounding,
-                  eval_screenspot_pro.py)
+  screenspot_pro  ScreenSpot-Pro's eval_sample_positive_gt, and eval_sample_negative_gt for a negative item (no
+                  target on the screen) (likaixin2000/ScreenSpot-Pro-GUI-Grounding, eval_screenspot_pro.py)
 
 How our answer reaches each. A grounding run answers JSON {"point": [x, y]} in pixels of the original image,
 {"refused": true, ...}, or something else (no point). The evaluators read a model's reply instead:
@@ -18,6 +18,9 @@ How our answer reaches each. A grounding run answers JSON {"point": [x, y]} in p
   seeclick        a point normalised to the image, (x / width, y / height), compared with the box divided
                   by the image's size; a decline or no point is a reply with no coordinates: "wrong format", 0.
   screenspot_pro  response["point"], the same normalised point, or None (a decline or no point): "wrong_format".
+                  On a negative item, response["result"]: "negative" for a decline (correct), "positive" for a
+                  point (wrong), and none for an answer that is neither ("wrong_format", 0; the GPT-4 wrapper
+                  reads a reply without a box as "negative", but our answer says declining in so many words).
 
 Quirks reproduced (the case table tests/data/scoring_cases/ holds a case of each):
 
@@ -111,6 +114,16 @@ def screenspot_pro_hit(point: tuple[float, float], bbox_xyxy: Any, size: Any) ->
     return (box[0] <= click[0] <= box[2]) and (box[1] <= click[1] <= box[3])
 
 
+def screenspot_pro_result(point: tuple[float, float] | None, refused: bool) -> str:
+    """response["result"] as ScreenSpot-Pro's model wrappers would report our answer (module docstring)."""
+    return "negative" if refused else "positive" if point is not None else "wrong_format"
+
+
+def screenspot_pro_negative(point: tuple[float, float] | None, refused: bool) -> bool:
+    """ScreenSpot-Pro's eval_sample_negative_gt: only a "negative" result is correct."""
+    return screenspot_pro_result(point, refused) == "negative"
+
+
 def official_verdict(point: tuple[float, float] | None, refused: bool, expected: dict, options: dict) -> float:
     """1.0 or 0.0 as the evaluator named in options["evaluator"] scores the answer; ValueError, TypeError or
     IndexError when the item cannot be scored (the caller scores it 0 with the reason)."""
@@ -120,6 +133,8 @@ def official_verdict(point: tuple[float, float] | None, refused: bool, expected:
         return float(bool(osworld_g_hit(osworld_g_prediction(point, refused), kind, coords, size)))
     if evaluator not in EVALUATORS:
         raise ValueError(f"unknown grounding evaluator {evaluator!r} (one of {', '.join(EVALUATORS)})")
+    if evaluator == "screenspot_pro" and kind == "refusal":
+        return float(screenspot_pro_negative(point, refused))
     if kind != "bbox":
         raise ValueError(f"{evaluator} scores boxes only, got box_type {kind!r}")
     if point is None:

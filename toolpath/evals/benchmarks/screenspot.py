@@ -9,9 +9,13 @@ Formats, told apart per file by its first record:
   Pro       annotations/<application>_<os>.json, records {"id", "img_filename", "bbox": [x1, y1, x2, y2],
             "img_size": [w, h], "instruction", "ui_type": "text" | "icon", "group": "Dev" | "Creative" |
             "CAD" | "Scientific" | "Office" | "OS", "application", "platform", …}; images in images/.
+            A negative item (its target is not on the screen; declining is the right answer) says
+            "gt_type": "negative", as ScreenSpot-Pro's eval script marks one (its other value: "positive"); its
+            bbox may be absent or null. Its id is "<file>:<id>:negative", so one file may hold an item both ways.
 Categories as the papers table them: v1/v2 platform (mobile, desktop, web: from the file name, else from
-data_source) × text/icon, e.g. "mobile/icon"; Pro group × text/icon, e.g. "CAD/text". Metrics
-"type:<T>" give the marginals (each platform or group, text and icon overall; Pro also each application).
+data_source) × text/icon, e.g. "mobile/icon"; Pro group × text/icon, e.g. "CAD/text" (negative items too, as
+ScreenSpot-Pro's group figures count them). Metrics "type:<T>" give the marginals (each platform or group, text
+and icon overall; Pro also each application, and "type:negative" the negative items).
 
 Where the data is: `toolpath eval screenspot --data PATH` or $TOOLPATH_SCREENSPOT (no default;
 SOURCE says where to get it): one JSON file, or a folder holding them (in annotations/ for Pro). A malformed
@@ -50,10 +54,21 @@ def _platform_of_file(path: Path) -> str | None:
     return None
 
 
+GT_TYPES = ("positive", "negative")  # ScreenSpot-Pro's: is the target on the screen
+
+
+def is_negative(item: dict) -> bool:
+    return item.get("gt_type") == "negative"
+
+
 def _problem(item: Any, pro: bool) -> tuple[str, str] | None:
     if not isinstance(item, dict):
         return "record", f"expected a JSON object, got {type(item).__name__}"
-    need = ("img_filename", "bbox", "instruction") + (("ui_type", "group") if pro else ("data_type",))
+    if pro and item.get("gt_type", "positive") not in GT_TYPES:
+        return "gt_type", f"expected one of {', '.join(GT_TYPES)}, got {item['gt_type']!r}"
+    negative = pro and is_negative(item)
+    need = ("img_filename", "instruction") + (() if negative else ("bbox",)) + \
+        (("ui_type", "group") if pro else ("data_type",))
     for key in need:
         if key not in item:
             return key, "missing" + (" (a ScreenSpot-Pro file: its first record has img_size/ui_type)" if pro else "")
@@ -61,8 +76,10 @@ def _problem(item: Any, pro: bool) -> tuple[str, str] | None:
         return "img_filename", "expected a non-empty path"
     if not isinstance(item["instruction"], str) or not item["instruction"].strip():
         return "instruction", "expected a non-empty string"
-    box = item["bbox"]
-    if pro and not (numbers(box, 4) and box[2] >= box[0] and box[3] >= box[1]):
+    box = item.get("bbox")
+    if negative:
+        pass  # nothing on the screen to point at: a box, if any, is not read
+    elif pro and not (numbers(box, 4) and box[2] >= box[0] and box[3] >= box[1]):
         return "bbox", f"ScreenSpot-Pro's bbox is [x1, y1, x2, y2] with x2 >= x1, y2 >= y1, got {box!r}"
     if not pro and not (numbers(box, 4) and box[2] >= 0 and box[3] >= 0):
         return "bbox", f"ScreenSpot's bbox is [x, y, w, h] with w, h >= 0, got {box!r}"
@@ -87,7 +104,7 @@ def files_of(path: Path) -> list[Path]:
 
 def read_file(file: Path) -> list[Record]:
     items = read_json_list(file, "ScreenSpot")
-    pro = isinstance(items[0], dict) and ("ui_type" in items[0] or "img_size" in items[0])
+    pro = isinstance(items[0], dict) and ("ui_type" in items[0] or "img_size" in items[0] or "gt_type" in items[0])
     roots = [file.parent, *(file.parent / d for d in IMAGE_DIRS), file.parent.parent,
              *(file.parent.parent / d for d in IMAGE_DIRS)]
     file_platform = _platform_of_file(file)
@@ -106,6 +123,8 @@ def read_file(file: Path) -> list[Record]:
             category, agent_platform = f"{group}/{kind}", "desktop"
             types = [group, kind] + ([f"app:{item['application']}"] if isinstance(item.get("application"), str) else [])
             rid = f"{file.stem}:{item.get('id', i)}"
+            if is_negative(item):
+                types, rid = types + ["negative"], rid + ":negative"
         else:
             kind = item["data_type"].strip().lower()
             source = str(item.get("data_source", "")).strip().lower()
@@ -116,8 +135,9 @@ def read_file(file: Path) -> list[Record]:
         size = item.get("img_size") if pro else None
         size = size or image_size(image)
         out.append(Record(id=rid, category=category, data={
-            "instruction": item["instruction"].strip(), "image": str(image), "box_type": "bbox",
-            "box_coordinates": list(item["bbox"]), "bbox_format": "xyxy" if pro else "xywh",
+            "instruction": item["instruction"].strip(), "image": str(image),
+            "box_type": "refusal" if pro and is_negative(item) else "bbox",
+            "box_coordinates": None if pro and is_negative(item) else list(item["bbox"]), "bbox_format": "xyxy" if pro else "xywh",
             "platform": agent_platform, "types": types, "format": "pro" if pro else "v1/v2", "index": i,
             "image_size": list(size) if size else None,
             "source": item.get("data_source") or item.get("application")}))
@@ -163,9 +183,10 @@ class ScreenSpot(Benchmark):
 def score_case(case: dict, scoring: str) -> float:
     """One case of the scoring table (tests/data/scoring_cases/screenspot.json) through ScreenSpot.score:
     case = {"evaluator": "seeclick" (v1/v2, bbox [x, y, w, h]) | "screenspot_pro" (bbox [x1, y1, x2, y2]),
-    "answer", "bbox", "img_size"}."""
+    "answer", "bbox", "img_size"[, "gt_type": "negative"]}."""
     pro = case.get("evaluator") == "screenspot_pro"
+    negative = pro and is_negative(case)
     record = Record(id="case", category="case", data={
-        "box_type": "bbox", "box_coordinates": case.get("bbox"), "bbox_format": "xyxy" if pro else "xywh",
+        "box_type": "refusal" if negative else "bbox", "box_coordinates": None if negative else case.get("bbox"), "bbox_format": "xyxy" if pro else "xywh",
         "format": "pro" if pro else "v1/v2", "image_size": case.get("img_size"), "types": []})
     return ScreenSpot(data=None).scored_as(scoring).score(record, case.get("answer")).value
