@@ -1,5 +1,5 @@
-"""webarena-verified 1.0.0's value types (core/evaluation/data_types), for scoring="official": how each type
-reads one raw value and when two read values are equal.
+"""webarena-verified's value types (core/evaluation/data_types; the same in releases 1.0.0 and 1.2.3), for
+scoring="official": how each type reads one raw value and when two read values are equal.
 
     prepare_text(kind, text) -> str      the string pipeline a type applies before reading a string
     read(kind, value) -> normalised      raises on a value the type rejects (the package raises too)
