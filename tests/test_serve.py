@@ -211,7 +211,8 @@ class TestLocalModel:
             body = err.value.response.json()["error"]
             assert set(body) == {"message", "type", "param", "code"} and body["message"]
             assert (body["param"], body["code"]) == (param, code), kwargs
-        raw = httpx.post(f"{local.url}/chat/completions", content=b"{not json", timeout=10)
+        raw = httpx.post(f"{local.url}/chat/completions", content=b"{not json", timeout=10,
+                         headers={"Content-Type": "application/json"})
         assert raw.status_code == 400 and raw.json()["error"]["code"] == "invalid_json"
         missing = httpx.get(f"{local.url}/completions", timeout=10)
         assert missing.status_code == 404 and missing.json()["error"]["type"] == "invalid_request_error"
@@ -329,13 +330,14 @@ def test_a_model_failure_is_a_500_and_the_server_goes_on(scripted):
 
 
 def test_an_oversized_body_is_refused_before_it_is_read_whole(scripted):
-    from toolpath.serve.app import MAX_BODY_BYTES
+    from toolpath.serve.limits import Limits
 
     def chunks():
-        for _ in range(MAX_BODY_BYTES // (1 << 20) + 2):
+        for _ in range(Limits().body_bytes // (1 << 20) + 2):
             yield b" " * (1 << 20)
 
-    r = httpx.post(f"{scripted.url}/chat/completions", content=chunks(), timeout=30)
+    r = httpx.post(f"{scripted.url}/chat/completions", content=chunks(), timeout=30,
+                   headers={"Content-Type": "application/json"})
     assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
 
 

@@ -44,6 +44,18 @@ def _loopback(host: str) -> bool:
         return host == "localhost"
 
 
+def _allowed_hosts(names: list[str]) -> tuple[str, ...]:
+    """--allowed-host names, each a bare host name or address as a Host header carries it (no port, no path)."""
+    from ..viewer.server import HOST_HEADER
+
+    for name in names:
+        m = HOST_HEADER.fullmatch(name.strip())
+        if m is None or m["port"] is not None:
+            raise BadInput(f"--allowed-host {name!r}: expected a host name such as my-box.lan or an address such as "
+                           f"192.168.1.5 or [fe80::1], without a port")
+    return tuple(n.strip().lower() for n in names)
+
+
 def cmd_serve(args) -> int:
     import importlib.util
 
@@ -53,13 +65,16 @@ def cmd_serve(args) -> int:
     if missing:
         raise BadInput(f"toolpath serve needs {' and '.join(missing)}: pip install 'toolpath[serve]'")
     spec = _model_spec(args)
+    allowed = _allowed_hosts(getattr(args, "allowed_host", None) or [])
     if not _loopback(args.host):
-        error(f"warning: serving on {args.host}: anyone who can reach it may use the model (there is no key)")
+        error(f"warning: serving on {args.host}: anyone who can reach it may use the model (there is no key); "
+              "requests must name it (or a --allowed-host name) in their Host header")
     echo(f"loading {spec.name} …", file=sys.stderr, flush=True)
     from ..serve import build
 
     try:
-        server = build(spec, args.host, args.port, access_log=not args.quiet, model_id=args.model)
+        server = build(spec, args.host, args.port, access_log=not args.quiet, model_id=args.model,
+                       allowed_hosts=allowed)
     except PolicyError as err:
         error(f"cannot load {args.model}: {err}")
         return EXIT_FAILED

@@ -5,7 +5,10 @@
     POST /v1/chat/completions    a chat completion, whole or streamed as server-sent events
 
 Every error is OpenAI's shape with its HTTP status; a model that fails answers that request with a 500 and
-the server goes on with the next one.
+the server goes on with the next one. Before a request queues for the model it has passed the gate (Host,
+content type: access.py), been read within its time and byte limits (body.py, limits.py), checked field by
+field (chat_request.py) and counted against the model's context (context.py); a client that leaves while its
+request waits or runs gives the model back (its job is cancelled).
 """
 
 from __future__ import annotations
@@ -22,11 +25,15 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from ..policies.base import Response
+from .access import Gate, host_names
+from .body import ByteBudget, parse_body, read_body
+from .connection import with_header_deadline
+from .context import fit_to_context
 from .engine import END, Engine, Job, pieces_to_loop
 from .gate import TextGate
-from .chat_request import APIError, ChatRequest, parse_body, parse_request
+from .chat_request import APIError, ChatRequest, parse_request
+from .limits import Limits
 
-MAX_BODY_BYTES = 64 << 20  # a request with a few large images fits; a runaway upload does not
 PLAIN_TURN = "\nUser:"  # policies/hf.py's: where a model without a chat template starts a user turn of its own
 
 
@@ -61,9 +68,14 @@ class ChatServer:
     """The app around one Engine; `start()` runs it in a thread (tests, benchmarks), `serve()` in the
     foreground (the CLI)."""
 
-    def __init__(self, engine: Engine, host: str = "127.0.0.1", port: int = 8000, access_log: bool = False):
+    def __init__(self, engine: Engine, host: str = "127.0.0.1", port: int = 8000, access_log: bool = False,
+                 allowed_hosts: tuple[str, ...] = (), limits: Limits | None = None):
         self.engine = engine
         self.host = host
+        self.limits = limits or Limits()
+        self.budget = ByteBudget(self.limits.inflight_bytes)
+        self.host_names = host_names(host, allowed_hosts)
+        self._counting = threading.Lock()  # one prompt counted at a time: counting is CPU work beside the model's
         self.default_max = int(getattr(getattr(engine.policy, "spec", None), "max_new_tokens", 256))
         self.created = int(time.time())
         self.socket = socket.create_server((host, port))  # bound now, so port 0 has its number before serving
@@ -86,7 +98,7 @@ class ChatServer:
         from starlette.routing import Route
 
         async def api_error(_request, err: APIError):
-            return JSONResponse(err.body(), status_code=err.status)
+            return JSONResponse(err.body(), status_code=err.status, headers=err.headers)
 
         async def http_error(_request, err: HTTPException):
             text = {404: "no such route", 405: "method not allowed"}.get(err.status_code, str(err.detail))
@@ -96,10 +108,11 @@ class ChatServer:
         async def crash(_request, err: Exception):
             return JSONResponse(APIError(500, f"internal error: {type(err).__name__}: {err}").body(), status_code=500)
 
-        return Starlette(routes=[Route("/v1/models", self.models, methods=["GET"]),
-                                 Route("/v1/models/{model:path}", self.model, methods=["GET"]),
-                                 Route("/v1/chat/completions", self.chat, methods=["POST"])],
-                         exception_handlers={APIError: api_error, HTTPException: http_error, Exception: crash})
+        app = Starlette(routes=[Route("/v1/models", self.models, methods=["GET"]),
+                                Route("/v1/models/{model:path}", self.model, methods=["GET"]),
+                                Route("/v1/chat/completions", self.chat, methods=["POST"])],
+                        exception_handlers={APIError: api_error, HTTPException: http_error, Exception: crash})
+        return Gate(app, self.host_names)
 
     def _card(self) -> dict:
         # `options`: how it is served (weights, kv_cache, decoding), so a client can tell two servers apart
@@ -123,23 +136,9 @@ class ChatServer:
     async def chat(self, request):
         from starlette.responses import JSONResponse, StreamingResponse
 
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            raise APIError(413, f"the request body is {int(declared):,} bytes; at most {MAX_BODY_BYTES:,} are read",
-                           code="request_too_large", kind="invalid_request_error")
-        raw = bytearray()
-        async for part in request.stream():  # counted as it comes: a chunked body declares no length
-            raw += part
-            if len(raw) > MAX_BODY_BYTES:
-                raise APIError(413, f"the request body is over {MAX_BODY_BYTES:,} bytes", code="request_too_large",
-                               kind="invalid_request_error")
-        body = parse_body(bytes(raw))
-        folder = Path(tempfile.mkdtemp(prefix="toolpath-serve-"))
-        try:
-            chat = parse_request(body, self.engine.model_id, folder, self.engine.sees_images)
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
+        async with read_body(request, self.limits, self.budget) as raw:
+            # parsed off the event loop (a large body takes a while), and held against the budget until checked
+            chat, folder = await asyncio.to_thread(self._checked, raw)
         ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if chat.stream:
             # queued now, in the order requests arrived; the images go with the job, which removes them
@@ -149,8 +148,8 @@ class ChatServer:
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         job = self.engine.submit(Job(chat, folder=folder))
         try:
-            response = await asyncio.wrap_future(job.result)
-        except asyncio.CancelledError:  # the client went away: its turn in the queue is given up
+            response = await self._unless_gone(request, job)
+        except asyncio.CancelledError:  # the server is stopping: its turn in the queue is given up
             job.cancelled.set()
             raise
         except Exception as err:
@@ -164,6 +163,41 @@ class ChatServer:
                              "choices": [{"index": 0, "message": message, "logprobs": None,
                                           "finish_reason": _finish(response, chat, self.default_max)}],
                              "usage": _usage(response)})
+
+    def _checked(self, raw: bytearray) -> tuple[ChatRequest, Path]:
+        """The request parsed, checked and counted against the context (in a worker thread); its images are in
+        the returned folder, which the job removes."""
+        body = parse_body(raw)
+        folder = Path(tempfile.mkdtemp(prefix="toolpath-serve-"))
+        try:
+            chat = parse_request(body, self.engine.model_id, folder, self.engine.sees_images)
+            with self._counting:
+                fit_to_context(self.engine.policy, chat, self.default_max)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return chat, folder
+
+    async def _unless_gone(self, request, job: Job) -> Response:
+        """The job's answer; if the client disconnects first the job is cancelled (dropped if still queued,
+        stopped at its next token if running) and the request ends unanswered."""
+
+        async def gone() -> None:
+            # the body is read whole, so the next message uvicorn has for us is the disconnect
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+
+        answer = asyncio.ensure_future(asyncio.wrap_future(job.result))
+        watch = asyncio.ensure_future(gone())
+        try:
+            await asyncio.wait({answer, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+        if not answer.done():
+            job.cancelled.set()
+            answer.cancel()
+            raise APIError(499, "the client closed the connection before the answer", code="client_closed")
+        return answer.result()
 
     async def _events(self, chat: ChatRequest, job: Job, pieces: asyncio.Queue, ident: str,
                       created: int) -> AsyncIterator[str]:
@@ -201,8 +235,12 @@ class ChatServer:
     def _uvicorn(self):
         import uvicorn
 
+        limits = self.limits
         config = uvicorn.Config(self.app, log_level="info" if self.access_log else "warning",
-                                access_log=self.access_log, lifespan="off", timeout_graceful_shutdown=5)
+                                access_log=self.access_log, lifespan="off", timeout_graceful_shutdown=5,
+                                http=with_header_deadline(limits.header_seconds),
+                                timeout_keep_alive=limits.keep_alive_seconds, limit_concurrency=limits.connections,
+                                h11_max_incomplete_event_size=limits.header_bytes)
         self._server = uvicorn.Server(config)
         return self._server
 

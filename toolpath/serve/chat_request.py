@@ -22,6 +22,17 @@ from ..state import ArtifactRef, Message, NotPlainJSON, ToolCall
 
 MAX_TOKENS_LIMIT = 32768  # ModelSpec.max_new_tokens' own bound
 MAX_STOPS = 4  # as OpenAI's API
+# Each stop string is matched against every token the model writes (transformers builds tables per string):
+# a long one costs time and memory at every step, and nothing a client means to stop at is this long.
+MAX_STOP_CHARS = 64
+# The shape of one request: a model's context holds far less than this, but every item costs parsing and
+# prompt-building time before the context check can see it, so the count is bounded first, by name.
+MAX_TOOLS = 128  # as OpenAI's API
+MAX_TOOL_CHARS = 64 << 10  # one tool's name, description and parameters, as JSON
+MAX_MESSAGES = 2048
+MAX_PARTS = 1024  # content parts in all messages together
+MAX_IMAGES = 32
+MAX_TEXT_CHARS = 2 << 20  # all text of the messages and tools together (a few times any served context)
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # Accepted and ignored whatever their value: they change nothing about the answer.
 IGNORED = {"user", "metadata", "store", "parallel_tool_calls", "service_tier", "stream_options"}
@@ -39,8 +50,8 @@ class APIError(Exception):
                  kind: str | None = None):
         super().__init__(message)
         self.status, self.message, self.param, self.code = status, message, param, code
-        self.kind = kind or {400: "invalid_request_error", 404: "invalid_request_error",
-                             405: "invalid_request_error"}.get(status, "server_error")
+        self.kind = kind or ("invalid_request_error" if status < 500 else "server_error")
+        self.headers: dict[str, str] = {}  # sent with the answer (Retry-After, Connection: close)
 
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
@@ -76,14 +87,24 @@ class ChatRequest:
     files: list[Path] = field(default_factory=list)  # the decoded images, removed when the request is done
 
 
-def parse_body(raw: bytes) -> dict:
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise bad(f"the request body is not valid JSON: {err}", code="invalid_json") from None
-    if not isinstance(body, dict):
-        raise bad(f"the request body must be a JSON object, got {type(body).__name__}", code="invalid_json")
-    return body
+class Sizes:
+    """Running totals of what a request holds, each refused by name at the item that crosses its bound."""
+
+    def __init__(self):
+        self.text = 0
+        self.parts = 0
+
+    def add_text(self, text: str, where: str) -> None:
+        self.text += len(text)
+        if self.text > MAX_TEXT_CHARS:
+            raise bad(f"{where}: the request's text is over {MAX_TEXT_CHARS:,} characters in all (messages and "
+                      f"tools together)", where, "request_too_large")
+
+    def add_part(self, where: str) -> None:
+        self.parts += 1
+        if self.parts > MAX_PARTS:
+            raise bad(f"{where}: the request has more than {MAX_PARTS} content parts in all", where,
+                      "request_too_large")
 
 
 def check_model(body: dict, served: str) -> None:
@@ -142,11 +163,14 @@ def _generation(body: dict, grammar) -> dict:
         stops = [stop] if isinstance(stop, str) else stop
         if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops) or len(stops) > MAX_STOPS:
             raise bad(f"`stop` must be a non-empty string or a list of at most {MAX_STOPS} of them", "stop")
+        longest = max(len(s) for s in stops)
+        if longest > MAX_STOP_CHARS:
+            raise bad(f"`stop` strings may be at most {MAX_STOP_CHARS} characters, got one of {longest:,}", "stop")
         gen["stop"] = stops
     return gen
 
 
-def _tools(body: dict) -> list[dict]:
+def _tools(body: dict, sizes: Sizes) -> list[dict]:
     tools = body.get("tools")
     choice = body.get("tool_choice")
     if tools is None:
@@ -155,6 +179,8 @@ def _tools(body: dict) -> list[dict]:
         return []
     if not isinstance(tools, list):
         raise bad("`tools` must be a list of function tools", "tools", "invalid_type")
+    if len(tools) > MAX_TOOLS:
+        raise bad(f"`tools` may list at most {MAX_TOOLS} tools, got {len(tools):,}", "tools", "request_too_large")
     schemas = []
     for i, t in enumerate(tools):
         where = f"tools[{i}]"
@@ -170,6 +196,11 @@ def _tools(body: dict) -> list[dict]:
         description = fn.get("description") or ""
         if not isinstance(description, str):
             raise bad(f"{where}.function.description must be a string", f"{where}.function.description")
+        size = len(json.dumps([name, description, params]))
+        if size > MAX_TOOL_CHARS:
+            raise bad(f"{where} is {size:,} characters as JSON; a tool may take at most {MAX_TOOL_CHARS:,}", where,
+                      "request_too_large")
+        sizes.add_text(description + json.dumps(params), where)
         schemas.append({"name": name, "description": description, "parameters": params})
     if choice in (None, "auto"):
         return schemas
@@ -180,17 +211,20 @@ def _tools(body: dict) -> list[dict]:
               "tool_choice", "unsupported_value")
 
 
-def _text(content: Any, where: str) -> str:
+def _text(content: Any, where: str, sizes: Sizes) -> str:
     """A message's content that may only be text: a string, or a list of text parts."""
     if content is None:
         return ""
     if isinstance(content, str):
+        sizes.add_text(content, where)
         return content
     if isinstance(content, list):
         out = []
         for j, part in enumerate(content):
+            sizes.add_part(f"{where}[{j}]")
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
                 raise bad(f"{where}[{j}] must be a text part here", f"{where}[{j}]")
+            sizes.add_text(part["text"], f"{where}[{j}]")
             out.append(part["text"])
         return "\n".join(out)
     raise bad(f"{where} must be a string or a list of content parts", where, "invalid_type")
@@ -228,11 +262,13 @@ def _image(url: Any, where: str, folder: Path, number: int) -> tuple[ArtifactRef
     return ArtifactRef(sha256=digest, path=str(path), mime=mime, name=f"image_{number}", size=len(data)), path
 
 
-def _call(c: Any, where: str) -> ToolCall:
+def _call(c: Any, where: str, sizes: Sizes) -> ToolCall:
     fn = c.get("function") if isinstance(c, dict) else None
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not isinstance(c.get("id"), str):
         raise bad(f"{where} must have an id and a function with a name", where)
     raw = fn.get("arguments") or "{}"
+    sizes.add_part(where)
+    sizes.add_text(raw if isinstance(raw, str) else json.dumps(raw), f"{where}.function.arguments")
     try:
         args = json.loads(raw) if isinstance(raw, str) else raw
         return ToolCall(id=c["id"], name=fn["name"], arguments=args)
@@ -242,10 +278,13 @@ def _call(c: Any, where: str) -> ToolCall:
         raise bad(f"{where}.function.arguments: {err}", f"{where}.function.arguments") from None
 
 
-def _messages(body: dict, folder: Path, sees_images: bool, model: str) -> tuple[list[Message], list[Path]]:
+def _messages(body: dict, folder: Path, sees_images: bool, model: str, sizes: Sizes) -> tuple[list[Message], list[Path]]:
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise bad("`messages` must be a non-empty list", "messages", "missing_required_parameter")
+    if len(raw) > MAX_MESSAGES:
+        raise bad(f"`messages` may hold at most {MAX_MESSAGES:,} messages, got {len(raw):,}", "messages",
+                  "request_too_large")
     out: list[Message] = []
     files: list[Path] = []
     names: dict[str, str] = {}  # tool call id -> function name, so a tool turn is named after what it answers
@@ -255,31 +294,35 @@ def _messages(body: dict, folder: Path, sees_images: bool, model: str) -> tuple[
             raise bad(f"{where} must be an object with a role and content", where, "invalid_type")
         role = m.get("role")
         if role in ("system", "developer"):
-            out.append(Message(role="system", content=_text(m.get("content"), f"{where}.content")))
+            out.append(Message(role="system", content=_text(m.get("content"), f"{where}.content", sizes)))
         elif role == "assistant":
-            calls = [_call(c, f"{where}.tool_calls[{j}]") for j, c in enumerate(m.get("tool_calls") or [])]
+            calls = [_call(c, f"{where}.tool_calls[{j}]", sizes) for j, c in enumerate(m.get("tool_calls") or [])]
             names.update({c.id: c.name for c in calls})
-            out.append(Message(role="assistant", content=_text(m.get("content"), f"{where}.content"), tool_calls=calls))
+            out.append(Message(role="assistant", content=_text(m.get("content"), f"{where}.content", sizes), tool_calls=calls))
         elif role == "tool":
             call_id = m.get("tool_call_id")
             if not isinstance(call_id, str) or not call_id:
                 raise bad(f"{where}: a tool message needs the tool_call_id it answers", f"{where}.tool_call_id")
-            out.append(Message(role="tool", content=_text(m.get("content"), f"{where}.content"), tool_call_id=call_id,
+            out.append(Message(role="tool", content=_text(m.get("content"), f"{where}.content", sizes), tool_call_id=call_id,
                                name=names.get(call_id) or m.get("name") or None))
         elif role == "user":
             content = m.get("content")
             if not isinstance(content, list):
-                out.append(Message(role="user", content=_text(content, f"{where}.content")))
+                out.append(Message(role="user", content=_text(content, f"{where}.content", sizes)))
                 continue
             texts, images = [], []
             for j, part in enumerate(content):
                 at = f"{where}.content[{j}]"
+                sizes.add_part(at)
                 kind = part.get("type") if isinstance(part, dict) else None
                 if kind == "text" and isinstance(part.get("text"), str):
+                    sizes.add_text(part["text"], at)
                     texts.append(part["text"])
                 elif kind == "image_url":
                     if not sees_images:
                         raise bad(f"{at}: {model} is a text-only model and takes no images", at, "images_not_supported")
+                    if len(files) >= MAX_IMAGES:
+                        raise bad(f"{at}: a request may carry at most {MAX_IMAGES} images", at, "request_too_large")
                     url = part.get("image_url")
                     ref, path = _image(url.get("url") if isinstance(url, dict) else url, f"{at}.image_url.url", folder,
                                        len(files) + 1)
@@ -304,8 +347,9 @@ def parse_request(body: dict, served: str, folder: Path, sees_images: bool) -> C
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise bad("`stream_options` must be an object", "stream_options", "invalid_type")
-    tools = _tools(body)
+    sizes = Sizes()
+    tools = _tools(body, sizes)
     generation = _generation(body, TOOL_GRAMMAR if tools else PLAIN_TEXT)
-    messages, files = _messages(body, folder, sees_images, served)
+    messages, files = _messages(body, folder, sees_images, served, sizes)
     return ChatRequest(messages=messages, tools=tools, generation=generation, stream=stream,
                        include_usage=bool(options.get("include_usage")), images=len(files), files=files)

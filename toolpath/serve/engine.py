@@ -69,6 +69,8 @@ class Engine:
         self.plain = bool(getattr(policy, "plain", False))  # prompted as `User:`/`Assistant:` turns
         self.jobs: queue.Queue[Job | None] = queue.Queue()
         self.served = 0
+        self.dropped = 0  # jobs whose client left while they waited: never run
+        self.running: Job | None = None  # the job the model is on
         # the last jobs run: whether their client was gone by the end, tokens made, the error if any
         self.history: deque[dict] = deque(maxlen=100)
         self._worker = threading.Thread(target=self._work, name="toolpath-serve-model", daemon=True)
@@ -86,18 +88,21 @@ class Engine:
             job = self.jobs.get()
             if job is None:
                 return
-            if job.cancelled.is_set():
+            if job.cancelled.is_set() or not job.result.set_running_or_notify_cancel():
                 job.result.cancel()
+                self.dropped += 1
             else:
-                self._run(job)
+                self.running = job
+                try:
+                    self._run(job)
+                finally:
+                    self.running = None
             if job.folder is not None:
                 shutil.rmtree(job.folder, ignore_errors=True)
             if job.on_text is not None:
                 job.on_text(END)
 
     def _run(self, job: Job) -> None:
-        if not job.result.set_running_or_notify_cancel():
-            return
         gen = dict(job.request.generation)
         if self.streams:
             gen["stopping_criteria"] = _cancellation(job.cancelled)
