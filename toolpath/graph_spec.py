@@ -208,14 +208,26 @@ def render(template: Any, values: dict[str, str]) -> Any:
     return template
 
 
+def node_model(name: str, model: Any) -> Any:
+    """A policy node's own `model` (a name, or a mapping as the spec's `model`) as a ModelSpec; GraphSpecError
+    naming the node's field and each problem in the words a spec's own model gets."""
+    from pydantic import ValidationError
+
+    from .spec import ModelSpec, describe_errors
+
+    try:
+        return ModelSpec(name=model) if isinstance(model, str) else ModelSpec.model_validate(model)
+    except ValidationError as err:
+        text = "; ".join(f"{field}: {msg}" if field else msg for field, msg in describe_errors(err))
+        raise GraphSpecError(f"agent.params.nodes.{name}.model", text) from None
+
+
 def spec_problems(spec: Any, base_dir: Any) -> list[tuple[str, str]]:
     """What is wrong with an `agent: graph` spec, as (field, message) pairs for SpecError; a policy node's own
     `model` is checked as the spec's model is, its relative file made absolute."""
     from types import SimpleNamespace
 
-    from pydantic import ValidationError
-
-    from .spec import ModelSpec, resolve_model_path
+    from .spec import resolve_model_path
 
     try:
         graph = read_graph(spec.agent.params)
@@ -227,10 +239,9 @@ def spec_problems(spec: Any, base_dir: Any) -> list[tuple[str, str]]:
             continue
         where = f"agent.params.nodes.{name}.model"
         try:
-            model = ModelSpec(name=node["model"]) if isinstance(node["model"], str) else \
-                ModelSpec.model_validate(node["model"])
-        except ValidationError as err:
-            problems.append((where, "; ".join(e["msg"] for e in err.errors())))
+            model = node_model(name, node["model"])
+        except GraphSpecError as err:
+            problems.append((err.field, err.message))
             continue
         problem = resolve_model_path(SimpleNamespace(model=model), base_dir)
         if problem is not None:

@@ -6,8 +6,9 @@ One LangGraph node per declared node, routed by conditional edges from the node'
 one recorded tool call, an agent node runs a whole agent nested in this run (agents/capabilities.py: its steps
 recorded under this step, its usage counted here), a policy node asks a model with its own prompt (and its
 own model, if it names one). A policy node is a step of the run, as a policy call is in every agent; a cycle
-of tool nodes alone is bounded by LangGraph's recursion limit (4 × max_steps + 16 node visits), which ends the
-run as budget_exhausted. The run's answer is the last node's result.
+of tool nodes alone is bounded by the node visits LangGraph allows the run (its recursion limit): the visit
+before the last ends the run as budget_exhausted, naming the nodes it went round, so LangGraph's own error never
+reaches the user. The run's answer is the last node's result.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..graph_spec import END as SPEC_END
-from ..graph_spec import PARAMS, GraphSpecError, holds, read_graph, render
+from ..graph_spec import PARAMS, GraphSpecError, holds, node_model, read_graph, render
 from ..policies.base import PolicyError
 from ..state import AgentState, Message, Observation, ToolCall
 from ..tools.registry import ToolError
@@ -28,6 +29,30 @@ class GraphState(AgentState, total=False):
     last: str  # the previous node's result
     last_error: bool  # whether it failed
     next: str  # where the conditional edges go next (a node, or END)
+    trail: list  # the nodes visited last, newest at the end (at most TRAIL), to name a loop the run went round
+
+
+TRAIL = 64
+
+
+def _visit_limit() -> int | None:
+    """How many node visits LangGraph allows this run (the recursion limit episode.py gives it), or None
+    outside a LangGraph run."""
+    from langgraph.config import get_config
+
+    try:
+        return int(get_config()["recursion_limit"])
+    except (RuntimeError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _loop_words(trail: list[str], target: str, visits: int) -> str:
+    """What a run that went round and round did, in the spec's terms: the nodes of the loop it was on."""
+    seen = len(trail) - 1 - trail[::-1].index(target) if target in trail else len(trail) - 1
+    loop = trail[seen:] + [target]
+    return (f"the graph ran {visits} node visits without reaching its end: node {trail[-1]!r} loops back to "
+            f"{target!r} (round {' -> '.join(loop)}); add an edge that leaves the loop (to: end, or a `when` that "
+            f"stops holding) or raise limits.max_steps")
 
 
 def _route(graph: dict, name: str, text: str, error: bool) -> str:
@@ -44,10 +69,8 @@ def _policy_for(rt: Runtime, name: str, spec_node: dict) -> Any:
     cache = rt.context.setdefault("policies", {})
     if name not in cache:
         from ..policies.base import load
-        from ..spec import ModelSpec
 
-        model = spec_node["model"]  # a mapping once the spec was read from a file (graph_spec.spec_problems)
-        cache[name] = load(ModelSpec(name=model) if isinstance(model, str) else ModelSpec.model_validate(model))
+        cache[name] = load(node_model(name, spec_node["model"]))  # checked before the run (check_spec)
     return cache[name]
 
 
@@ -105,9 +128,13 @@ def make_graph_node(rt: Runtime, graph: dict, name: str):
             update.update(account_nested(state, done.used))
             messages = [Message(role="assistant", content="", tool_calls=[call]), *done.messages]
             update = st.record("tools", messages, update, observations=done.observations, graph_node=name)
-        update.update(results={**state.get("results", {}), name: text}, last=text, last_error=failed)
+        trail = [*state.get("trail", []), name][-TRAIL:]
+        update.update(results={**state.get("results", {}), name: text}, last=text, last_error=failed, trail=trail)
         target = _route(graph, name, text, failed)
         reason = budget_exceeded({**state, **update}, rt.spec) if target != END else None
+        visits, limit = state["seq"] + 1, _visit_limit()
+        if not reason and target != END and limit is not None and visits >= limit - 1:
+            reason = _loop_words(trail, target, visits)
         if reason:
             update.update(status="budget_exhausted", error=reason)
             target = END
@@ -143,6 +170,9 @@ class GraphAgent(Agent):
 
         try:
             graph = read_graph(spec.agent.params)
+            for name, n in graph["nodes"].items():
+                if n["kind"] == "policy" and "model" in n:
+                    node_model(name, n["model"])
         except GraphSpecError as err:
             raise ValueError(str(err)) from None
         agents = registry.declared("agent")
@@ -186,7 +216,7 @@ class GraphAgent(Agent):
         return g.compile(checkpointer=checkpointer)
 
     def initial_state(self) -> GraphState:
-        return {**super().initial_state(), "results": {}, "last": "", "last_error": False, "next": ""}
+        return {**super().initial_state(), "results": {}, "last": "", "last_error": False, "next": "", "trail": []}
 
 
 AGENT = GraphAgent()

@@ -2,7 +2,9 @@
 
 Everything is checked before any work (method, bits, options' form, the output folder, the model); the method
 writes into a hidden sibling folder `.DIR.tmp-XXXX`, compression.json is added, and only then is it renamed to
-DIR, so a failure or an interrupt leaves nothing under DIR.
+DIR, so a failure or an interrupt leaves nothing under DIR. The compress holds a lock on its temporary folder
+while it runs; one that nothing holds was left by a compress that was killed, and the next compress of the same
+DIR removes it.
 """
 
 from __future__ import annotations
@@ -39,6 +41,40 @@ def _out_dir(text: str) -> Path:
     return out
 
 
+def _lock(folder: Path) -> int:
+    """An exclusive lock on `folder`, held until the returned descriptor is closed (or the process dies)."""
+    import fcntl
+
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def remove_stale_temporaries(out: Path) -> list[Path]:
+    """Remove the `.OUT.tmp-*` folders beside `out` that no running compress holds; returns them."""
+    import fcntl
+
+    removed = []
+    prefix = f".{out.name}.tmp-"  # compared as text: the name may hold glob's special characters
+    for tmp in out.parent.iterdir():
+        if not tmp.name.startswith(prefix) or tmp.is_symlink() or not tmp.is_dir():
+            continue
+        try:
+            fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a running compress holds it
+            continue
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+            removed.append(tmp)
+        finally:
+            os.close(fd)
+    return removed
+
+
 def cmd_compress(args) -> int:
     from ..compress import check_bits, method
     from ..compress.source import check_source
@@ -52,6 +88,8 @@ def cmd_compress(args) -> int:
         raise BadInput(str(err)) from None
     options = _options(args.option)
     out = _out_dir(args.out)
+    for stale in remove_stale_temporaries(out):
+        error(f"removed {stale}, left by an interrupted compress of {out}")
     compress = method(args.method)
 
     def log(text: str) -> None:
@@ -59,6 +97,7 @@ def cmd_compress(args) -> int:
 
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
+    held = _lock(tmp)
     started = time.perf_counter()
     try:
         result = compress(args.model, tmp, bits=args.bits, options=options, log=log)
@@ -74,6 +113,7 @@ def cmd_compress(args) -> int:
         error(f"cannot compress {args.model}: {err}")
         return EXIT_FAILED
     finally:
+        os.close(held)
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     if args.json:

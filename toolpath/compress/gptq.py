@@ -250,7 +250,7 @@ def compress_rtn(source: str, out: Path, *, bits: float | None, options: dict[st
     from .packed import save_packed
     from .source import load_source
 
-    opts = read_options(options, {"group_size": GROUP_SIZE})
+    opts = read_options(options, {"group_size": GROUP_SIZE}, "rtn")
     b = _int_bits(bits)
     model, tokenizer = load_source(source)
     quantized = quantize_model_rtn(model, uniform_plan(b), opts["group_size"], log)
@@ -260,15 +260,16 @@ def compress_rtn(source: str, out: Path, *, bits: float | None, options: dict[st
 
 
 def compress_gptq(source: str, out: Path, *, bits: float | None, options: dict[str, str], log) -> dict:
-    from .options import read_options
+    from .options import calibration_fits, read_options
     from .packed import save_packed
     from .source import load_source
     from .text import DESCRIPTION, calibration_batches
 
     opts = read_options(options, {"group_size": GROUP_SIZE, "nsamples": 32, "seqlen": 256, "seed": 0,
-                                  "act_order": False})
+                                  "act_order": False}, "gptq")
     b = _int_bits(bits)
     model, tokenizer = load_source(source)
+    calibration_fits("gptq", opts["nsamples"], opts["seqlen"], model.config.get_text_config().hidden_size)
     calib = calibration_batches(tokenizer, opts["nsamples"], opts["seqlen"], opts["seed"])
     quantized = quantize_model_gptq(model, calib, uniform_plan(b), opts["group_size"], opts["act_order"], log)
     info = {"bits": b, "group_size": opts["group_size"], "act_order": opts["act_order"], "damp": DAMP,

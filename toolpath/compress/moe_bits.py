@@ -113,17 +113,29 @@ def expert_order(block: MoEBlock, init: torch.Tensor | None, kind: str = "combin
 
 
 def read_router_init(path: Path) -> dict[int, torch.Tensor]:
-    """Router weights at initialisation by layer index, from a safetensors file with either layout's names."""
+    """Router weights at initialisation by layer index, from a safetensors file with either layout's names. The
+    file is checked before it is read (policies/model_files.py) and holds nothing but 2-D float routers: any other
+    file is a ValueError naming it."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    out = {}
-    for name, tensor in load_file(str(path)).items():
-        m = _LAYER.search(name)
-        if m and name.endswith("gate.weight"):
-            out[int(m.group(1))] = tensor
-    if not out:
-        raise ValueError(f"router_init {path}: no `layers.N.…gate.weight` tensors in it")
-    return out
+    from ..policies.model_files import check_safetensors
+
+    what = "option router_init"
+    if path.suffix != ".safetensors":
+        raise ValueError(f"{what} {path}: expected a .safetensors file of router weights")
+    header = check_safetensors(path, what)
+    routers = {name for name in header if _LAYER.search(name) and name.endswith("gate.weight")}
+    if not routers:
+        raise ValueError(f"{what} {path}: no `layers.N.…gate.weight` tensors in it")
+    wrong = [n for n in routers if len(header[n]["shape"]) != 2 or header[n]["dtype"] not in ("F32", "F16", "BF16")]
+    if wrong:
+        raise ValueError(f"{what} {path}: {wrong[0]} is not a 2-D float router weight")
+    try:
+        tensors = load_file(str(path))
+    except SafetensorError as err:
+        raise ValueError(f"{what} {path}: cannot read it: {err}") from None
+    return {int(_LAYER.search(name).group(1)): tensors[name] for name in sorted(routers)}
 
 
 def allocate(model, b_avg: float, levels=(1, 2, 3), kind: str = "combined", init: dict[int, torch.Tensor] | None = None,
@@ -171,25 +183,26 @@ def compress(source: str, out: Path, *, bits: float | None, options: dict[str, s
     from .source import load_source
     from .text import DESCRIPTION, calibration_batches
 
+    from .options import calibration_fits
+
     opts = read_options(options, {"levels": "1,2,3", "router_init": "", "zeta": 3.0, "order": "combined",
                                   "order_seed": 0, "attn_bits": 4, "group_size": GROUP_SIZE, "nsamples": 32,
-                                  "seqlen": 256, "seed": 0})
+                                  "seqlen": 256, "seed": 0}, "moe-bits")
     levels = _levels(opts["levels"])
     b_avg = 2.5 if bits is None else float(bits)
     if not levels[0] <= b_avg <= levels[2]:
         raise ValueError(f"--bits {b_avg:g}: the average must lie between the levels {levels[0]} and {levels[2]}")
     if opts["order"] not in ORDERS:
         raise ValueError(f"option order={opts['order']!r}: expected one of {', '.join(ORDERS)}")
-    if not 0 <= opts["attn_bits"] <= 8:
-        raise ValueError(f"option attn_bits={opts['attn_bits']}: expected 0 (float) to 8")
     init_path = Path(opts["router_init"]).expanduser() if opts["router_init"] else None
     if init_path is None and source.startswith("hf:"):
         beside = Path(source[3:]).expanduser() / "router_init.safetensors"
         init_path = beside if beside.is_file() else None
-    if init_path is not None and not init_path.is_file():
+    if init_path is not None and not init_path.exists():
         raise ValueError(f"option router_init={opts['router_init']!r}: no such file")
+    init = read_router_init(init_path) if init_path else None  # checked before the model is loaded
     model, tokenizer = load_source(source)
-    init = read_router_init(init_path) if init_path else None
+    calibration_fits("moe-bits", opts["nsamples"], opts["seqlen"], model.config.get_text_config().hidden_size)
     allocation, orders = allocate(model, b_avg, levels, opts["order"], init, opts["zeta"], opts["order_seed"])
     log(f"moe-bits: {len(allocation)} MoE layers, levels {levels}, average {b_avg:g}")
     calib = calibration_batches(tokenizer, opts["nsamples"], opts["seqlen"], opts["seed"])

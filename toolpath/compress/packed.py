@@ -86,18 +86,26 @@ def load_packed(folder) -> Any:
     folder = Path(folder)
     entry = packing(folder)
     if entry is None:
-        return AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+        return AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32, use_safetensors=True)
     if entry.get("version") != VERSION:
         raise ValueError(f"{folder}/config.json: toolpath_compression version {entry.get('version')!r} is not "
                          f"{VERSION}, the one this toolpath reads")
     config = AutoConfig.from_pretrained(str(folder))
     if hasattr(config, "toolpath_compression"):
         delattr(config, "toolpath_compression")
+    _check_size(folder, config)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     stored = load_file(str(folder / WEIGHTS))
-    state = {k: v for k, v in stored.items() if not any(k.startswith(name + ".") for name in entry["tensors"])}
-    for name, spec in entry["tensors"].items():
-        state[name] = _unpacked(stored, name, spec, folder)
+    state = {k: v for k, v in stored.items() if not any(k.startswith(name + ".") for name in entry.get("tensors") or {})}
+    tensors = entry.get("tensors")
+    if not isinstance(tensors, dict):
+        raise ValueError(f"{folder}/config.json: toolpath_compression.tensors must be a mapping")
+    for name, spec in tensors.items():
+        try:
+            state[name] = _unpacked(stored, name, spec, folder)
+        except (KeyError, TypeError, IndexError, RuntimeError) as err:  # a layout its tensors do not fit
+            raise ValueError(f"{folder}/config.json: packed weight {name[:200]!r} does not fit {WEIGHTS}: "
+                             f"{type(err).__name__}: {str(err)[:200]}") from None
     missing, unexpected = model.load_state_dict(state, strict=False)
     tied = set(getattr(model, "_tied_weights_keys", None) or {})
     missing = [k for k in missing if k not in tied and not _is_tied(model, k)]
@@ -107,6 +115,20 @@ def load_packed(folder) -> Any:
     model.tie_weights()
     model.eval()
     return model
+
+
+def _check_size(folder: Path, config) -> None:
+    """A ValueError when config.json describes a model far larger than its weights file holds (at 1 bit a weight
+    is 1/32 of its float, plus scales): built on the meta device first, so such a config allocates nothing."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        probe = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    need = sum(p.numel() for p in probe.parameters()) * 4
+    size = (folder / WEIGHTS).stat().st_size
+    if need > 40 * size + 2**20:
+        raise ValueError(f"{folder}/config.json describes a model of {need:,} bytes in float32, more than its "
+                         f"{WEIGHTS} of {size:,} bytes can hold even at 1 bit a weight")
 
 
 def _is_tied(model, key: str) -> bool:

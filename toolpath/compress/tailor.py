@@ -47,9 +47,14 @@ def load_candidate(path: Path):
     import torch
     from transformers import AutoModelForCausalLM
 
+    from safetensors import SafetensorError
+
+    from ..policies.model_files import check_model_folder
+
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
-    except (OSError, ValueError) as err:
+        check_model_folder(path)  # pickle weights refused, safetensors headers checked (a ValueError naming the file)
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32, use_safetensors=True)
+    except (OSError, ValueError, SafetensorError) as err:
         raise ValueError(f"tailor option 'candidates': cannot load {path}: {err}") from err
     return model.eval()
 

@@ -32,15 +32,28 @@ class TailorOptions:
         return n
 
 
-def _int(options: dict[str, str], name: str, low: int) -> int | None:
+# The highest value of each whole-number option: what one machine carries out in one sitting. A trial is one
+# evaluation of the tailored model on the calibration blocks (seconds for a small model), a fine-tune step one
+# optimizer step of a whole model, a calibration block 128 tokens of each data kind (the English text holds a
+# few hundred); `remove` is bounded by the model's layers (target_removed); every candidate is a whole model
+# in memory (MAX_CANDIDATES).
+LIMITS = {"remove": (1, 10_000), "trials": (1, 2_000), "seed": (0, 2**32 - 1), "finetune_steps": (1, 10_000),
+          "calib_blocks": (1, 512)}
+MAX_CANDIDATES = 8
+
+
+def _int(options: dict[str, str], name: str) -> int | None:
     if name not in options:
         return None
+    low, high = LIMITS[name]
     try:
         value = int(str(options[name]).strip())
     except ValueError:
-        raise ValueError(f"tailor option {name!r}: expected an integer, got {options[name]!r}") from None
+        raise ValueError(f"tailor option {name!r}: expected an integer, got {str(options[name])[:40]!r}") from None
     if value < low:
         raise ValueError(f"tailor option {name!r}: must be at least {low}, got {value}")
+    if value > high:
+        raise ValueError(f"tailor {name}: at most {high:,}, got {value}")
     return value
 
 
@@ -70,7 +83,7 @@ def parse_options(options: dict[str, str] | None) -> TailorOptions:
     if "remove" in options and "keep" in options:
         raise ValueError("tailor options 'remove' and 'keep' both name the target: give one of them")
     out = TailorOptions()
-    out.remove = _int(options, "remove", 1)
+    out.remove = _int(options, "remove")
     if "keep" in options:
         try:
             out.keep = float(options["keep"])
@@ -79,17 +92,20 @@ def parse_options(options: dict[str, str] | None) -> TailorOptions:
                 from None
         if not 0 < out.keep < 1:
             raise ValueError(f"tailor option 'keep': must be between 0 and 1 (exclusive), got {out.keep}")
-    out.trials = _int(options, "trials", 1) or out.trials
-    seed = _int(options, "seed", 0)
+    out.trials = _int(options, "trials") or out.trials
+    seed = _int(options, "seed")
     out.seed = out.seed if seed is None else seed
-    out.finetune_steps = _int(options, "finetune_steps", 1) or out.finetune_steps
-    out.calib_blocks = _int(options, "calib_blocks", 1) or out.calib_blocks
+    out.finetune_steps = _int(options, "finetune_steps") or out.finetune_steps
+    out.calib_blocks = _int(options, "calib_blocks") or out.calib_blocks
     if "objective" in options:
         out.objective = _objective(options["objective"])
     if "candidates" in options:
         paths = [Path(p.strip()).expanduser() for p in str(options["candidates"]).split(",") if p.strip()]
         if not paths:
             raise ValueError("tailor option 'candidates': expected folders separated by commas, got none")
+        if len(paths) > MAX_CANDIDATES:
+            raise ValueError(f"tailor candidates: at most {MAX_CANDIDATES} folders (each is a whole model in "
+                             f"memory), got {len(paths)}")
         for p in paths:
             if not (p / "config.json").is_file():
                 raise ValueError(f"tailor option 'candidates': {p} is not a model folder (no config.json)")

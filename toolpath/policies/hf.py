@@ -264,6 +264,14 @@ class HFPolicy:
         folder = convert_gguf(p, digest=digest) if p.suffix == ".gguf" else p
         if not (folder / "config.json").is_file():
             raise PolicyError(f"hf model folder {folder} has no config.json")
+        from safetensors import SafetensorError
+
+        from .model_files import ModelFileError, check_model_folder
+
+        try:
+            check_model_folder(folder)  # pickle weights are refused, safetensors headers checked, before loading
+        except ModelFileError as err:
+            raise PolicyError(str(err)) from None
         from .quant import apply_from_spec, load_dtype  # low-bit or bf16 weights when the spec's options ask
         from .vlm import apply_weights_to_language_side, folder_is_vlm, load_vlm
 
@@ -279,8 +287,9 @@ class HFPolicy:
 
                     model = load_entry("compressor", "packed")(folder)
                 else:
-                    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=load_dtype(spec))
-        except (OSError, ValueError) as err:
+                    model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=load_dtype(spec),
+                                                                 use_safetensors=True)
+        except (OSError, ValueError, SafetensorError) as err:
             raise PolicyError(f"cannot load hf model from {folder}: {err}") from err
         model.eval()
         weights = apply_weights_to_language_side(model, spec) if processor is not None else apply_from_spec(model, spec)

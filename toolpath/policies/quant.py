@@ -155,6 +155,14 @@ class Int4Linear(_module_base()):
         return f"in_features={self.in_features}, out_features={self.out_features}, int4 group {self.group}"
 
 
+def weight_of(linear):
+    """The float weight [out, in] of a linear layer, plain or low-bit: code that reads weights (calibration)
+    works whatever `model.options.weights` the run chose."""
+    if isinstance(linear, (Int8Linear, Int4Linear)):
+        return linear.dequantized()
+    return linear.weight
+
+
 def int4_group(linear, group: int = GROUP) -> int | None:
     """The group size the int4 kernel takes for this layer: `group` where it divides the input size, else the
     largest smaller one that does (SmolLM2's hidden size, 576, is 4.5 groups of 128), or None (none does, or

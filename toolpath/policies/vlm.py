@@ -70,7 +70,7 @@ def load_vlm(folder: Path, dtype: Any) -> tuple[Any, Any]:
     if not getattr(processor, "image_token", None):
         raise PolicyError(f"the processor of {folder} ({type(processor).__name__}) names no image token")
     try:
-        model = AutoModelForImageTextToText.from_pretrained(str(folder), dtype=dtype)
+        model = AutoModelForImageTextToText.from_pretrained(str(folder), dtype=dtype, use_safetensors=True)
     except (OSError, ValueError, KeyError) as err:
         raise PolicyError(f"cannot load vision-language model from {folder}: {err}") from err
     return model, processor

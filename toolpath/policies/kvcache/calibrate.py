@@ -81,6 +81,18 @@ def _tokenizer_for(model: Any):
     return AutoTokenizer.from_pretrained(str(folder))
 
 
+def calibration_ids(tokenizer) -> Any:
+    """The calibration text's first CALIBRATION_TOKENS tokens [1, n]. A prefix of the text is tokenized first (no
+    token is longer than 16 characters in practice), the whole text only when the prefix is short of tokens
+    (a margin of 64 keeps the word the prefix cuts, whose tokens may differ, out of the ids): the same ids,
+    without tokenizing a third of a megabyte for a thousand of them."""
+    text = calibration_text()
+    ids = tokenizer(text[:CALIBRATION_TOKENS * 16], return_tensors="pt")["input_ids"]
+    if ids.shape[1] < CALIBRATION_TOKENS + 64:
+        ids = tokenizer(text, return_tensors="pt")["input_ids"]
+    return ids[:, :CALIBRATION_TOKENS]
+
+
 def profile(model: Any, ids=None, group: int = 32) -> dict:
     """The model's saved profile, or a new one measured on `ids` (token ids [1, n]; default: the calibration
     text's first CALIBRATION_TOKENS tokens) and saved."""
@@ -90,8 +102,7 @@ def profile(model: Any, ids=None, group: int = 32) -> dict:
         if data.get("version") == VERSION and data.get("group") == group:
             return data
     if ids is None:
-        tok = _tokenizer_for(model)
-        ids = tok(calibration_text(), return_tensors="pt")["input_ids"][:, :CALIBRATION_TOKENS]
+        ids = calibration_ids(_tokenizer_for(model))
     data = measure(model, ids, group)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -100,10 +111,19 @@ def profile(model: Any, ids=None, group: int = 32) -> dict:
     return data
 
 
+def decoder_attention(model: Any) -> list:
+    """The self-attention modules of the language model's decoder layers, in order. Only the decoder's: a
+    vision-language model's vision tower has attention modules of the same name, whose keys never reach the
+    cache."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else model
+    return [m for name, m in decoder.named_modules() if name.endswith("self_attn") and hasattr(m, "q_proj")]
+
+
 def measure(model: Any, ids, group: int = 32) -> dict:
     import torch
     from transformers import DynamicCache
 
+    from ..quant import weight_of
     from .quant import ChannelCodec, FP8Codec
 
     text = model.config.get_text_config()
@@ -114,9 +134,10 @@ def measure(model: Any, ids, group: int = 32) -> dict:
     if n < group:
         raise ValueError(f"calibration needs at least {group} tokens, got {ids.shape[1]}")
     ids = ids[:, :n]
-    attn = [m for name, m in model.named_modules() if name.endswith("self_attn") and hasattr(m, "q_proj")]
+    attn = decoder_attention(model)
     if len(attn) != layers:
-        raise ValueError(f"chanmix calibration found {len(attn)} attention modules with q_proj, expected {layers}")
+        raise ValueError(f"chanmix calibration found {len(attn)} attention modules with q_proj in the language "
+                         f"model, expected {layers}")
     query_ms: dict[int, torch.Tensor] = {}
 
     def hook(index):
@@ -140,7 +161,7 @@ def measure(model: Any, ids, group: int = 32) -> dict:
         keys = cache.layers[i].keys.float()[:1]  # [1, kv_heads, n, head_dim]
         values = cache.layers[i].values.float()[:1]
         key_cost, value_cost = {}, {}
-        wo = attn[i].o_proj.weight.detach().float()  # [hidden, heads * head_dim]
+        wo = weight_of(attn[i].o_proj).detach().float()  # [hidden, heads * head_dim]
         w = wo.pow(2).sum(0).reshape(kv_heads, heads // kv_heads, head_dim).sum(1).flatten()
         rms2 = values.pow(2).mean(dim=(0, 2)).flatten()  # [kv_heads * head_dim]
         for b in LEVELS:
