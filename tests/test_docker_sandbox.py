@@ -133,6 +133,15 @@ def test_no_host_environment_goes_in(config):
     assert "sk-host-secret-123" not in repr(cfg)
 
 
+def test_the_launcher_installs_toolpaths_seccomp_filter_over_the_engines(config):
+    cfg, _ = config
+    assert cfg["command"][-2:] == ["--seccomp-file", f"{dsb.IO_INSIDE}/{dsb.SECCOMP}"]
+    # No seccomp= option: the engine's default profile stays beneath toolpath's filter.
+    assert not any(o.startswith("seccomp") for o in cfg["security_opt"])
+    unfiltered = container_config("i", Path("io"), SandboxLimits(), seccomp=False)["command"]
+    assert not any(a.startswith("--seccomp") for a in unfiltered)
+
+
 def test_cpus_are_optional(tmp_path):
     assert container_config("i", tmp_path, SandboxLimits(), cpus=1.5)["nano_cpus"] == 1_500_000_000
 
@@ -392,6 +401,17 @@ def test_a_missing_image_or_interpreter_is_a_clear_error_and_leaves_nothing(imag
     # Too little memory for Python itself: the container starts, then dies before the kernel is ready.
     with pytest.raises(SandboxError, match="did not start in Docker.*out of memory"):
         sandbox(image, memory_mb=6).start()
+    assert ours() == before
+
+
+@needs_engine
+def test_a_launcher_that_cannot_install_the_filter_does_not_start(image, monkeypatch):
+    """No quiet fallback to the engine's profile alone: a program the kernel refuses is a failed start."""
+    before = ours()
+    # One instruction of an opcode BPF does not have: prctl answers EINVAL.
+    monkeypatch.setattr(DockerSandbox, "_write_seccomp", lambda self, path: path.write_bytes(b"\xff" * 8) > 0)
+    with pytest.raises(SandboxError, match="did not start in Docker.*could not install the seccomp filter: Inv"):
+        sandbox(image).start()
     assert ours() == before
 
 

@@ -7,6 +7,12 @@ read-only, user nobody (65534; as a non-root host user, that user instead, so th
 capability dropped, no-new-privileges, a pids limit, a memory limit (cgroup, swap included), rlimits on CPU time,
 open files and file size, and no environment variable from the host.
 
+Two seccomp filters, stacked: the engine's default profile, and toolpath's own (seccomp.py, the one the process
+sandbox runs under), which the launcher installs on itself before anything else, so every kernel inherits it.
+The engine's profile alone is not enough: the engine decides what it allows (Docker 20.10's allows io_uring
+and ptrace) and a daemon may be configured to apply none. The host writes the compiled program into the private
+folder below; where none can be built, every result says so.
+
 The episode folder is a tmpfs in the container, not a host folder bound into it: bounded in size, nosuid, never
 on a host file system, and gone with the container. The host reads and writes it at `workdir`,
 /proc/<pid>/root/episode of the container's first process, which is kernel.py's launcher: it forks a kernel when
@@ -40,11 +46,13 @@ from pathlib import Path
 
 from .base import SandboxError, SandboxLimits
 from .kernel_client import INSIDE, KERNEL, KERNEL_ENV, LAUNCH_ARGS, NOBODY, KernelSandbox
+from .seccomp import SeccompUnavailable, program
 
 DEFAULT_IMAGE = "python:3.12-slim"
 IMAGE_ENV = "TOOLPATH_DOCKER_IMAGE"  # the image used when none is given
 KERNEL_INSIDE = "/opt/toolpath/kernel.py"
 IO_INSIDE = "/opt/toolpath/io"  # the private folder with the launcher's socket, while it connects
+SECCOMP = "seccomp.bpf"  # toolpath's seccomp program, in that folder, read by the launcher before it connects
 LABEL = "toolpath.sandbox"
 USER = f"{NOBODY}:{NOBODY}"
 PING_SECONDS = 3.0  # how long docker_works() waits for an engine: CI without one must not hang
@@ -108,15 +116,17 @@ def container_user() -> str:
 
 def container_config(image: str, io_dir: Path, limits: SandboxLimits, *, python: str = "python3",
                      cpus: float | None = None, init: bool = False, name: str | None = None,
-                     user: str = USER) -> dict:
+                     user: str = USER, seccomp: bool = True) -> dict:
     """The keyword arguments of `client.containers.create` for one episode's kernel. Plain dicts (the API's own
-    field names), so the confinement can be checked without the SDK or an engine."""
+    field names), so the confinement can be checked without the SDK or an engine. With `seccomp` the launcher
+    installs the program the host wrote to `io_dir`/SECCOMP."""
     mb = 1024 * 1024
     uid, gid = user.split(":")
     bounded = f"rw,nosuid,nodev,size={limits.disk_mb}m"
     cfg = dict(
         image=image,
-        command=[python, "-I", "-B", KERNEL_INSIDE, "launch", "--connect", f"{IO_INSIDE}/control", *LAUNCH_ARGS],
+        command=[python, "-I", "-B", KERNEL_INSIDE, "launch", "--connect", f"{IO_INSIDE}/control", *LAUNCH_ARGS,
+                 *(["--seccomp-file", f"{IO_INSIDE}/{SECCOMP}"] if seccomp else [])],
         name=name or f"toolpath-{uuid.uuid4().hex[:12]}",
         labels={LABEL: "python"},
         hostname="sandbox",
@@ -136,6 +146,7 @@ def container_config(image: str, io_dir: Path, limits: SandboxLimits, *, python:
             {"Type": "bind", "Source": str(Path(io_dir).resolve()), "Target": IO_INSIDE, "ReadOnly": True},
         ],
         cap_drop=["ALL"],
+        # The engine's default seccomp profile stays (no seccomp= here); toolpath's filter stacks on top of it.
         security_opt=["no-new-privileges"],
         ipc_mode="private",
         pids_limit=limits.processes,
@@ -205,6 +216,7 @@ class DockerSandbox(KernelSandbox):
         self.container = None
         self._reaper: weakref.finalize | None = None  # removes the container even if close() is never called
         self._oom_seen = 0  # the container's out-of-memory kills when the running kernel started
+        self._unfiltered: str | None = None  # why the container runs without toolpath's seccomp filter
 
     # ---- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> "DockerSandbox":
@@ -231,23 +243,41 @@ class DockerSandbox(KernelSandbox):
         try:
             listener.bind(str(io / "control"))
             os.chmod(io / "control", 0o600)
-            if os.getuid() == 0:  # the container's user must reach and connect to it: that user, nobody else
+            filtered = self._write_seccomp(io / SECCOMP)
+            if os.getuid() == 0:  # the container's user must reach and read them: that user, nobody else
                 uid, gid = map(int, container_user().split(":"))
-                for path in (io, io / "control"):
+                for path in (io, io / "control", *([io / SECCOMP] if filtered else [])):
                     os.chown(path, uid, gid)
             listener.listen(1)
-            self._start_container(io)
+            self._start_container(io, filtered)
             self._control = self._await_launcher(listener)
             self._root_pid = _peer_pid(self._control)
         finally:
             listener.close()
             shutil.rmtree(io, ignore_errors=True)
 
-    def _start_container(self, io: Path) -> None:
+    def _write_seccomp(self, path: Path) -> bool:
+        """Write toolpath's seccomp program for the launcher; False (and the reason kept for every result's
+        notes) where none can be built here."""
+        try:
+            bpf = program()
+        except SeccompUnavailable as why:
+            self._unfiltered = str(why)
+            return False
+        path.write_bytes(bpf)
+        os.chmod(path, 0o400)
+        return True
+
+    def _notes(self) -> list[str]:
+        if self._unfiltered is not None:
+            return [f"NO SECCOMP FILTER of toolpath's, only the engine's profile: {self._unfiltered}"]
+        return []
+
+    def _start_container(self, io: Path, seccomp: bool) -> None:
         import docker
 
         cfg = container_config(self.image, io, self.limits, python=self.python, cpus=self.cpus, init=self.init,
-                               user=container_user())
+                               user=container_user(), seccomp=seccomp)
         try:
             self.container = self.client.containers.create(**cfg)
             self._reaper = weakref.finalize(self, _remove, self.container)

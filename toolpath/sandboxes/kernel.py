@@ -12,7 +12,8 @@ One file, two roles:
         trailing expression like a notebook does, saves open matplotlib figures and shown PIL images as PNG
         files, and reports all of it.
 
-    kernel.py launch (--control FD | --connect PATH) --images DIR --log PATH [--drop-to UID] [--seccomp FD]
+    kernel.py launch (--control FD | --connect PATH) --images DIR --log PATH [--drop-to UID]
+                     [--seccomp FD | --seccomp-file PATH]
         The launcher: the sandbox's first process (pid 1 of its PID namespace), which lives as long as the
         sandbox. The host sends it, over a Unix socket, one byte and two fds (the new kernel's request and
         answer pipes) each time it wants a kernel; the launcher kills every other process in the sandbox,
@@ -21,7 +22,8 @@ One file, two roles:
         the socket (however the host died). With --drop-to it first gives the episode folder (its working
         directory) to that user, becomes it and drops every capability: bubblewrap, run by root, sets up the
         file system as root so it can read a Python installed under /root. With --seccomp it first installs
-        the seccomp program read from that fd (for builders that cannot install one themselves: unshare).
+        the seccomp program read from that fd (for builders that cannot install one themselves: unshare);
+        --seccomp-file reads it from a file instead (Docker, which can pass the launcher no fd of the host's).
 """
 
 import ast
@@ -218,8 +220,12 @@ def _own_pid_namespace():
 
 def _install_seccomp(fd):
     """Install the BPF program (an array of struct sock_filter) read from `fd` on this process and all it will
-    start. The launcher's setpriv set no_new_privs, which the kernel requires of an unprivileged process."""
-    import ctypes
+    start. no_new_privs, which the kernel requires of an unprivileged process, is already set: by
+    unshare's setpriv, by Docker's no-new-privileges."""
+    try:
+        import ctypes
+    except ImportError:  # a Python built without libffi: refuse to run unfiltered rather than go on quietly
+        raise SystemExit("launch: this Python has no ctypes, which installing the seccomp filter needs")
 
     data = b""
     while True:
@@ -288,6 +294,12 @@ def launch(argv):
         raise SystemExit("launch: refusing to run outside a PID namespace of its own (pid %d)" % os.getpid())
     if "seccomp" in opts:
         _install_seccomp(int(opts["seccomp"]))
+    elif "seccomp-file" in opts:
+        try:
+            fd = os.open(opts["seccomp-file"], os.O_RDONLY)
+        except OSError as err:
+            raise SystemExit("launch: cannot read the seccomp program: %s" % err)
+        _install_seccomp(fd)
     ctl = _control_socket(opts)
     if "import-root" in opts:  # the host's toolpath, bound read-only, ahead of any installed copy
         sys.path.insert(0, opts["import-root"])

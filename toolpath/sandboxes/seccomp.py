@@ -1,5 +1,6 @@
-"""The process sandbox's seccomp filter: the system calls that code in it never needs and attacks on the kernel
-or on the sandbox itself start from, refused with EPERM.
+"""The sandboxes' seccomp filter (bwrap, unshare, and Docker, where it stacks on the engine's own profile): the
+system calls that code in them never needs and attacks on the kernel or on the sandbox itself start from, refused
+with EPERM.
 
 Namespaces and capabilities already keep the sandbox's user from mounting, loading modules or tracing the host;
 what they leave open is the kernel's own attack surface, reachable by any user: a new user namespace (in which
