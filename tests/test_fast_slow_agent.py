@@ -28,12 +28,15 @@ def edit_spec(tmp_path, instruction, **params):
 
 
 def test_the_example_edits_the_photo_and_saves_it(tmp_path, home):
-    r, out = run_json([ROOT / "examples" / "edit.yaml"], home, cwd=tmp_path)
+    example = tmp_path / "examples"  # a copy: the example writes its output beside itself
+    shutil.copytree(ROOT / "examples", example, ignore=lambda d, names: [n for n in names if n not in (
+        "edit.yaml", "assets", COFFEE.name)])
+    r, out = run_json([example / "edit.yaml"], home, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert out["status"] == "finished"
     answer = json.loads(out["answer"])
-    saved = tmp_path / "edited_coffee.png"  # agent.params.output, relative to where the user ran it
-    assert answer["output"] == "edited_coffee.png" and saved.is_file()
+    saved = example / "edited_coffee.png"  # agent.params.output, relative to the spec's folder
+    assert answer["output"] == str(saved.resolve()) and saved.is_file()
     before = np.asarray(Image.open(COFFEE).convert("RGB"))
     after = np.asarray(Image.open(saved).convert("RGB"))
     assert after.shape == before.shape

@@ -328,7 +328,7 @@ def parse_spec(data: Any, source: str = "<spec>", base_dir: Path | None = None,
         raise SpecError(source, describe_errors(err)) from None
     base = base_dir or Path.cwd()
     reach = Reach(base, allow_paths)
-    problems = secret_problems(data) + _input_problems(spec, reach)
+    problems = secret_problems(data) + input_problems(spec, reach)
     start = resolve_start_url(spec, base, allow_paths)
     if start is not None:
         problems.append(("sandbox.options.start_url", start))
@@ -416,9 +416,10 @@ class Reach:
                       f"under it, unless the user allows its folder: --allow-path DIR (allow_paths= in Python)")
 
 
-def _input_problems(spec: TaskSpec, reach: Reach) -> list[tuple[str, str]]:
+def input_problems(spec: TaskSpec, reach: Reach) -> list[tuple[str, str]]:
     """Each input file must be within the spec's reach, a regular file within its size limit, each image an
-    image, each file: URL a file within reach; paths are made absolute (links resolved)."""
+    image, each file: URL a file within reach; paths are made absolute (links resolved). Also asked where an
+    episode starts (agents/reach.py), of tasks a benchmark built from its data."""
     problems = []
     for kind, limit in (("images", MAX_IMAGE_BYTES), ("files", MAX_INPUT_FILE_BYTES)):
         paths = getattr(spec.inputs, kind)

@@ -29,6 +29,9 @@ class Agent:
     name: ClassVar[str] = ""
     # agent.params this agent accepts, each with what it means (episode checks a spec's params against it)
     params: ClassVar[dict[str, str]] = {}
+    # those of `params` that name a file the run writes (or reads and writes): a spec may come from anyone, so
+    # the episode takes each against the spec's folder and refuses one outside it and $TOOLPATH_HOME (reach.py)
+    written_params: ClassVar[tuple[str, ...]] = ()
     default_tools: ClassVar[list[str]] = []
     # A sandbox kind the agent needs unless the spec names one (visual_program runs programs), or None.
     sandbox: ClassVar[str | None] = None

@@ -16,12 +16,13 @@ from typing import Callable
 from .. import registry
 from ..policies.base import Policy, PolicyError, load, slow_to_load
 from ..runs import Store
-from ..spec import TaskSpec
+from ..spec import Reach, TaskSpec
 from ..state import TERMINAL, AgentState, Message
 from ..tools.registry import ToolContext, ToolError, select_tools
 from . import get_agent
 from .base import Agent
 from .nodes import Event, Runtime
+from .reach import checked_spec
 
 
 @dataclass
@@ -133,9 +134,10 @@ def _episode_mcp_servers(rt: Runtime):
 
 
 def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
-             on_event: Callable[[Event], None] | None):
+             on_event: Callable[[Event], None] | None, reach: Reach | None = None, recorded: bool = False):
     agent = get_agent(spec.agent.name)
     spec, fmt = _agent_params(agent, spec)
+    spec = checked_spec(spec, agent, reach, recorded)  # its files: where every episode starts, before anything
     # Sandbox kinds an episode can run in: the registry's, in their declared order. Tools that need one (code,
     # GUI, robot) bring their kinds with them; a kind whose meta says `code` holds a Python kernel, so the
     # python tool is a default there.
@@ -237,13 +239,19 @@ def _finish(store: Store, run_id: str, final: dict) -> RunResult:
 
 def run_episode(spec: TaskSpec, store: Store, on_event: Callable[[Event], None] | None = None,
                 policy: Policy | None = None, eval_id: str | None = None, run_id: str | None = None,
-                parent: tuple[str, int] | None = None, sandbox: object = None) -> RunResult:
+                parent: tuple[str, int] | None = None, sandbox: object = None,
+                reach: Reach | None = None) -> RunResult:
     """Run a task to its end. Raises EpisodeError (nothing stored) if it cannot start.
+
+    `reach` names the folders the task's files may be in (the spec's folder and the user's --allow-path ones,
+    or a data set's): each input must be a regular file inside them, and a file its agent writes must be
+    inside them or $TOOLPATH_HOME (agents/reach.py); without one, inputs are checked as files only and an
+    agent writes only under $TOOLPATH_HOME.
 
     A nested run (agents/capabilities.py) names its `parent` (run id, step seq) and may act in the caller's
     `sandbox` instead of opening the one its spec names."""
     try:
-        agent, rt = _runtime(spec, run_id or "", store, policy, on_event)
+        agent, rt = _runtime(spec, run_id or "", store, policy, on_event, reach)
     except (PolicyError, ToolError, ValueError) as err:
         raise EpisodeError(str(err)) from err
     with _episode_sandbox(rt, agent, sandbox), _episode_mcp_servers(rt):
@@ -276,8 +284,8 @@ def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] 
     if run["status"] in TERMINAL:
         return RunResult(run_id, run["status"], run["answer"], run["steps"], run["tokens_in"], run["tokens_out"],
                          run["seconds"], run["error"])
-    try:
-        agent, rt = _runtime(spec, run_id, store, policy, on_event)
+    try:  # the recorded spec's files were checked when it started: only a link put in since is refused now
+        agent, rt = _runtime(spec, run_id, store, policy, on_event, recorded=True)
     except (PolicyError, ToolError, ValueError) as err:
         raise EpisodeError(str(err)) from err
     with _episode_sandbox(rt, agent, sandbox), _episode_mcp_servers(rt):  # a fresh kernel: the killed one's variables are gone

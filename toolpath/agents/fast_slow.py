@@ -80,8 +80,8 @@ def _executor(rt: Runtime):
         from ..planners.subroutines import default_library_path
 
         p = _params(rt)
-        path = rt.spec.agent.params.get("library")
-        library = Library(Path(path).expanduser() if path else default_library_path()) \
+        path = rt.spec.agent.params.get("library")  # absolute, checked where the episode started (reach.py)
+        library = Library(Path(path) if path else default_library_path()) \
             if (p["fast"] or p["learn"]) else None
         rt.context.executor = FastSlow(library, alpha=p["alpha"], threshold=p["threshold"], use_fast=p["fast"],
                                           learn=p["learn"], k=p["k"])
@@ -259,14 +259,15 @@ def make_finish_node(rt: Runtime):
         answer = {"image": state["image"], "subtasks": results,
                   "cost_s": round(sum(r["cost_s"] for r in results), 4),
                   "tool_calls": sum(r["tool_calls"] for r in results)}
-        out = rt.spec.agent.params.get("output")
+        out = rt.spec.agent.params.get("output")  # absolute, checked where the episode started (reach.py)
         if out and state["image"]:
-            import shutil
+            from .reach import copy_checked
 
-            dest = Path(out).expanduser()
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(state["image"], dest)
-            answer["output"] = str(dest)
+            try:
+                copy_checked(Path(state["image"]), Path(out))
+                answer["output"] = out
+            except OSError as err:  # the edited image is kept as the run's artifact all the same
+                answer["output_error"] = f"agent.params.output: not written: {err}"
         failed = [r["label"] for r in results if not r["ok"]]
         update: dict = {"answer": json.dumps(answer, ensure_ascii=False)}
         if state["status"] == "running":
@@ -286,8 +287,11 @@ class FastSlowAgent(Agent):
               "fast": "try learned subroutines first (default true); false is pure A*",
               "learn": "log traces and induce subroutines (default true)",
               "k": "successful traces between two inductions (default 20)",
-              "library": "the subroutine library file (default $TOOLPATH_HOME/subroutines/library.json)",
-              "output": "also write the final image to this path"}
+              "library": "the subroutine library file (default $TOOLPATH_HOME/subroutines/library.json); like "
+                         "output, under the spec's folder, an --allow-path folder or $TOOLPATH_HOME",
+              "output": "also write the final image to this path: relative to the spec's folder, and under it, an "
+                        "--allow-path folder or $TOOLPATH_HOME"}
+    written_params = ("library", "output")
     default_tools = []  # edit tools are called by the planners, not by the model
     sandbox = None
     prompt = SYSTEM_PROMPT

@@ -134,12 +134,13 @@ def cmd_run(args) -> int:
     from pydantic import ValidationError
 
     from ..agents.episode import EpisodeError, run_episode
-    from ..spec import SpecError, TaskSpec, load_spec, resolve_model_path
+    from ..spec import Reach, SpecError, TaskSpec, load_spec, resolve_model_path
 
     overridden = f"{args.task} (with command-line overrides)"
     try:
         allow_keys(args)  # before the spec is read: its model.api_key_env is checked against them
-        spec = load_spec(args.task, allow_paths=allowed_folders(args))
+        reach = Reach(Path(args.task).parent, allowed_folders(args))  # the files it and its agent may touch
+        spec = load_spec(args.task, allow_paths=reach.allowed)
         # Only what the file set, plus the overrides: defaults an agent or format fills in (DeepEyesV2's 9
         # turns, visual_program's sandbox) must stay unset here, or they would look chosen by the user.
         data = spec.model_dump(exclude_unset=True)
@@ -175,7 +176,7 @@ def cmd_run(args) -> int:
     _check_evaluator(spec, args.task)
     store = store_from_args(args)
     try:
-        result = run_episode(spec, store, on_event=Progress(quiet=args.quiet))
+        result = run_episode(spec, store, on_event=Progress(quiet=args.quiet), reach=reach)
     except EpisodeError as err:
         raise BadInput(f"{args.task}: {err}") from None
     return _finish(result, args, _score_run(store, result, spec))

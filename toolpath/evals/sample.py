@@ -127,9 +127,9 @@ def sample_spec(bench, rec: Record, job: dict):
     return spec
 
 
-def _episode(spec, store, job: dict, policy, on_event):
+def _episode(spec, store, job: dict, policy, on_event, reach=None):
     """The sample's episode: the run a killed eval left for it continued from its last checkpoint (or, if it
-    had ended, taken as it is), else a new run."""
+    had ended, taken as it is), else a new run, its files within `reach` (the data set's folders)."""
     from ..agents.episode import EpisodeError, resume_episode, run_episode
 
     left = job.get("run_id")
@@ -139,7 +139,7 @@ def _episode(spec, store, job: dict, policy, on_event):
         except EpisodeError as err:
             store.abandon_run(left, f"eval {job['eval_id']} could not continue this run ({err}); it ran its sample "
                                     "again in a new run")
-    return run_episode(spec, store, on_event=on_event, policy=policy, eval_id=job["eval_id"])
+    return run_episode(spec, store, on_event=on_event, policy=policy, eval_id=job["eval_id"], reach=reach)
 
 
 def run_sample(job: dict, store=None, on_event=None) -> SampleResult:
@@ -149,6 +149,7 @@ def run_sample(job: dict, store=None, on_event=None) -> SampleResult:
     from ..policies.base import PolicyError, load, slow_to_load
     from ..policies.retry import RetryingPolicy
     from ..runs import open_store
+    from .data_reach import data_reach
     from .prices import cost_usd, load_prices
     from .scoring import score_run
 
@@ -166,7 +167,8 @@ def run_sample(job: dict, store=None, on_event=None) -> SampleResult:
             if on_event is not None and slow_to_load(spec.model):
                 on_event({"type": "loading", "model": spec.model.name})
             policy = RetryingPolicy(load(spec.model), attempts=max(1, int(job.get("retries") or 1)))
-        run = _episode(spec, store, job, policy, on_event)
+        reach = data_reach(bench, job.get("data"), job.get("allow_paths") or ())  # a data set may come from anyone
+        run = _episode(spec, store, job, policy, on_event, reach)
     except (EpisodeError, PolicyError, ValueError) as err:
         return SampleResult(rec.id, rec.category, None, "failed", 0.0, 0, round(time.perf_counter() - started, 3),
                             error=str(err), retries=getattr(policy, "retries", 0), cost_usd=0.0)  # never started

@@ -6,8 +6,11 @@ import ast
 import math
 import mimetypes
 import operator
+import os
 from pathlib import Path
 
+from ..sandboxes.kernel_client import INSIDE, read_beneath
+from ..spec import MAX_IMAGE_BYTES, MAX_INPUT_FILE_BYTES
 from .registry import ToolContext, ToolError, ToolResult, tool
 
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
@@ -84,34 +87,64 @@ _TEXT_LIMIT = 20_000
 
 @tool(timeout=10.0, cost=0.001, quality=1.0, tags=("io",))
 def read_file(path: str, ctx: ToolContext) -> ToolResult:
-    """Read one of the task's input files. Text comes back as text, images as an artifact.
+    """Read one of the task's input files, or a file in the episode's work folder (/episode: what code wrote
+    there). Text comes back as text, images as an artifact.
 
     Args:
-        path: the file's name or path as listed in the task's inputs
+        path: the file's name or path as listed in the task's inputs, or its path in the work folder
     """
-    allowed = {p.resolve(): p for p in ctx.inputs}
-    candidate = Path(path)
-    match = None
-    if candidate.is_absolute():
-        match = candidate.resolve() if candidate.resolve() in allowed else None
-    else:
-        hits = [p for p in allowed if p.name == candidate.name or str(p).endswith("/" + path.lstrip("./"))]
-        match = hits[0] if len(hits) == 1 else None
+    match, where = _input_named(path, ctx.inputs), None
     if match is None:
-        names = ", ".join(sorted(p.name for p in allowed)) or "none"
-        raise ToolError(f"read_file: {path!r} is not one of this task's input files (inputs: {names})")
-    mime = mimetypes.guess_type(match.name)[0] or ""
+        where = _in_work_folder(path, ctx.sandbox)
+    if match is None and where is None:
+        names = ", ".join(sorted(p.name for p in ctx.inputs)) or "none"
+        raise ToolError(f"read_file: {path!r} is not one of this task's input files (inputs: {names}) nor a file "
+                        "in the episode's work folder")
+    name = match.name if match is not None else Path(where[1]).name
+    mime = mimetypes.guess_type(name)[0] or ""
+    limit = MAX_IMAGE_BYTES if mime.startswith("image/") else MAX_INPUT_FILE_BYTES
+    # Read now, one name at a time, following no link: the file checked when the task started may have been
+    # swapped since (for a link to /etc/shadow, a FIFO, a huge file), and what is read is what is checked.
+    raw = read_beneath(Path("/"), os.path.abspath(match).lstrip("/"), limit) if match is not None else \
+        read_beneath(where[0], where[1], limit)
+    if raw is None:
+        shown = match if match is not None else f"{INSIDE}/{where[1]}"
+        raise ToolError(f"read_file: {shown} cannot be read: not a regular file of at most {limit >> 20} MiB "
+                        "reached without links (it changed since the task started, or is not one)")
     if mime.startswith("image/"):
-        ref = ctx.artifact(match, name=match.name, mime=mime)
-        return ToolResult(content=f"[image {match.name}, {ref.size} bytes]", artifacts=[ref])
-    raw = match.read_bytes()
+        ref = ctx.artifact(raw, name=name, mime=mime)
+        return ToolResult(content=f"[image {name}, {ref.size} bytes]", artifacts=[ref])
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        return ToolResult(content=f"[binary file {match.name}, {len(raw)} bytes; not text]")
+        return ToolResult(content=f"[binary file {name}, {len(raw)} bytes; not text]")
     if len(text) > _TEXT_LIMIT:
         text = text[:_TEXT_LIMIT] + f"\n[... truncated: {len(text) - _TEXT_LIMIT} more characters]"
     return ToolResult(content=text)
+
+
+def _input_named(path: str, inputs: list[Path]) -> Path | None:
+    """The task input `path` names: its exact path, or a unique file name or path ending. The inputs' paths as
+    the episode checked them (absolute, links resolved), never resolved again: a link is followed only by
+    the read, which refuses it."""
+    candidate = Path(path)
+    if candidate.is_absolute():
+        normal = Path(os.path.normpath(candidate))
+        return normal if normal in inputs else None
+    hits = {p for p in inputs if p.name == candidate.name or str(p).endswith("/" + path.lstrip("./"))}
+    return hits.pop() if len(hits) == 1 else None
+
+
+def _in_work_folder(path: str, sandbox) -> tuple[Path, str] | None:
+    """(the work folder on the host, the path in it) for a path in the episode's work folder (relative, or under
+    /episode as code in the sandbox sees it); None when the episode has none or the path is not in it."""
+    workdir = getattr(sandbox, "workdir", None)
+    if workdir is None or "\x00" in path:
+        return None
+    relative = path[len(INSIDE) + 1:] if path.startswith(INSIDE + "/") else path
+    if Path(relative).is_absolute():
+        return None
+    return Path(workdir), os.path.normpath(relative) if relative else relative
 
 
 @tool(timeout=None, cost=0.0, quality=1.0, tags=("control",))
