@@ -7,7 +7,8 @@ and the other samples run.
 
 A benchmark's data is what the user pointed it at (`--data PATH`, or its environment variable: each a path the
 benchmark holds), the sets it generates under $TOOLPATH_HOME/benchmarks, and the samples shipped in the
-package. A benchmark that reads from elsewhere says so with a `data_folders()` method of its own.
+package. A benchmark that also reads from a folder it does not hold (POPE's $TOOLPATH_POPE_IMAGES) names it in
+a `data_folders()` method of its own.
 """
 
 from __future__ import annotations
@@ -23,13 +24,11 @@ SHIPPED = Path(__file__).parent / "benchmarks" / "data"
 
 
 def data_folders(bench: Any) -> list[Path]:
-    """The folders `bench`'s records may name files in: its own `data_folders()` when it has one, else each path
-    it holds (a file's folder, a folder itself), its generated sets' folder and the package's samples."""
-    own = getattr(bench, "data_folders", None)
-    if callable(own):
-        return [Path(p) for p in own()]
-    held = [p for p in vars(bench).values() if isinstance(p, Path)]
-    return [p if p.is_dir() else p.parent for p in held] + [default_home() / "benchmarks", SHIPPED]
+    """The folders `bench`'s records may name files in: each path it holds (a file's folder, a folder itself),
+    those its `data_folders()` names, its generated sets' folder and the package's samples."""
+    held = [p if p.is_dir() else p.parent for p in vars(bench).values() if isinstance(p, Path)]
+    more = getattr(bench, "data_folders", None)
+    return held + [Path(p) for p in (more() if callable(more) else ())] + [default_home() / "benchmarks", SHIPPED]
 
 
 def data_reach(bench: Any, data: str | None = None, allow_paths: Sequence[str | Path] = ()) -> Reach:

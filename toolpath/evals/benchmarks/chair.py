@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Iterable
 
 from ...spec import TaskSpec
-from . import Benchmark, BenchmarkDataError, Record, Score, pick, task_id
-from .chair_coco import coco_mentions, coco_records
+from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, task_id
+from .chair_coco import IMAGES_ENV, coco_mentions, coco_records
 from .chair_metrics import chair_counts, chair_figures, shape_accepts, shape_mentions
-from .pope_sources import SOURCES, known_images
+from .pope_sources import SOURCES, generated_folders, known_images
 
 PROMPT = "Describe the image."
 IMAGES_PER_SOURCE = 100
@@ -76,6 +76,12 @@ class CHAIR(Benchmark):
             raise BenchmarkDataError(f"COCO instance annotations not found: {self.data} (--data takes a file such "
                                      "as annotations/instances_val2014.json)")
         return pick(coco_records(self.data), limit, seed)
+
+    def data_folders(self) -> list[Path]:
+        """Where its images may be besides its file's folder (evals/data_reach.py): $TOOLPATH_CHAIR_IMAGES, and
+        the generated set's folders when it reads no file."""
+        generated = generated_folders() if self.data is None else []
+        return [p for p in [data_path(IMAGES_ENV)] if p is not None] + generated
 
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
         return TaskSpec.model_validate({

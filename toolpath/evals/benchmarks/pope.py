@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Iterable
 
 from ...spec import TaskSpec
-from . import Benchmark, BenchmarkDataError, Record, Score, pick, task_id
-from .pope_data import SPLITS, generated_records, pope_files, read_pope_file
+from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, task_id
+from .pope_data import IMAGES_ENV, SPLITS, generated_records, pope_files, read_pope_file
 from .pope_scoring import pope_figures, reading, sample_counts
+from .pope_sources import generated_folders
 
 SPLIT_ENV = "TOOLPATH_POPE_SPLIT"
 DEFAULT_MODEL = "local:tiny-vlm"
@@ -57,6 +58,12 @@ class POPE(Benchmark):
             found = [r for f in pope_files(self.data) for r in read_pope_file(f)]
             found = [r for r in found if r.category in self.splits or r.category not in SPLITS]
         return pick(found, limit, seed)
+
+    def data_folders(self) -> list[Path]:
+        """Where its images may be besides its file's folder (evals/data_reach.py): $TOOLPATH_POPE_IMAGES, and
+        the generated set's folders when it reads no file."""
+        generated = generated_folders() if self.data is None else []
+        return [p for p in [data_path(IMAGES_ENV)] if p is not None] + generated
 
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
         spec = {"id": task_id(record.id), "instruction": record.data["question"],

@@ -107,6 +107,13 @@ def _facts(question: str, answer: str) -> tuple[dict[str, str], set[str]]:
     return present, absent
 
 
+def generated_folders() -> list[Path]:
+    """The folders the generated POPE and CHAIR sets' images are in: easy-vqa's test images (where the package
+    is installed) and the scenes written under $TOOLPATH_HOME/benchmarks."""
+    images = {str(Path(k.path).parent) for k in easyvqa_images()}
+    return [Path(p) for p in sorted(images)] + [_home() / "benchmarks"]
+
+
 @functools.lru_cache(maxsize=1)
 def easyvqa_images() -> tuple[KnownImage, ...]:
     """easy-vqa's test images whose one shape and colour its questions determine, by image id."""
