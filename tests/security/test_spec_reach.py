@@ -96,15 +96,21 @@ CASES = {f.__name__: f for f in [shadow, proc_environ, absolute_file_outside, re
                                  far_dir_absolute, far_dir_escaping, far_dir_through_a_link]}
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_a_spec_reaching_out_of_its_folder_exits_2_naming_file_and_field(case, tmp_path, home, capsys, nothing_starts):
-    home.mkdir()
-    spec_path, field = CASES[case](tmp_path)
+def run_refused(spec_path, field, home, capsys, started) -> str:
+    """`toolpath run SPEC` exits 2 naming the file and the field, prints nothing on stdout and no secret, starts
+    no sandbox and loads no model; returns its stderr."""
     code = cli.main(["run", str(spec_path)])
     out, err = capsys.readouterr()
     assert_refused(code, err, home, spec_path, field)
     assert out == "" and SECRET_TEXT.strip() not in err
-    assert nothing_starts["sandboxes"] == [] and nothing_starts["models"] == []
+    assert started["sandboxes"] == [] and started["models"] == []
+    return err
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_spec_reaching_out_of_its_folder_exits_2_naming_file_and_field(case, tmp_path, home, capsys, nothing_starts):
+    home.mkdir()
+    err = run_refused(*CASES[case](tmp_path), home, capsys, nothing_starts)
     if case.startswith("far_dir"):
         assert not (tmp_path / "far").exists() and "kv_cache.far_dir" in err and "$TOOLPATH_HOME" in err
     else:

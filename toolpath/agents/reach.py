@@ -34,7 +34,7 @@ class ReachError(ValueError):
 
     def __init__(self, problems: list[tuple[str, str]]):
         self.problems = problems
-        super().__init__("; ".join(f"{where}: {msg}" for where, msg in problems))
+        super().__init__("\n  ".join(["files out of the task's reach:", *(f"{where}: {msg}" for where, msg in problems)]))
 
 
 def checked_spec(spec: TaskSpec, agent: Agent, reach: Reach | None = None, recorded: bool = False) -> TaskSpec:
