@@ -19,10 +19,12 @@ from PIL import Image
 from conftest import write
 from security.test_hostile_specs import nothing_starts  # noqa: F401 - a fixture
 from security.test_spec_reach import SECRET_TEXT, run_refused
+from toolpath import cli
 from toolpath.agents.episode import run_episode
 from toolpath.agents.fast_slow import AGENT as FAST_SLOW
 from toolpath.agents.reach import ReachError, checked_spec, copy_checked
 from toolpath.policies.base import Response
+from toolpath.runs import Store
 from toolpath.spec import Reach, TaskSpec, load_spec
 from toolpath.state import ToolCall
 from toolpath.tools.registry import ToolContext, ToolError, get_tool
@@ -190,6 +192,18 @@ def test_an_eval_row_naming_a_file_outside_its_data_set_is_a_failed_sample_not_a
         assert sample.status == "failed" and sample.run_id is None, sample
         assert "inputs.images[0]" in sample.error and "outside" in sample.error
     assert len(store.list_runs()) == 1  # only the good row's episode started
+    # the user may admit the folder beside the data (toolpath eval --allow-path DIR); never /proc
+    again = run_eval("pope", store, model="python:security.test_write_reach:SayYes", data=str(data),
+                     allow_paths=[tmp_path / "elsewhere"])
+    assert {s.sample_id.rsplit("-", 1)[1]: s.status for s in again.samples} == {
+        "ok": "finished", "proc": "failed", "up": "finished", "link": "finished"}
+
+
+def test_eval_allow_path_must_name_a_folder(tmp_path, home, capsys):
+    assert cli.main(["eval", "pope", "--data", str(tmp_path), "--allow-path", str(tmp_path / "nope")]) == 2
+    assert "--allow-path" in capsys.readouterr().err
+    with Store(home) as store:
+        assert store.list_evals() == []
 
 
 # ---- read_file at call time -----------------------------------------------------------------------------

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 import time
 
-from .common import (EXIT_OK, BadInput, decoding_option, echo, echo_json, one_line, parse_pairs, printable,
-                     store_from_args, when)
+from .common import (EXIT_OK, BadInput, allowed_folders, decoding_option, echo, echo_json, one_line, parse_pairs,
+                     printable, store_from_args, when)
 
 
 def cmd_models_list(args) -> int:
@@ -179,6 +179,7 @@ def cmd_eval(args) -> int:
                           resume=args.resume, timeout=args.timeout, retries=args.retries,
                           scoring=args.scoring, kv_cache=kv_cache, weights=args.weights,
                           decoding=decoding_option(args.decoding) if getattr(args, "decoding", None) else None,
+                          allow_paths=allowed_folders(args),
                           agent_params=parse_pairs(getattr(args, "agent_param", None), "--agent-param"))
     except (BenchmarkDataError, ResumeError) as err:  # missing data (named file and variable), a bad --resume
         raise BadInput(str(err)) from None

@@ -171,7 +171,8 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
              data: str | None = None, workers: int = 1, executor: str = "local", resume: str | None = None,
              timeout: float | None = None, retries: int = 4, scoring: str = "toolpath",
              kv_cache: dict | None = None, weights: str | None = None,
-             agent_params: dict | None = None, decoding: dict | None = None) -> EvalResult:
+             agent_params: dict | None = None, decoding: dict | None = None,
+             allow_paths: list | None = None) -> EvalResult:
     check_scoring(scoring)
     if weights is not None and weights not in WEIGHTS:
         raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
@@ -219,7 +220,9 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
     todo = [r for r in records if r.id not in done]
     adopted = adopt_runs(store, eval_id, {r.id for r in todo}) if resume else {}
     jobs = [{**_job(store, benchmark, data, r, model, eval_id, timeout, retries, adopted.get(r.id), scoring, weights),
-             "kv_cache": kv_cache, "decoding": decoding, "agent_params": agent_params} for r in todo]
+             "kv_cache": kv_cache, "decoding": decoding, "agent_params": agent_params,
+             # the user's, never stored with the eval: a resumed eval reaches what its --allow-path says now
+             "allow_paths": [str(p) for p in allow_paths or ()]} for r in todo]
     if executor == "ray":
         from .executors import run_ray
 

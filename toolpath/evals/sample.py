@@ -10,7 +10,8 @@ or as a Ray task — so all three give the same results. A job is plain data (pi
      "weights": the model's options.weights for every task (--weights), or None,
      "kv_cache": the model's options.kv_cache for every task (--kv-cache), or None,
      "decoding": the model's options.decoding for every task (--decoding), or None,
-     "agent_params": agent parameters set on every task (--agent-param), or None}
+     "agent_params": agent parameters set on every task (--agent-param), or None,
+     "allow_paths": folders besides the data set's whose files its rows may name (--allow-path), or absent}
 
 The sample's run is written to the store by the process that runs it; the eval's process stores the sample's
 row (so one writer appends to eval_samples, and a killed eval keeps every row written). The run's spec names
