@@ -239,7 +239,8 @@ class SwapThenRead:
 def test_read_file_refuses_an_input_swapped_after_the_task_started(tmp_path, store):
     notes = write(tmp_path / "spec" / "notes.txt", "the notes")
     task = write(tmp_path / "spec" / "task.yaml", json.dumps({
-        "id": "swap", "instruction": "read", "inputs": {"files": ["notes.txt"]}, "tools": ["read_file", "final_answer"]}))
+        "id": "swap", "instruction": "read", "inputs": {"files": ["notes.txt"]},
+        "tools": ["read_file", "final_answer"]}))
     spec = load_spec(task)
     result = run_episode(spec, store, policy=SwapThenRead(notes, victim(tmp_path)), reach=Reach(task.parent))
     assert result.status == "finished"

@@ -17,7 +17,6 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,7 +33,8 @@ class ReachError(ValueError):
 
     def __init__(self, problems: list[tuple[str, str]]):
         self.problems = problems
-        super().__init__("\n  ".join(["files out of the task's reach:", *(f"{where}: {msg}" for where, msg in problems)]))
+        lines = [f"{where}: {msg}" for where, msg in problems]
+        super().__init__("\n  ".join(["files out of the task's reach:", *lines]))
 
 
 def checked_spec(spec: TaskSpec, agent: Agent, reach: Reach | None = None, recorded: bool = False) -> TaskSpec:
@@ -79,7 +79,7 @@ def written_path(value: object, reach: Reach | None) -> tuple[Path | None, str |
         return None, f"expected a file path, got {value!r}"
     if "\x00" in value or len(value) > MAX_PATH_CHARS:
         return None, f"not a usable file path (a NUL byte, or over {MAX_PATH_CHARS:,} characters)"
-    folders: Sequence[Path] = [home] + ([reach.base, *reach.allowed] if reach is not None else [])
+    folders = [home] + ([reach.base, *reach.allowed] if reach is not None else [])
     try:
         path = (folders[1] if reach is not None else home) / Path(value).expanduser()
         full = path.resolve()
