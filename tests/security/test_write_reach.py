@@ -151,13 +151,18 @@ def test_the_write_replaces_a_link_put_in_after_the_check_and_refuses_a_folder_m
     assert sorted(p.name for p in secret.parent.iterdir()) == ["victim.png"]
 
 
-def test_a_resumed_run_refuses_an_input_made_a_link_since_it_started(tmp_path):
+def test_a_resumed_run_keeps_its_files_and_refuses_one_made_a_link_since_it_started(tmp_path):
     notes = write(tmp_path / "spec" / "notes.txt", "notes")
-    recorded = checked_spec(TaskSpec(id="t", instruction="read", inputs={"files": [notes]}), FAST_SLOW)
+    spec = TaskSpec(id="t", instruction="read", inputs={"files": [notes]},
+                    agent={"name": "fast_slow", "params": {"output": "out/e.png"}})
+    recorded = checked_spec(spec, FAST_SLOW, Reach(notes.parent))  # as the run's spec is stored
+    assert checked_spec(recorded, FAST_SLOW, recorded=True) == recorded  # resumed without the spec's folder
     notes.unlink()
     os.symlink(victim(tmp_path), notes)
-    with pytest.raises(ReachError, match=r"inputs\.files\[0\]: .* is a link now"):
+    (tmp_path / "spec" / "out").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ReachError) as err:
         checked_spec(recorded, FAST_SLOW, recorded=True)
+    assert [where for where, _ in err.value.problems] == ["inputs.files[0]", "agent.params.output"]
 
 
 # ---- a data set's rows ----------------------------------------------------------------------------------
