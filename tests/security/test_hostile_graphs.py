@@ -61,3 +61,36 @@ def test_a_spec_files_bad_node_model_is_refused_naming_the_field(model, words, t
     assert code == 2 and "Traceback" not in err, err
     assert_ours(err)
     assert "agent.params.nodes.ask.model" in err and words in err, err
+
+
+class _Spinner:
+    """An agent whose graph turns in place and never counts a step: only LangGraph's recursion limit ends it."""
+    name = "spinner"
+
+    def build(self, rt, checkpointer=None):
+        from langgraph.graph import StateGraph
+
+        from toolpath.state import AgentState
+
+        g = StateGraph(AgentState)
+        g.add_node("spin", lambda state: {})
+        g.set_entry_point("spin")
+        g.add_edge("spin", "spin")
+        return g.compile(checkpointer=checkpointer)
+
+
+def test_any_agent_that_loops_past_langgraphs_limit_ends_in_our_words(store):
+    from toolpath import registry
+    from toolpath.agents.base import Agent
+
+    spinner = type("Spinner", (_Spinner, Agent), {"needs_policy": lambda self, spec: False})()
+    registry.add("agent", "spinner", spinner)
+    try:
+        r = run_episode(TaskSpec.model_validate({"id": "s", "instruction": "x", "agent": "spinner",
+                                                 "limits": {"max_steps": 2}}), store, policy=ScriptedPolicy([]))
+    finally:
+        registry._table()["agent"].pop("spinner", None)
+    assert r.status == "budget_exhausted"
+    assert_ours(r.error)
+    assert "node visits without finishing" in r.error and "limits.max_steps" in r.error
+    assert_ours(store.get_run(r.run_id)["error"])

@@ -216,12 +216,18 @@ def _drive(graph, rt: Runtime, graph_input, run_id: str) -> RunResult:
         from langgraph.errors import GraphRecursionError
 
         store.commit_deferred(run_id)
-        status = "budget_exhausted" if isinstance(err, GraphRecursionError) else "failed"
         snapshot = graph.get_state(config).values or {}
-        store.update_run(run_id, status=status, error=f"{type(err).__name__}: {err}")
-        rt.emit({"type": "error", "error": f"{type(err).__name__}: {err}"})
+        if isinstance(err, GraphRecursionError):
+            # LangGraph's own text points at a LangChain troubleshooting page; say what the run did instead.
+            status = "budget_exhausted"
+            error = (f"the agent's graph made {config['recursion_limit']} node visits without finishing "
+                     f"({snapshot.get('steps', 0)} steps recorded); raise limits.max_steps or check why it loops")
+        else:
+            status, error = "failed", f"{type(err).__name__}: {err}"
+        store.update_run(run_id, status=status, error=error)
+        rt.emit({"type": "error", "error": error})
         return RunResult(run_id, status, None, snapshot.get("steps", 0), snapshot.get("tokens_in", 0),
-                         snapshot.get("tokens_out", 0), snapshot.get("seconds", 0.0), f"{type(err).__name__}: {err}")
+                         snapshot.get("tokens_out", 0), snapshot.get("seconds", 0.0), error)
     return _finish(store, run_id, final)
 
 
