@@ -197,8 +197,11 @@ class TestLocalModel:
             (dict(model="local", messages=QUESTION, max_tokens=0), openai.BadRequestError, "max_tokens", "invalid_value"),
             (dict(model="local", messages=QUESTION, logit_bias={"1": 5}), openai.BadRequestError, "logit_bias",
              "unsupported_parameter"),
-            (dict(model="local", messages=QUESTION, tools=[CALCULATOR], tool_choice="required"),
-             openai.BadRequestError, "tool_choice", "unsupported_value"),
+            (dict(model="local", messages=QUESTION, tools=[CALCULATOR],
+                  tool_choice={"type": "function", "function": {"name": "search"}}),
+             openai.BadRequestError, "tool_choice.function.name", "invalid_value"),
+            (dict(model="local", messages=QUESTION, tool_choice="required"), openai.BadRequestError, "tool_choice",
+             "invalid_value"),
             (dict(model="local", messages=[{"role": "tool", "content": "5"}]), openai.BadRequestError,
              "messages[0].tool_call_id", "invalid_value"),
             (dict(model="local", messages=[{"role": "user", "content": [

@@ -66,6 +66,8 @@ def _policy_forms() -> str:
 WEIGHTS = ("fp32", "bf16", "int8", "int4")
 LM_HEAD = ("quantized", "float")
 INT4_GROUPS = (32, 64, 128)
+# How a local model is told its tools (policies/hf.py): its own chat template's way when it has one, or toolpath's.
+TOOL_FORMATS = ("auto", "native", "toolpath")
 
 
 class ModelSpec(_Part):
@@ -110,6 +112,8 @@ class ModelSpec(_Part):
         if "int4_group" in v and v["int4_group"] not in INT4_GROUPS:
             raise ValueError(f"options.int4_group must be one of {', '.join(map(str, INT4_GROUPS))}, "
                              f"got {v['int4_group']!r}")
+        if "tool_format" in v and v["tool_format"] not in TOOL_FORMATS:
+            raise ValueError(f"options.tool_format must be one of {', '.join(TOOL_FORMATS)}, got {v['tool_format']!r}")
         return v
 
     @field_validator("options")

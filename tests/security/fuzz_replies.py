@@ -1,4 +1,4 @@
-"""Generated model replies for the response grammars (JSON, DeepEyesV2, ScaleCUA, FSD), and what a parser must
+"""Generated model replies for the response grammars (JSON, native tool formats, DeepEyesV2, ScaleCUA, FSD), and what a parser must
 do with each: the corpus of tests/security/test_fuzz_grammars.py and benchmarks/fuzz_grammars.py.
 
 `replies(grammar, n, seed)` yields n (text, must_report) pairs from a fixed seed. Most replies are valid ones
@@ -10,7 +10,8 @@ hundreds of thousands of characters) so that a parser that is not linear shows i
 `violations(grammar, text, result)` lists what the parse of `text` got wrong:
 - a call that is not plain JSON (json.dumps with allow_nan=False and UTF-8 encoding must work), or any text
   in the result that cannot be written as UTF-8;
-- a call, tag or block silently dropped: in the JSON grammar each <tool_call> gives a call or an issue; in
+- a call, tag or block silently dropped: in the JSON grammar and the native reader each <tool_call> gives a
+  call or an issue; in
   ScaleCUA each statement of the <action> block gives a call or an issue; in FSD each <point>, <ref> and
   <pred> gives a value or an issue; in DeepEyesV2 a reply is exactly one action, one answer or has issues;
 - a reply with no action tag at all, or with a closing tag before any opening one, that yields no issue.
@@ -25,10 +26,11 @@ from typing import Any, Iterator
 
 from toolpath.policies.formats import CLOSE, MAX_CALLS, MAX_ISSUES, MAX_REPLY_CHARS, OPEN, FORMATS
 from toolpath.policies.formats.fsd import FSDAnswer, parse_fsd
+from toolpath.policies.formats.native import NATIVE
 from toolpath.policies.formats.scalecua import ScaleCUAFormat, _block, split_calls
 from toolpath.state import MAX_ARGUMENT_DEPTH
 
-GRAMMARS = ("json", "deepeyes", "scalecua", "fsd")
+GRAMMARS = ("json", "native", "deepeyes", "scalecua", "fsd")
 
 VALID: dict[str, list[str]] = {
     "json": [
@@ -44,6 +46,16 @@ VALID: dict[str, list[str]] = {
         'I will call {"name": "calculator", "arguments": {"expression": "1"}} now',
         "The answer is 5.",
         "Die Antwort ist 5 — fünf. 答案是五。",
+    ],
+    "native": [  # the families a model's own template teaches (formats/native.py)
+        '<tool_call>\n{"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}\n</tool_call>',
+        '<tool_call>\n{"name": "a", "arguments": {"x": 1}}\n</tool_call>\n<tool_call>\n{"name": "b", "arguments": {}}',
+        '<|python_tag|>{"name": "search", "parameters": {"query": "x"}}; {"name": "f", "parameters": {"n": [1, 2]}}',
+        '{"name": "calculator", "parameters": {"expression": "2 + 3"}}',
+        '```json\n[{"name": "a", "arguments": {"x": "1"}}, {"name": "b", "arguments": {"y": null}}]\n```',
+        '[{"name": "calculator", "arguments": {"expression": "4/2"}}]',
+        'Sure:\n```json\n{"name": "calculator", "arguments": {"expression": "4/2"}}\n```\nDone.',
+        "The area is 25 square units.",
     ],
     "deepeyes": [
         "<think>I need the size.</think>\n<code>\n```python\nprint(image_1.size)\n```\n</code>",
@@ -79,7 +91,7 @@ VALID: dict[str, list[str]] = {
 # Pieces of text that break grammars: every grammar's tags, quotes, brackets, escapes, numbers, unicode.
 FRAGMENTS: list[str] = [
     OPEN, CLOSE, "<code>", "</code>", "<answer>", "</answer>", "<think>", "</think>", "<TOOL_CALL>", "</Code>",
-    "<action>", "</action>", "<operation>", "</operation>", "<point>", "</point>", "<box>", "</box>", "<ref>",
+    "<|python_tag|>", "<action>", "</action>", "<operation>", "</operation>", "<point>", "</point>", "<box>", "</box>", "<ref>",
     "</ref>", "<pred>", "</pred>", "< point >", "< / box >", "<Answer>", "<", ">", "</", "```", "```json\n",
     "```python\n", '"', "'", '"""', "'''", "\\", '\\"', "\\u", "\\ud800", "\\udc00\\ud800", "{", "}", "[", "]",
     "(", ")", "{{", "}}", "[[", "]]", ",", ":", ";", "#", "=", "**", '"name"', '"arguments"', '"name": ', "NaN",
@@ -115,7 +127,7 @@ def replies(grammar: str, n: int, seed: int = 0) -> Iterator[tuple[str, bool]]:
 
 
 def _hostile_value_reply(grammar: str, rng: random.Random) -> str:
-    if grammar == "json" or (grammar == "deepeyes" and rng.random() < 0.5):
+    if grammar in ("json", "native") or (grammar == "deepeyes" and rng.random() < 0.5):
         if rng.random() < 0.6:
             value = rng.choice(HOSTILE_VALUES["json"])
             return f'{OPEN}{{"name": "calculator", "arguments": {{"expression": {value}}}}}{CLOSE}'
@@ -198,6 +210,8 @@ def parse(grammar: str, text: str) -> Any:
         return parse_fsd(text)
     if grammar == "scalecua":
         return _SCALECUA.parse(text)
+    if grammar == "native":
+        return NATIVE.parse(text)
     return FORMATS[grammar].parse(text)
 
 
@@ -213,7 +227,7 @@ def violations(grammar: str, text: str, result: Any, must_report: bool = False) 
         return out + _fsd_violations(text, result)
     for call in result.calls:
         out += _plain_call(call)
-    if grammar == "json":
+    if grammar in ("json", "native"):
         out += _json_violations(text, result)
     elif grammar == "deepeyes":
         out += _deepeyes_violations(text, result)

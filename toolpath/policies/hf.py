@@ -3,8 +3,11 @@ config describes a vision-language model loads with its processor and sees the c
 (vlm.py: loading, weights, context; vlm_chat.py: the chat of content parts); every generation goes through
 `HFPolicy._generate(inputs, kwargs)` with the processor's full inputs.
 
-Tool calls use the run's response format (formats.py: JSON tool calls by default, or DeepEyesV2's tags),
-taught in the system prompt, cut at the format's stop sequences, and read back tolerantly.
+A text model whose chat template takes tools is prompted through it (`apply_chat_template(…, tools=…)`, earlier
+calls and results in the template's own message shapes) and read in its family's call format (formats/native.py),
+unless `model.options.tool_format` is `toolpath` or the run speaks a grammar of its own. Otherwise tool calls use
+the run's response format (formats/: JSON tool calls by default, or DeepEyesV2's tags), taught in the system
+prompt, cut at the format's stop sequences, and read back tolerantly.
 A GGUF file is de-quantized by transformers on first use (tens of seconds) and the result is cached as a
 safetensors folder under $TOOLPATH_HOME/models/<name>-<sha256 prefix>, so every later load is a plain,
 fast `from_pretrained` of that folder.
@@ -26,6 +29,7 @@ from ..spec import ModelSpec
 from ..state import Message
 from .base import PolicyError, Response
 from .formats import FORMATS
+from .formats.native import NATIVE, family, openai_tools, opener, takes_tools, template_messages
 
 _LOCK = threading.Lock()  # one generate() at a time per process: the CPU is the bottleneck anyway
 
@@ -194,6 +198,7 @@ class HFPolicy:
         self.template = template
         self._tool_role = "tool" in template  # templates that know a tool role get one; others see a user turn
         self.plain = not template  # a base model without a chat template is prompted as a plain transcript
+        self.tool_format = self._tool_format_setting()
         self.traits = self._read_template() if self.is_vlm else None
         if self.is_vlm:
             from .vlm_chat import control_tokens
@@ -201,6 +206,29 @@ class HFPolicy:
             self._control_tokens = control_tokens(processor)
         self.kv_cache = self._kv_cache_setting()
         self.decoding = self._decoding_setting()
+
+    def _tool_format_setting(self) -> str:
+        """model.options.tool_format: auto (the model's own when its template takes tools), native or toolpath.
+        `native` for a model that has no tool-taking template is refused when it loads, before a run starts."""
+        setting = self.spec.options.get("tool_format") or "auto"
+        if setting == "native" and (self.is_vlm or not takes_tools(self.template)):
+            raise PolicyError(f"model.options.tool_format: native needs a text model whose chat template takes "
+                              f"tools; {self.name}'s does not (use auto or toolpath)")
+        return setting
+
+    def native(self, fmt) -> bool:
+        """Whether this call is prompted through the model's own template and tool format: only in place of
+        toolpath's default JSON grammar; a run that speaks another grammar (deepeyes, ScaleCUA) keeps it."""
+        return (self.tool_format != "toolpath" and not self.is_vlm and fmt.name == "json"
+                and takes_tools(self.template))
+
+    def _prefill(self, fmt, tool_choice: Any) -> str:
+        """The start of the assistant turn when a call is forced (tool_choice `required` or {"name": …}): the
+        family's call opener, so the model's reply can only go on as a call."""
+        if tool_choice in (None, "auto", "none") or self.is_vlm or fmt.name not in ("json", "native"):
+            return ""
+        name = tool_choice.get("name") if isinstance(tool_choice, dict) else None
+        return opener(family(self.template) if self.native(fmt) else "hermes", name)
 
     def _decoding_setting(self) -> dict | None:
         """model.options.decoding (policies/decoding): contrastive and encoder-side decoding act on an image, so a
@@ -346,9 +374,27 @@ class HFPolicy:
 
         return build_chat(self._turns(messages, tools, fmt), self.traits, fmt.render_observation)
 
-    def _inputs(self, messages: list[Message], tools: list[dict], fmt) -> tuple[dict, list[str]]:
+    def _native_inputs(self, messages: list[Message], tools: list[dict], prefill: str) -> dict:
+        """The prompt the model's own template makes of the conversation and the tools, ending in `prefill`."""
+        try:
+            text = self.tokenizer.apply_chat_template(template_messages(messages), tools=openai_tools(tools) or None,
+                                                      add_generation_prompt=True, tokenize=False)
+        except Exception as err:  # noqa: BLE001 — a template raises what it likes (jinja2's TemplateError, its own)
+            raise PolicyError(f"{self.name}: its chat template refused the conversation: {err}") from None
+        return dict(self.tokenizer(text + prefill, add_special_tokens=False, return_tensors="pt"))
+
+    def _inputs(self, messages: list[Message], tools: list[dict], fmt, tool_choice: Any = None) -> tuple[dict, list[str]]:
         """The model's full inputs (input_ids, attention_mask and, for a VLM, pixel_values and whatever else its
-        processor makes: image_sizes, image_grid_thw...) and the labels of the images in them."""
+        processor makes: image_sizes, image_grid_thw...) and the labels of the images in them. A forced
+        tool_choice ends the prompt with the call's opener (_prefill)."""
+        prefill = self._prefill(fmt, tool_choice)
+        if self.native(fmt):
+            return self._native_inputs(messages, tools, prefill), []
+        if prefill and not self.is_vlm:
+            chat = self._chat(messages, tools, fmt)
+            text = plain_prompt(chat) if self.plain else self.tokenizer.apply_chat_template(
+                chat, add_generation_prompt=True, tokenize=False)
+            return dict(self.tokenizer(text + prefill, add_special_tokens=self.plain, return_tensors="pt")), []
         if not self.is_vlm:
             chat = self._chat(messages, tools, fmt)
             if self.plain:
@@ -425,7 +471,10 @@ class HFPolicy:
 
         started = time.perf_counter()
         fmt = generation.get("format") or FORMATS["json"]
-        inputs, labels = self._inputs(messages, tools, fmt)
+        tool_choice = generation.get("tool_choice")
+        inputs, labels = self._inputs(messages, tools, fmt, tool_choice)
+        prefill = self._prefill(fmt, tool_choice)
+        fmt = NATIVE if self.native(fmt) else fmt  # read (and stopped) in the model's own call format
         n_in = inputs["input_ids"].shape[1]
         room = None
         if self.is_vlm:
@@ -438,7 +487,7 @@ class HFPolicy:
             kwargs["cache"] = cache
         out, decoding = self._generate(inputs, kwargs)
         new = out[0, n_in:]
-        raw = self.tokenizer.decode(new, skip_special_tokens=True)
+        raw = prefill + self.tokenizer.decode(new, skip_special_tokens=True)
         if self.plain:
             raw = raw.split(PLAIN_TURN, 1)[0].rstrip()  # the model went on to write the next user turn
         for stop in generation.get("stop") or ():  # the caller's own stop sequences end the answer, unshown

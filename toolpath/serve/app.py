@@ -209,10 +209,11 @@ class ChatServer:
 
         cut = tuple(chat.generation.get("stop") or ()) + ((PLAIN_TURN,) if self.engine.plain else ())
         gate = TextGate(cut_at=cut, calls=bool(chat.tools))
+        forced = "tool_choice" in chat.generation  # the reply is a call from its first token: none of it streams
         try:
             yield event({"role": "assistant", "content": ""})
             while (piece := await pieces.get()) is not END:
-                if new := gate.feed(piece):
+                if not forced and (new := gate.feed(piece)):
                     yield event({"content": new})
             try:
                 response = job.result.result()

@@ -80,7 +80,7 @@ TOOL_GRAMMAR = JSONFormat()
 class ChatRequest:
     messages: list[Message]
     tools: list[dict]  # toolpath tool schemas: name, description, parameters
-    generation: dict[str, Any]  # temperature, max_new_tokens, top_p, seed, stop, format
+    generation: dict[str, Any]  # temperature, max_new_tokens, top_p, seed, stop, format, tool_choice (when forced)
     stream: bool = False
     include_usage: bool = False
     images: int = 0
@@ -170,13 +170,31 @@ def _generation(body: dict, grammar) -> dict:
     return gen
 
 
-def _tools(body: dict, sizes: Sizes) -> list[dict]:
+def _tool_choice(choice: Any, schemas: list[dict]) -> str | dict | None:
+    """`tool_choice` as the policy takes it: None (auto), "required", or {"name": NAME} of an offered tool. The
+    local model is made to call by starting its reply with its call format's opener (policies/hf.py)."""
+    if choice in (None, "auto", "none"):
+        return None
+    if choice == "required":
+        return "required"
+    fn = choice.get("function") if isinstance(choice, dict) and choice.get("type") == "function" else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise bad(f"`tool_choice` must be \"auto\", \"none\", \"required\" or {{\"type\": \"function\", \"function\": "
+                  f"{{\"name\": ...}}}}, got {json.dumps(choice)[:60]}", "tool_choice")
+    if fn["name"] not in {s["name"] for s in schemas}:
+        raise bad(f"`tool_choice` names the function {fn['name'][:64]!r}, which `tools` does not list",
+                  "tool_choice.function.name")
+    return {"name": fn["name"]}
+
+
+def _tools(body: dict, sizes: Sizes) -> tuple[list[dict], str | dict | None]:
+    """The offered tools (none when `tool_choice` is "none") and the call the model must make, if any."""
     tools = body.get("tools")
     choice = body.get("tool_choice")
     if tools is None:
         if choice not in (None, "none", "auto"):
-            raise bad("`tool_choice` names a tool but no `tools` were given", "tool_choice")
-        return []
+            raise bad(f"`tool_choice` {json.dumps(choice)[:60]} needs `tools`, and none were given", "tool_choice")
+        return [], None
     if not isinstance(tools, list):
         raise bad("`tools` must be a list of function tools", "tools", "invalid_type")
     if len(tools) > MAX_TOOLS:
@@ -202,13 +220,8 @@ def _tools(body: dict, sizes: Sizes) -> list[dict]:
                       "request_too_large")
         sizes.add_text(description + json.dumps(params), where)
         schemas.append({"name": name, "description": description, "parameters": params})
-    if choice in (None, "auto"):
-        return schemas
-    if choice == "none":
-        return []
-    # A local model writes its calls in a grammar it was taught in the prompt; nothing here can force one.
-    raise bad(f"`tool_choice` {json.dumps(choice)[:60]} is not supported (only \"auto\" and \"none\")",
-              "tool_choice", "unsupported_value")
+    forced = _tool_choice(choice, schemas)
+    return ([], None) if choice == "none" else (schemas, forced)
 
 
 def _text(content: Any, where: str, sizes: Sizes) -> str:
@@ -348,8 +361,10 @@ def parse_request(body: dict, served: str, folder: Path, sees_images: bool) -> C
     if not isinstance(options, dict):
         raise bad("`stream_options` must be an object", "stream_options", "invalid_type")
     sizes = Sizes()
-    tools = _tools(body, sizes)
+    tools, forced = _tools(body, sizes)
     generation = _generation(body, TOOL_GRAMMAR if tools else PLAIN_TEXT)
+    if forced is not None:
+        generation["tool_choice"] = forced
     messages, files = _messages(body, folder, sees_images, served, sizes)
     return ChatRequest(messages=messages, tools=tools, generation=generation, stream=stream,
                        include_usage=bool(options.get("include_usage")), images=len(files), files=files)

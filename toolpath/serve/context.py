@@ -30,7 +30,8 @@ def prompt_tokens(policy: Any, request: ChatRequest) -> int | None:
     if build is None:
         return None
     try:
-        inputs, _labels = build(request.messages, request.tools, request.generation["format"])
+        inputs, _labels = build(request.messages, request.tools, request.generation["format"],
+                                request.generation.get("tool_choice"))
     except PolicyError as err:  # an image the processor refuses: the request's fault, said before it queues
         raise bad(f"the model cannot take this conversation: {err}", "messages") from None
     return int(inputs["input_ids"].shape[1])

@@ -21,11 +21,26 @@ MAX_JSON_ATTEMPTS = 100      # '{"' in free text that start no JSON object befor
 _DECODER = json.JSONDecoder()
 
 
+# A value of each JSON Schema type for the example call: its shape only, never a value to copy.
+_EXAMPLE_VALUES = {"string": "...", "integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {}}
+
+
+def example_call(schema: dict) -> str:
+    """One call of the run's own tool, with its own argument names (its required ones, else its first): an
+    example naming any other tool taught small models that tool's arguments."""
+    props = (schema.get("parameters") or {}).get("properties") or {}
+    required = [k for k in (schema.get("parameters") or {}).get("required") or [] if k in props]
+    names = required or list(props)[:1]
+    args = {k: _EXAMPLE_VALUES.get(props[k].get("type") if isinstance(props[k], dict) else None, "...")
+            for k in names}
+    return f"{OPEN}{json.dumps({'name': schema['name'], 'arguments': args})}{CLOSE}"
+
+
 def render_tools(schemas: list[dict]) -> str:
     """The system-prompt section that teaches the JSON tool-call format."""
     lines = [
         "You can use tools. To call a tool, write exactly one line like:",
-        f'{OPEN}{{"name": "calculator", "arguments": {{"expression": "2 + 3"}}}}{CLOSE}',
+        *([example_call(schemas[0])] if schemas else []),
         "You will get the result back. When you know the answer, call final_answer or reply with the answer alone.",
         "Tools:",
     ]

@@ -1,0 +1,170 @@
+"""A model's own tool-call format: the tools go to its chat template, its replies are read as its family writes.
+
+A chat template that takes `tools` renders them itself (Qwen2.5, Hermes, Llama 3.1+), and the model was trained
+to answer in that family's shape, not in toolpath's grammar:
+
+    hermes   <tool_call>{"name": …, "arguments": …}</tool_call>, any number (Qwen2.5, Hermes, many fine-tunes)
+    llama    {"name": …, "parameters": …}, after <|python_tag|> or bare, several joined by ';'
+    json     what small models write instead: a ```json fenced or bare object, or a list of them
+
+One tolerant reader takes all three (a model of one family often drifts into another's shape), with the same
+bounds and issues as json.py's parser: at most MAX_REPLY_CHARS read, MAX_CALLS calls, every unreadable call an
+issue, text outside the calls the answer. `opener` is the text a reply starts with when a call is forced
+(tool_choice `required` or a named function): the assistant turn is prefilled with it, so the model must call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ...state import Message
+from .common import MAX_BLOCK_CHARS, Parsed, cap_issues, cut, loads_lenient, read_reply, snippet
+from .json import _FENCE, CLOSE, OPEN, JSONFormat, _Calls, _decode_object, _scan_json_objects, _tagged_calls
+
+PYTHON_TAG = "<|python_tag|>"  # Llama's marker before its calls (gone already when special tokens are skipped)
+# Where a template shows it takes tools: `tools` as a Jinja variable, inside {% … %} or {{ … }}.
+_TAKES_TOOLS = re.compile(r"\{[%{][^}]*?\btools\b")
+
+
+def takes_tools(template: Any) -> bool:
+    """Whether a chat template renders a `tools` list (checked on its text: nothing is rendered)."""
+    return isinstance(template, str) and bool(_TAKES_TOOLS.search(template))
+
+
+def family(template: str) -> str:
+    """hermes, llama or json: the shape this template's model writes its calls in."""
+    if OPEN in template:
+        return "hermes"
+    if PYTHON_TAG in template or "<|eom_id|>" in template:
+        return "llama"
+    return "json"
+
+
+def opener(kind: str, name: str | None = None) -> str:
+    """What a forced call starts with in this family: up to the tool's name, or up to its arguments when the
+    tool is named (then the model writes only the arguments)."""
+    args = "parameters" if kind == "llama" else "arguments"
+    head = f"{OPEN}\n" if kind == "hermes" else ""
+    return head + ('{"name": "' if name is None else f'{{"name": {json.dumps(name)}, "{args}": ')
+
+
+def openai_tools(schemas: list[dict]) -> list[dict]:
+    """toolpath's tool schemas as the function list chat templates take (OpenAI's shape)."""
+    return [{"type": "function", "function": {
+        "name": s["name"], "description": s.get("description", ""),
+        "parameters": s.get("parameters") or {"type": "object", "properties": {}}}} for s in schemas]
+
+
+def template_messages(messages: list[Message]) -> list[dict]:
+    """The conversation in the message shapes tool-taking templates read: an assistant turn's calls as its
+    `tool_calls` (arguments as a mapping, which templates write with `tojson`), a tool result as a `tool` turn
+    naming its call. Images are named, since a text model cannot see them."""
+    chat = []
+    for m in messages:
+        if m.role == "assistant":
+            turn: dict[str, Any] = {"role": "assistant", "content": m.content}
+            if m.tool_calls:
+                turn["tool_calls"] = [{"id": c.id, "type": "function",
+                                       "function": {"name": c.name, "arguments": c.arguments}} for c in m.tool_calls]
+        elif m.role == "tool":
+            turn = {"role": "tool", "content": m.content, "name": m.name or "", "tool_call_id": m.tool_call_id or ""}
+        else:
+            named = "".join(f"\n[image: {ref.name or ref.sha256[:12]}]" for ref in m.images)
+            turn = {"role": m.role, "content": m.content + named}
+        chat.append(turn)
+    return chat
+
+
+def _is_call(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    value = value.get("function") if isinstance(value.get("function"), dict) else value
+    return isinstance(value.get("name"), str) and any(k in value for k in ("arguments", "parameters"))
+
+
+def _add_list(body: str, found: _Calls) -> bool:
+    """A JSON list of calls (fenced or bare); False when `body` is not one, so it stays text."""
+    if len(body) > MAX_BLOCK_CHARS:
+        found.issues.append(f"a list of tool calls is {len(body):,} characters long (at most {MAX_BLOCK_CHARS:,} "
+                            f"are read): {snippet(body)}")
+        return True
+    try:
+        value = loads_lenient(body)
+    except json.JSONDecodeError as err:
+        if re.search(r'["\']name["\']\s*:', body[:4096]):
+            found.issues.append(f"a list of tool calls is not valid JSON ({err.msg}): {snippet(body)}")
+            return True
+        return False
+    if not isinstance(value, list) or not value or not any(_is_call(v) for v in value):
+        return False
+    for v in value:
+        found.add_value(v)
+    return True
+
+
+def _untagged(text: str, found: _Calls) -> str:
+    """Fenced calls (an object or a list), else bare ones: objects that look like calls, a list of them, and
+    Llama's `;`-joined objects; the text without them."""
+    spans = []
+    for m in _FENCE.finditer(text):
+        body = m.group(1).strip()
+        if body.startswith("[") and _add_list(body, found):
+            spans.append((m.start(), m.end()))
+        elif body.startswith("{") and re.search(r'["\']name["\']\s*:', body[:4096]):
+            spans.append((m.start(), m.end()))
+            found.add_text(body, closed=True)
+    if spans:
+        return cut(text, spans)
+    start = len(text) - len(text.lstrip())
+    if text.startswith("[", start):  # a reply that is a list of calls
+        got = _decode_object(text, start)
+        if got is not None and isinstance(got[0], list) and any(_is_call(v) for v in got[0]):
+            for v in got[0]:
+                found.add_value(v)
+            return text[got[1]:]
+    objects, stopped = _scan_json_objects(text)
+    for start, end, value in objects:
+        if _is_call(value):
+            spans.append((start, end))
+            found.add_value(value)
+    if stopped is not None:
+        found.issues.append(f"stopped looking for JSON tool calls at character {stopped:,}: the reply has too "
+                            f"many '{{' that start no valid JSON object")
+    return re.sub(r"^[\s;]+|[\s;]+$", "", cut(text, spans)) if spans else text
+
+
+def parse_native(text: str, id_prefix: str = "call") -> Parsed:
+    """Read a reply in any of the native families' shapes; never raises on model text."""
+    text, issues = read_reply(text)
+    text = text.replace(PYTHON_TAG, "\n")  # a separator, not nothing: taking it out must not join two halves of a tag
+    found = _Calls(id_prefix)
+    content = _tagged_calls(text, found) if OPEN in text else _untagged(text, found)
+    content = content.replace(CLOSE, "").strip()
+    return Parsed(content=content, calls=found.calls, issues=cap_issues(issues + found.all_issues()))
+
+
+class NativeFormat(JSONFormat):
+    """The response format of a model prompted through its own template: no guide, no example and no stop
+    sequence of toolpath's (the template teaches the tools; the model ends its turn with its own end token);
+    earlier calls and tool results go to the template as structured messages, not as rendered text."""
+
+    name = "native"
+    stop: tuple[str, ...] = ()
+    max_steps: int | None = None
+
+    def guide(self, schemas: list[dict]) -> str:
+        return ""
+
+    def demonstration(self, schemas: list[dict]) -> list[dict]:
+        return []
+
+    def parse(self, text: str, id_prefix: str = "call") -> Parsed:
+        return parse_native(text, id_prefix)
+
+    def render_observation(self, tool: str, content: str) -> str:
+        return content
+
+
+NATIVE = NativeFormat()
