@@ -18,7 +18,7 @@ import pytest
 
 from conftest import ROOT, toolpath_cli, write
 from toolpath.tools import search as S
-from toolpath.tools.search import cache as search_cache, documents, rerank
+from toolpath.tools.search import cache as search_cache, documents, index_secrets, rerank
 from toolpath.tools.registry import ToolContext, ToolError, get_tool
 
 CORPUS = ROOT / "examples" / "corpus"
@@ -161,7 +161,37 @@ def _cache_dirs(home):
     return sorted((home / "search").glob("text-*"))
 
 
-def test_index_is_cached_on_disk_and_rebuilt_when_a_file_changes(tmp_path, home, monkeypatch):
+@pytest.fixture
+def registered(monkeypatch):
+    """register_secret for this test only: registration is process-wide, so the test's set replaces it."""
+    from toolpath import redact
+
+    monkeypatch.setattr(redact, "_registered", set(redact._registered))
+    return redact.register_secret
+
+
+# A fresh process: registers each argument as a secret (none for "-"), then searches; prints what it built and saw.
+SEARCH_IN_A_NEW_PROCESS = """
+import json, sys
+from toolpath.redact import register_secret
+from toolpath.tools.search import cache
+from toolpath.tools.registry import get_tool
+for secret in sys.argv[1:]:
+    register_secret(None if secret == "-" else secret)
+    r = get_tool("search").call({"query": "Everest", "k": 1})
+    print(json.dumps([cache.stats["text_builds"], r.data[0]["title"], r.content]))
+"""
+
+
+def _search_in_a_new_process(*secrets: str) -> list[list]:
+    out = subprocess.run([sys.executable, "-c", SEARCH_IN_A_NEW_PROCESS, *secrets], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("[")]
+
+
+def test_index_is_cached_on_disk_and_rebuilt_when_a_file_changes(tmp_path, home, monkeypatch, registered):
+    registered("tok-only-this-process-knows")  # the new process below knows fewer secrets: it still reuses the index
     docs = tmp_path / "docs"
     shutil.copytree(CORPUS, docs)
     corpus(monkeypatch, docs)
@@ -176,12 +206,8 @@ def test_index_is_cached_on_disk_and_rebuilt_when_a_file_changes(tmp_path, home,
     assert search_cache.stats["text_builds"] == builds + 1 and (cache / "passages.json").stat().st_mtime_ns == stamp
 
     # A real new process loads the same cache and builds nothing.
-    code = ("import json; from toolpath.tools.search import cache; from toolpath.tools.registry import get_tool; "
-            "r = get_tool('search').call({'query': 'Everest', 'k': 1}); "
-            "print(json.dumps([cache.stats['text_builds'], r.data[0]['title']]))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert json.loads(out.stdout.splitlines()[-1]) == [0, "Mount Everest"], out.stderr
+    [(built, title, _)] = _search_in_a_new_process("-")
+    assert (built, title) == (0, "Mount Everest")
 
     write(docs / "python_language.txt", "Python was named after Monty Python; pythons are also large snakes.")
     assert search(query="Everest", k=1).data  # same process, memory cache: the change must still be seen
@@ -191,6 +217,43 @@ def test_index_is_cached_on_disk_and_rebuilt_when_a_file_changes(tmp_path, home,
 
     (docs / "python_language.txt").unlink()  # a removed file rebuilds too
     assert search(query="snakes", k=1).data == [] and search_cache.stats["text_builds"] == builds + 3
+
+
+def test_a_secret_known_since_the_index_was_written_rebuilds_it_only_when_the_index_holds_it(tmp_path, home,
+                                                                                               monkeypatch, registered):
+    """Processes that know different secrets share one index; only a secret that appears in it makes it stale."""
+    docs = tmp_path / "docs"
+    shutil.copytree(CORPUS, docs)
+    corpus(monkeypatch, docs)
+    builds = search_cache.stats["text_builds"]
+    assert search(query="Everest", k=1).data
+    [cache] = _cache_dirs(home)
+
+    def cached() -> bytes:
+        return b"".join(f.read_bytes() for f in cache.rglob("*") if f.is_file())
+
+    assert b"Chomolungma" in cached()
+    # A new process knowing a secret that is not in the corpus reuses the index (from disk); once it knows one
+    # that is, it rebuilds (the index it holds in memory too), under the same key, and the old index is gone.
+    absent, present = _search_in_a_new_process("tok-absent-from-the-corpus-1234", "Chomolungma")
+    assert absent[:2] == [0, "Mount Everest"]
+    assert present[:2] == [1, "Mount Everest"] and "Chomolungma" not in present[2] and "[redacted]" in present[2]
+    assert _cache_dirs(home) == [cache] and b"Chomolungma" not in cached()
+
+    # The same from disk in this process, which did not know the index was replaced.
+    registered("Sagarmatha")
+    search_cache.clear_memory_cache()
+    r = search(query="Everest", k=1)
+    assert "Sagarmatha" not in r.content and b"Sagarmatha" not in cached()
+    assert search_cache.stats["text_builds"] == builds + 2
+
+    # A secret found absent is recorded as checked: the next process neither searches for it nor builds.
+    registered("tok-second-absent-5678")
+    search_cache.clear_memory_cache()
+    assert search(query="Everest", k=1).data and search_cache.stats["text_builds"] == builds + 2
+    monkeypatch.setattr(index_secrets, "holds_any", lambda *args: pytest.fail("searched for a checked secret"))
+    search_cache.clear_memory_cache()
+    assert search(query="Everest", k=1).data and search_cache.stats["text_builds"] == builds + 2
 
 
 def test_a_damaged_cache_is_rebuilt(tmp_path, home, monkeypatch):

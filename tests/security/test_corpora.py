@@ -218,6 +218,7 @@ def test_a_file_swapped_for_a_fifo_after_the_walk_is_not_opened_blocking(tmp_pat
 # --- secrets -----------------------------------------------------------------------------------------------------
 
 SECRET = "tok-4f9a8c2e7b1d6053aa"
+UNRELATED = "sk-unrelated-to-this-corpus-77"
 
 
 def _secret_corpus(tmp_path):
@@ -246,12 +247,18 @@ def test_a_secret_known_only_later_replaces_the_index_that_held_it(tmp_path, hom
     monkeypatch.setenv("TOOLPATH_SEARCH_CORPUS", str(_secret_corpus(tmp_path)))
     get_tool("search").call({"query": "glaciers"})
     assert SECRET.encode() in _everything_under(home / "search")  # not a secret yet: indexed as any word
+    builds = search_cache.stats["text_builds"]
+    monkeypatch.setenv("OTHER_API_KEY", UNRELATED)  # a key the corpus does not hold: the index is reused
+    search_cache.clear_memory_cache()
+    get_tool("search").call({"query": "glaciers"})
+    assert search_cache.stats["text_builds"] == builds
     monkeypatch.setenv("DEPLOY_TOKEN", SECRET)
     assert SECRET not in get_tool("search").call({"query": "glaciers deploy"}).content
     assert SECRET.encode() not in _everything_under(home / "search")  # the old index is gone, not kept beside
 
 
-def test_retrieval_manifest_is_redacted(tmp_path, home, monkeypatch):
+def _tiny_metaembed(home):
+    """A tiny MetaEmbed where `retrieve` looks for its model."""
     from test_retrieval import tiny_model
     from toolpath.tools.retrieval import model as M
     from toolpath.tools.retrieval import text as text_mod
@@ -260,12 +267,37 @@ def test_retrieval_manifest_is_redacted(tmp_path, home, monkeypatch):
     folder = home / "models" / "metaembed"
     folder.mkdir(parents=True)
     M.save(tiny_model(), folder)
+
+
+def test_retrieval_manifest_is_redacted(tmp_path, home, monkeypatch):
+    _tiny_metaembed(home)
     monkeypatch.setenv("DEPLOY_TOKEN", SECRET)
     monkeypatch.setenv("TOOLPATH_RETRIEVE_CORPUS", str(_secret_corpus(tmp_path)))
     r = get_tool("retrieve").call({"query": "deploy token", "k": 5})
     assert r.data and SECRET not in r.content + json.dumps(r.data)
     cached = _everything_under(home / "search")
     assert SECRET.encode() not in cached and b"hunter2hunter2" not in cached
+
+
+def test_a_retrieval_index_is_rebuilt_for_a_secret_known_later_only_when_it_holds_it(tmp_path, home, monkeypatch):
+    from toolpath.tools.retrieval import index as retrieval_index
+
+    _tiny_metaembed(home)
+    monkeypatch.delenv("DEPLOY_TOKEN", raising=False)
+    monkeypatch.setenv("TOOLPATH_RETRIEVE_CORPUS", str(_secret_corpus(tmp_path)))
+    get_tool("retrieve").call({"query": "deploy token", "k": 5})
+    assert SECRET.encode() in _everything_under(home / "search")  # not a secret yet
+    builds = retrieval_index.stats["builds"]
+    monkeypatch.setenv("OTHER_API_KEY", UNRELATED)
+    search_cache.clear_memory_cache()
+    get_tool("retrieve").call({"query": "deploy token", "k": 5})
+    assert retrieval_index.stats["builds"] == builds  # reused: the manifest does not hold that key
+    monkeypatch.setenv("DEPLOY_TOKEN", SECRET)
+    search_cache.clear_memory_cache()  # as a new process that knows the token: from disk
+    r = get_tool("retrieve").call({"query": "deploy token", "k": 5})
+    assert retrieval_index.stats["builds"] == builds + 1
+    assert r.data and SECRET not in r.content + json.dumps(r.data)
+    assert SECRET.encode() not in _everything_under(home / "search")
 
 
 # --- half-written indexes ------------------------------------------------------------------------------------------

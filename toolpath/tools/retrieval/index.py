@@ -2,7 +2,8 @@
 under $TOOLPATH_HOME/search/, beside a manifest (which rows belong to which file, and the items' texts).
 
 The folder is keyed like search's indexes (the files' paths, sizes and modification times, and here the
-model's fingerprint), so a new process reuses it and any change to the corpus makes a new one. Building the
+model's fingerprint), so a new process reuses it and any change to the corpus makes a new one; a secret known
+only since it was written replaces it when it holds that secret (search/index_secrets.py). Building the
 new one is incremental: rows of files that did not change are copied from the corpus's previous index (when
 it was made by the same model); only new and changed files are read and encoded. The old folder is dropped
 once the new one is in place (search.cache._publish).

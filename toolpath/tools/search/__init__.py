@@ -29,6 +29,8 @@ paths, sizes and modification times: a new process reuses the index, and a chang
 walked by toolpath/tools/corpus.py: a link that leaves the folder, a link loop, a FIFO, socket or device, and a
 file over the size bound are skipped and named in the observation's note, never read. What is indexed (and so
 cached and shown) has every known secret redacted; an index is built in a temporary folder and published whole.
+The key does not depend on the secrets a process knows, so processes with different keys share one index: a
+secret known only since the index was written makes it stale only if the index holds it (search/index_secrets.py).
 """
 
 from __future__ import annotations
