@@ -2,6 +2,8 @@
 
     common.py    the limits on what is read, `Parsed`, the value readers, the `ResponseFormat` protocol
     json.py      `<tool_call>{…}</tool_call>` (registry format `json`, the default)
+    native.py    a model's own call format, for a model prompted through its tool-taking chat template
+                 (hf.py picks it in place of `json`; it is not a format a spec names)
     deepeyes.py  DeepEyesV2's think-then-one-action grammar (registry format `deepeyes`)
     scalecua.py  ScaleCUA's GUI action grammar (built by the computer_use agent for its mode and screen)
     fsd.py       FSD's grounded answers and the embodied agent's questions (read by parse_fsd, not a call format)
