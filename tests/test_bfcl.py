@@ -77,3 +77,23 @@ def test_irrelevance_is_right_only_without_a_call(store):
     assert name != "final_answer"
     score, _ = _run(store, bench, rec, [calls((name, {p: 1 for p in fn["parameters"].get("required", [])}))])
     assert score.scores == {"toolpath": 0.0, "official": 0.0}
+
+
+def test_the_cli_runs_the_categories_it_is_given_and_resume_keeps_them(tmp_path, home, capsys):
+    import json
+
+    from conftest import write
+    from toolpath import cli
+    from toolpath.runs import Store
+
+    # every item answered in plain text: right on irrelevance, wrong on any item that asks for a call
+    script = write(tmp_path / "answers.yaml", json.dumps(["None of these functions applies."] * 8))
+    code = cli.main(["eval", "bfcl", "--category", "irrelevance", "--category", "live_irrelevance,irrelevance",
+                     "--limit", "4", "--model", f"scripted:{script}", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and set(out["by_category"]) == {"irrelevance", "live_irrelevance"}
+    store = Store(home)
+    assert store.find_eval(out["eval_id"])["params"]["categories"] == ["irrelevance", "live_irrelevance"]
+    store.close()
+    assert cli.main(["eval", "arith", "--category", "x", "--limit", "1"]) == 2
+    assert "--category does not apply" in capsys.readouterr().err

@@ -140,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--weights", choices=WEIGHTS, help=WEIGHTS_HELP + "; kept by --resume")
     ev.add_argument("--decoding", metavar="KIND", help=DECODING_HELP + " for every task; kept by --resume")
     ev.add_argument("--data", metavar="PATH", help="the benchmark's data (OSWorld-G, ScreenSpot: a JSON file or folder)")
+    ev.add_argument("--category", action="append", metavar="NAME", help="run only this subset of the benchmark "
+                    "(BFCL: simple_python, multiple, parallel, …; repeatable or comma-separated); kept by --resume")
     ev.add_argument("--allow-path", action="append", metavar="DIR", help="a folder whose files the data set's rows "
                     "may name besides the data set's own (repeatable; not kept by --resume: give it again)")
     ev.add_argument("--workers", type=int, default=1, help="episodes at once (local worker processes; default 1)")

@@ -180,6 +180,8 @@ def cmd_eval(args) -> int:
                           scoring=args.scoring, kv_cache=kv_cache, weights=args.weights,
                           decoding=decoding_option(args.decoding) if getattr(args, "decoding", None) else None,
                           allow_paths=allowed_folders(args),
+                          categories=list(dict.fromkeys(c.strip() for given in args.category or ()
+                                                        for c in given.split(",") if c.strip())),
                           agent_params=parse_pairs(getattr(args, "agent_param", None), "--agent-param"))
     except (BenchmarkDataError, ResumeError) as err:  # missing data (named file and variable), a bad --resume
         raise BadInput(str(err)) from None

@@ -172,7 +172,7 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
              timeout: float | None = None, retries: int = 4, scoring: str = "toolpath",
              kv_cache: dict | None = None, weights: str | None = None,
              agent_params: dict | None = None, decoding: dict | None = None,
-             allow_paths: list | None = None) -> EvalResult:
+             allow_paths: list | None = None, categories: list[str] | None = None) -> EvalResult:
     check_scoring(scoring)
     if weights is not None and weights not in WEIGHTS:
         raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
@@ -198,9 +198,10 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
         decoding = params.get("decoding")  # like weights: the interrupted eval's
         weights = params.get("weights")  # the interrupted eval's, whatever this call says
         agent_params = params.get("agent_params")
+        categories = params.get("categories")
         model = row["model"] if params.get("model_given", True) else None
         done = {r["sample_id"]: SampleResult.from_row(r) for r in store.eval_samples(eval_id)}
-    bench = get_benchmark(benchmark, data=data)
+    bench = get_benchmark(benchmark, data=data, categories=categories)
     records: list[Record] = list(bench.records(limit=limit, seed=seed))
     model_name = model or bench.model or "local"  # a benchmark's own default (dom, detector)
     if agent_params and records and not resume:
@@ -212,6 +213,7 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
                                                               **({"decoding": decoding} if decoding else {}),
                                                               **({"weights": weights} if weights else {}),
                                                               **({"agent_params": agent_params} if agent_params else {}),
+                                                              **({"categories": list(categories)} if categories else {}),
                                                               **({"data": str(data)} if data else {})}, len(records))
     result = EvalResult(eval_id=eval_id, benchmark=bench.name, model=model_name,
                         overall_excludes=tuple(bench.overall_excludes), scoring=scoring, weights=weights,

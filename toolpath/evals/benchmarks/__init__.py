@@ -89,16 +89,25 @@ def pick(records: list[Record], limit: int | None, seed: int) -> list[Record]:
     return out
 
 
-def get_benchmark(name: str, data: str | Path | None = None) -> Benchmark:
+def get_benchmark(name: str, data: str | Path | None = None, categories: list[str] | None = None) -> Benchmark:
     """The benchmark's adapter; `data` (`toolpath eval BENCH --data PATH`) is the user's copy of its data, for
-    the benchmarks that read one (they take `data=` in their constructor)."""
+    the benchmarks that read one (they take `data=` in their constructor); `categories` (`--category`) the
+    subsets to run, for the benchmarks that take `categories=` (BFCL)."""
     if name not in registry.declared("benchmark"):
         raise UnknownBenchmark(f"unknown benchmark {name!r}; available: {', '.join(registry.names('benchmark'))}")
     cls = registry.load("benchmark", name)
-    if data is None:
+    kwargs: dict = {}
+    if data is not None:
+        kwargs["data"] = Path(data).expanduser()
+    if categories:
+        kwargs["categories"] = list(categories)
+    if not kwargs:
         return cls()
     import inspect
 
-    if "data" not in inspect.signature(cls).parameters:
+    accepted = inspect.signature(cls).parameters
+    if "data" in kwargs and "data" not in accepted:
         raise BenchmarkDataError(f"benchmark {name!r} reads no data files: --data does not apply to it")
-    return cls(data=Path(data).expanduser())
+    if "categories" in kwargs and "categories" not in accepted:
+        raise BenchmarkDataError(f"benchmark {name!r} has no categories to choose: --category does not apply to it")
+    return cls(**kwargs)
