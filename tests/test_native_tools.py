@@ -190,6 +190,13 @@ def test_a_template_that_raises_is_a_policy_error(tiny):
 
 # ---- toolpath serve: tool_choice through the openai client ----
 
+def test_a_streamed_list_of_calls_is_held_back_from_its_bracket():
+    from toolpath.serve.gate import TextGate
+
+    gate = TextGate(calls=True)
+    assert gate.feed("Calling: ") == "Calling:" and gate.feed('[{"name": "a", "arguments": {}}]') == ""
+
+
 @pytest.fixture(scope="module")
 def served(tiny):
     pytest.importorskip("openai")

@@ -8,7 +8,7 @@ sent at the end as the part of the final content that follows what was already s
 
 from __future__ import annotations
 
-CALL_STARTS = ("<tool_call>", "```", "{")  # where the JSON grammar's parser may find a call
+CALL_STARTS = ("<tool_call>", "```", "{", "[{")  # where a call may start (JSON grammar; native: a list of calls)
 
 
 class TextGate:
