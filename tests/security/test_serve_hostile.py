@@ -176,6 +176,8 @@ def test_a_body_not_sent_as_json_is_refused(server, content_type):
 def test_deep_json_is_a_400(server):
     refused(post(server, b"[" * 100_000), 400, "invalid_json")
     refused(post(server, b'{"model": "tiny", "messages": ' + b"[" * 65 + b"]" * 65 + b"}"), 400, "invalid_json")
+    # a string of escaped quotes that never ends: a regex over the raw body took quadratic time on this
+    refused(post(server, b'{"model": "tiny", "content": "' + b'\\"' * 500_000), 400, "invalid_json")
     # brackets inside strings are text, not nesting
     status, _ = post(server, chat(messages=[{"role": "user", "content": "[" * 500}]))
     assert status == 200

@@ -2,9 +2,9 @@
 
 The body is read in the chunks it arrives in, against a deadline (a trickled body is cut off with 408) and a
 byte budget shared by every connection (a body that does not fit what other requests are holding is answered
-503 with Retry-After); the bytes are given back once the request is parsed. Before `json.loads` sees it, the
-nesting depth is measured on the raw bytes (strings taken out, brackets counted in C and numpy), so a body of
-100,000 `[` is a 400, never a RecursionError.
+503 with Retry-After); the bytes are given back once the request is parsed. JSON's C decoder refuses nesting past
+Python's recursion limit cleanly, and what it parsed is then walked without recursion for a much lower bound, so
+a body of 100,000 `[` is a 400, never a RecursionError; both passes are linear in the body's size.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 import threading
 from typing import AsyncIterator
 
@@ -20,9 +19,6 @@ from .chat_request import APIError, bad
 from .limits import Limits
 
 MAX_DEPTH = 64  # a tool's JSON Schema nests a few levels per object; no honest request comes near this
-JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
-CHUNK = 1 << 20  # brackets counted a million at a time: a flat body's counts never take much memory
 
 
 class ByteBudget:
@@ -93,33 +89,35 @@ async def read_body(request, limits: Limits, budget: ByteBudget) -> AsyncIterato
         budget.give(taken)
 
 
-def too_deep(raw: bytes | bytearray, limit: int = MAX_DEPTH) -> bool:
-    """Do the body's arrays and objects nest deeper than `limit`? Brackets inside strings do not count; a body
-    that is not JSON may be answered either way (json.loads then says what is wrong)."""
-    import numpy as np
-
-    brackets = JSON_STRING.sub(b"", raw).translate(None, NOT_BRACKETS)
-    depth = 0
-    for start in range(0, len(brackets), CHUNK):
-        chunk = np.frombuffer(brackets, dtype=np.uint8, count=min(CHUNK, len(brackets) - start), offset=start)
-        steps = np.where((chunk == ord("[")) | (chunk == ord("{")), 1, -1).astype(np.int64)
-        running = np.cumsum(steps) + depth
-        if running.max() > limit:
+def too_deep(value: object, limit: int = MAX_DEPTH) -> bool:
+    """Do a parsed body's arrays and objects nest deeper than `limit`? Walked with a stack of our own, so no
+    depth of input can exhaust Python's."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
             return True
-        depth = int(running[-1])
+        stack.extend((child, depth + 1) for child in children)
     return False
 
 
 def parse_body(raw: bytes | bytearray) -> dict:
     """The body as a JSON object; a 400 naming what is wrong otherwise."""
-    if too_deep(raw):
-        raise bad(f"the request body nests arrays or objects more than {MAX_DEPTH} levels deep", code="invalid_json")
+    deep = bad(f"the request body nests arrays or objects more than {MAX_DEPTH} levels deep", code="invalid_json")
     try:
         body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise bad(f"the request body is not valid JSON: {err}", code="invalid_json") from None
-    except RecursionError:  # not reached after the depth check; kept so no body can ever make a 500
-        raise bad("the request body nests too deeply", code="invalid_json") from None
+    except RecursionError:  # the C decoder guards its recursion and gives up cleanly past Python's limit
+        raise deep from None
+    if too_deep(body):  # what reads the request later (schemas, templates) recurses: bounded here
+        raise deep
     if not isinstance(body, dict):
         raise bad(f"the request body must be a JSON object, got {type(body).__name__}", code="invalid_json")
     return body
