@@ -118,6 +118,15 @@ class ModelSpec(_Part):
 
     @field_validator("options")
     @classmethod
+    def _prefix_cache_mb(cls, v: dict[str, Any]) -> dict[str, Any]:
+        # How many MiB of earlier calls' KV state a local model keeps for prompts that start the same way; 0: none.
+        mb = v.get("prefix_cache_mb")
+        if mb is not None and (isinstance(mb, bool) or not isinstance(mb, (int, float)) or not 0 <= mb <= 2**20):
+            raise ValueError(f"options.prefix_cache_mb must be a number of MiB from 0 (off) to {2**20}, got {mb!r}")
+        return v
+
+    @field_validator("options")
+    @classmethod
     def _kv_cache(cls, v: dict[str, Any]) -> dict[str, Any]:
         if v.get("kv_cache") is not None:
             v = {**v, "kv_cache": kv_cache_setting(v["kv_cache"])}

@@ -253,6 +253,16 @@ class StepRecord:
         return self._get("raw")
 
     @property
+    def prefill_tokens(self) -> int | None:
+        """Of a policy step's tokens_in, those the model read afresh; None when its policy did not say."""
+        return self._get("prefill_tokens")
+
+    @property
+    def reused_tokens(self) -> int | None:
+        """Of a policy step's tokens_in, those whose KV state an earlier call left (prefix reuse), or None."""
+        return self._get("reused_tokens")
+
+    @property
     def issues(self) -> list[str]:
         """What could not be read of a policy step's output."""
         return self._get("issues") or []

@@ -233,7 +233,8 @@ def make_policy_node(rt: Runtime) -> Callable[[AgentState], Any]:
         rt.record(seq, "policy", messages, st.started, dt, resp.tokens_in, resp.tokens_out, raw=resp.raw,
                   issues=resp.issues, latency=resp.latency_s,
                   **({"cache_bytes": resp.cache_bytes} if resp.cache_bytes is not None else {}),
-                  **({"decoding": resp.decoding} if resp.decoding is not None else {}))
+                  **({"decoding": resp.decoding} if resp.decoding is not None else {}),
+                  **{k: getattr(resp, k) for k in ("prefill_tokens", "reused_tokens") if getattr(resp, k) is not None})
         if "status" not in update and not update["pending"]:
             reason = budget_exceeded({**state, **update}, spec)
             if reason:

@@ -50,6 +50,10 @@ class Response:
     raw: str = ""  # the model's output exactly as produced, kept in the step record
     cache_bytes: int | None = None  # bytes its KV cache held at the end of the answer (model.options.kv_cache)
     decoding: dict | None = None  # what model.options.decoding did: its settings, extra forward passes, seconds
+    # Of tokens_in, those the model read afresh and those whose KV state came from an earlier call (prefix reuse);
+    # None for a policy that does not know.
+    prefill_tokens: int | None = None
+    reused_tokens: int | None = None
 
 
 @runtime_checkable
