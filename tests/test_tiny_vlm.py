@@ -37,8 +37,7 @@ def _build(tmp_path, lm, seed=0):
     pytest.importorskip("peft", reason="LoRA on the language model needs peft")
     from toolpath.train import tiny_vlm
 
-    return tiny_vlm.build(seed, home=tmp_path, config=tiny_vlm.toy_config(), lm_folder=lm, log=lambda s: None,
-                          step_log=None)
+    return tiny_vlm.build(seed, home=tmp_path, config=tiny_vlm.toy_config(), lm_folder=lm)
 
 
 # ---- data ------------------------------------------------------------------------------------------------
@@ -182,21 +181,23 @@ def test_models_build_runs_the_build_with_the_seed_and_reports_it(home, monkeypa
 
     calls = []
 
-    def fake_build(seed, log, step_log):
-        calls.append((seed, step_log))
-        log("[1/4] data: …")
+    def fake_build(seed):
+        calls.append(seed)
+        from toolpath.progress import Progress
+
+        Progress("[1/4] data").close("…")
         return {"folder": str(home / "models" / "tiny-vlm"), "seconds": {"total": 12.0},
                 "figures": {"easy_vqa_test": {"accuracy": 0.9}, "easy_vqa_blank_image": {"accuracy": 0.4}}}
 
     monkeypatch.setattr(tiny_vlm, "build", fake_build)
     assert main(["models", "build", "tiny-vlm", "--seed", "3"]) == 0
     out = capsys.readouterr()
-    assert calls == [(3, None)] and "toolpath: [1/4] data" in out.err
+    assert calls == [3] and "toolpath: [1/4] data" in out.err
     assert "easy-vqa test 0.900 (blank image 0.400); use it as model: local:tiny-vlm" in out.out
     assert main(["models", "build", "tiny-vlm", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["figures"]["easy_vqa_test"]["accuracy"] == 0.9
 
-    def missing(seed, log, step_log):
+    def missing(seed):
         raise RuntimeError("the tiny VLM trains on the easy-vqa package: pip install easy-vqa")
 
     monkeypatch.setattr(tiny_vlm, "build", missing)

@@ -126,8 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     mb = models.add_parser("build", help="train a model that is made here, not downloaded (tiny-vlm, metaembed, query-completion)")
     mb.add_argument("name", choices=("tiny-vlm", "metaembed", "query-completion"), help="the model to build")
     mb.add_argument("--seed", type=int, default=0, help="everything follows from it (default 0)")
-    mb.add_argument("--verbose", action="store_true", help="also a line per few training steps")
     mb.add_argument("--json", action="store_true", help="print the build's report (tiny_vlm.json, metaembed.json, query_completion.json) as JSON")
+    mb.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     mb.set_defaults(fn=cmd_models_build)
 
     ev = sub.add_parser("eval", help="run a benchmark's records as tasks and score them")
@@ -205,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--option", action="append", metavar="KEY=VALUE", help="a method option (repeatable)")
     cp.add_argument("--out", required=True, metavar="DIR", help="the folder to write (must not exist, or be empty)")
     cp.add_argument("--json", action="store_true")
+    cp.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     cp.set_defaults(fn=cmd_compress)
     return p
 
@@ -220,9 +221,11 @@ def main(argv: list[str] | None = None) -> int:
         error(problem)
         return EXIT_BAD_INPUT
     # Imported once a command runs (they all open the store), so `toolpath --help` does not load it.
+    from ..progress import set_quiet
     from ..registry import RegistryError
     from ..runs import StoreError
 
+    set_quiet(getattr(args, "quiet", False))  # every long job's progress (toolpath/progress.py) follows -q
     try:
         return args.fn(args)
     except (BadInput, RegistryError) as err:  # RegistryError: an unknown name, a plugin that cannot load

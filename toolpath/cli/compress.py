@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 
 from ..policies.base import PolicyError
+from ..progress import say
 from .common import EXIT_FAILED, EXIT_OK, BadInput, echo, echo_json, error
 
 
@@ -91,16 +92,12 @@ def cmd_compress(args) -> int:
     for stale in remove_stale_temporaries(out):
         error(f"removed {stale}, left by an interrupted compress of {out}")
     compress = method(args.method)
-
-    def log(text: str) -> None:
-        error(text)
-
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     held = _lock(tmp)
     started = time.perf_counter()
     try:
-        result = compress(args.model, tmp, bits=args.bits, options=options, log=log)
+        result = compress(args.model, tmp, bits=args.bits, options=options, log=say)
         record = {"method": args.method, "source": args.model, "bits": args.bits, "options": options,
                   **(result or {}), "seconds": round(time.perf_counter() - started, 1)}
         (tmp / "compression.json").write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
@@ -112,6 +109,9 @@ def cmd_compress(args) -> int:
     except PolicyError as err:  # the model would not load (missing package, broken folder)
         error(f"cannot compress {args.model}: {err}")
         return EXIT_FAILED
+    except KeyboardInterrupt:  # the temporary folder goes below; nothing half-written is left under --out
+        error(f"interrupted: nothing was written to {out}; run the same command again to start over")
+        return 130  # the shell's code for Ctrl-C, as main returns for any interrupted command
     finally:
         os.close(held)
         if tmp.exists():

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
-import time
 
-from .common import (EXIT_OK, BadInput, allowed_folders, decoding_option, echo, echo_json, one_line, parse_pairs,
-                     printable, store_from_args, when)
+from ..progress import Progress
+
+from .common import (EXIT_OK, BadInput, allowed_folders, decoding_option, echo, echo_json, error, one_line,
+                     parse_pairs, printable, store_from_args, when)
 
 
 def cmd_models_list(args) -> int:
@@ -30,60 +31,40 @@ def cmd_models_list(args) -> int:
 
 
 def cmd_models_build(args) -> int:
-    """Train a built model (`local:NAME` then loads it): a progress line per stage on stderr."""
-    def stage(line: str) -> None:
-        print(f"toolpath: {line}", file=sys.stderr, flush=True)
+    """Train a built model (`local:NAME` then loads it): each stage's progress on stderr (toolpath/progress.py)."""
+    from ..train import metaembed_training, query_completion_training, tiny_vlm
 
-    if args.name == "metaembed":
-        return _build_metaembed(args, stage)
-    if args.name == "query-completion":
-        return _build_query_completion(args, stage)
-    from ..train import tiny_vlm
-
+    module = {"tiny-vlm": tiny_vlm, "metaembed": metaembed_training, "query-completion": query_completion_training}
+    build = module[args.name]
     try:
-        report = tiny_vlm.build(args.seed, log=stage, step_log=stage if args.verbose else None)
-    except RuntimeError as err:  # a missing part (easy-vqa, the bundled model), said with how to get it
+        report = build.build(args.seed)
+    except RuntimeError as err:  # a missing part (easy-vqa, the bundled model, pydoc_data), said with how to get it
         raise BadInput(f"models build {args.name}: {err}") from err
+    except KeyboardInterrupt:  # the folder is only ever replaced whole (train/folders.py), so nothing is half-written
+        error(f"interrupted: {build.folder()} is as it was before this build (nothing half-written); "
+              f"`toolpath models build {args.name}` starts it again from the beginning")
+        return 130  # the shell's code for Ctrl-C, as main returns for any interrupted command
     if args.json:
         echo_json(report, indent=2)
     else:
+        echo(_built_text(build.NAME, report))
+    return EXIT_OK
+
+
+def _built_text(name: str, report: dict) -> str:
+    if name == "tiny-vlm":
         f = report["figures"]
-        echo(f"{tiny_vlm.NAME}: {report['folder']} ({report['seconds']['total']:.0f} s); easy-vqa test "
-             f"{f['easy_vqa_test']['accuracy']:.3f} (blank image "
-             f"{f.get('easy_vqa_blank_image', {}).get('accuracy', float('nan')):.3f}); use it as model: local:tiny-vlm")
-    return EXIT_OK
-
-
-def _build_metaembed(args, stage) -> int:
-    from ..train import metaembed_training
-
-    try:
-        report = metaembed_training.build(args.seed, log=stage, step_log=stage if args.verbose else None)
-    except RuntimeError as err:  # no training text (pydoc_data missing), said with what is missing
-        raise BadInput(f"models build {args.name}: {err}") from err
-    if args.json:
-        echo_json(report, indent=2)
-    else:
-        echo(f"{metaembed_training.NAME}: {report['folder']} ({report['seconds']:.0f} s); training loss "
-             f"{report['training']['loss_first']} -> {report['training']['loss_last10']:.3f}; measure it with "
-             "python benchmarks/retrieval.py")
-    return EXIT_OK
-
-
-def _build_query_completion(args, stage) -> int:
-    from ..train import query_completion_training as qct
-
-    try:
-        report = qct.build(args.seed, log=stage, step_log=stage if args.verbose else None)
-    except RuntimeError as err:  # the tiny CLIP or the bundled model missing, said with how to get it
-        raise BadInput(f"models build {args.name}: {err}") from err
-    if args.json:
-        echo_json(report, indent=2)
-    else:
-        echo(f"{qct.NAME}: {report['folder']} ({report['seconds']['total']:.0f} s); training loss "
-             f"{report['training']['loss_first']} -> {report['training']['loss_last10']}; complete_query uses it, "
-             "measure it with python benchmarks/query_completion.py")
-    return EXIT_OK
+        return (f"{name}: {report['folder']} ({report['seconds']['total']:.0f} s); easy-vqa test "
+                f"{f['easy_vqa_test']['accuracy']:.3f} (blank image "
+                f"{f.get('easy_vqa_blank_image', {}).get('accuracy', float('nan')):.3f}); use it as model: "
+                "local:tiny-vlm")
+    if name == "metaembed":
+        return (f"{name}: {report['folder']} ({report['seconds']:.0f} s); training loss "
+                f"{report['training']['loss_first']} -> {report['training']['loss_last10']:.3f}; measure it with "
+                "python benchmarks/retrieval.py")
+    return (f"{name}: {report['folder']} ({report['seconds']['total']:.0f} s); training loss "
+            f"{report['training']['loss_first']} -> {report['training']['loss_last10']}; complete_query uses it, "
+            "measure it with python benchmarks/query_completion.py")
 
 
 def cmd_eval_list(args) -> int:
@@ -108,37 +89,25 @@ def cmd_eval_list(args) -> int:
 
 
 class EvalProgress:
-    """done/total, accuracy so far, rate and ETA on stderr: one redrawn line on a terminal, a line per sample
-    otherwise (CI logs), always with the sample's id and outcome."""
+    """Samples scored of the eval, accuracy so far, rate and time left, and the last sample's id, outcome and
+    answer (made printable: it is the model's text): one stage of toolpath/progress.py, on stderr."""
 
-    def __init__(self, quiet: bool):
-        self.quiet = quiet
-        self.tty = sys.stderr.isatty()
-        self.t0 = time.perf_counter()
-        self.first: int | None = None  # samples already done when this process began (a resumed eval)
+    def __init__(self, benchmark: str):
+        self.benchmark = benchmark
+        self.stage: Progress | None = None
         self.scores: list[float] = []
 
     def __call__(self, i: int, n: int, s) -> None:
-        if self.quiet:
-            return
-        if self.first is None:
-            self.first = i - 1
+        if self.stage is None:  # samples already done when this process began (a resumed eval) are not in the rate
+            self.stage = Progress(f"eval {self.benchmark}", n, "samples", initial=i - 1)
         self.scores.append(s.score)
-        elapsed = time.perf_counter() - self.t0
-        rate = (i - self.first) / elapsed if elapsed > 0 else 0.0
-        eta = (n - i) / rate if rate > 0 else 0.0
         acc = sum(self.scores) / len(self.scores)
-        stats = f"acc {acc:.3f}  {rate:.2f}/s  ETA {int(eta) // 60}:{int(eta) % 60:02d}"
-        if self.tty:
-            width = 24
-            fill = round(width * i / n) if n else width
-            line = printable(f"[{'#' * fill}{'.' * (width - fill)}] {i}/{n}  {stats}  {s.sample_id[:30]} {s.status}")
-            print("\r" + line + "\x1b[K", end="" if i < n else "\n", file=sys.stderr, flush=True)
-            return
-        mark = "ok " if s.score >= 1 else "   "
-        echo(f"  [{i}/{n}] {mark}{s.sample_id:<16} {s.category:<8} {s.status:<17} score {s.score:g}  "
-               f"{elapsed:6.1f}s  {stats}  answer: {one_line(s.answer or s.error or '', 40)}", file=sys.stderr,
-               flush=True)
+        self.stage.update(1, value=printable(f"acc {acc:.3f}, last {s.sample_id[:30]} {s.status} score {s.score:g} "
+                                             f"answer: {one_line(s.answer or s.error or '', 40)}"))
+
+    def close(self, outcome: str = "") -> None:
+        if self.stage is not None:
+            self.stage.close(outcome)
 
 
 def cmd_eval(args) -> int:
@@ -167,7 +136,7 @@ def cmd_eval(args) -> int:
         except ValueError as err:
             raise BadInput(f"--kv-cache {args.kv_cache!r}: {err}") from None
     store = store_from_args(args)
-    on_sample = EvalProgress(args.quiet)
+    on_sample = EvalProgress(args.benchmark)
 
     def on_event(ev: dict) -> None:  # per-sample lines come from on_sample; only say when a model loads
         if ev["type"] == "loading" and not args.quiet:
@@ -187,6 +156,12 @@ def cmd_eval(args) -> int:
         raise BadInput(str(err)) from None
     except ValueError as err:  # bad --workers, --timeout, --executor ray without ray
         raise BadInput(str(err)) from None
+    except KeyboardInterrupt:  # every sample scored so far is in the store, each one whole
+        on_sample.close("interrupted")
+        error(f"interrupted: the samples scored so far are kept; `toolpath eval list` shows the eval's id and "
+              f"`toolpath eval {args.benchmark} --resume EVAL_ID` scores the rest")
+        return 130  # the shell's code for Ctrl-C, as main returns for any interrupted command
+    on_sample.close()
     summary = result.summary()
     keys = ("eval_id", "benchmark", "n", "weights", "score", "scoring", "scores", "by_category", "tokens", "seconds", "overall_excludes", "n_overall",
             "metrics", "cost_usd", "unpriced", "retries", "timed_out")

@@ -122,48 +122,49 @@ def uniform_plan(bits: int) -> Plan:
     return lambda name, expert: bits
 
 
-def quantize_model_rtn(model, plan: Plan, group_size: int = GROUP_SIZE, log=None) -> dict[str, Any]:
+def quantize_model_rtn(model, plan: Plan, group_size: int = GROUP_SIZE) -> dict[str, Any]:
     """Round every planned weight to nearest; returns {name: Quantized or {expert: Quantized}}."""
     from .moe_layout import layer_targets
 
     out: dict[str, Any] = {}
     layers = decoder_layers(model)
-    line = _progress("rtn", len(layers), log)
-    for layer in layers:
-        for name, param, experts in layer_targets(model, layer):
-            out.update(_quantize_param(name, param, experts, plan, lambda w, b, e: quantize_rtn(w, b, group_size)))
-        line.update()
-    line.close(f"{len(out)} weights quantized")
+    with _progress("rtn", len(layers)) as line:
+        for layer in layers:
+            for name, param, experts in layer_targets(model, layer):
+                out.update(_quantize_param(name, param, experts, plan,
+                                           lambda w, b, e: quantize_rtn(w, b, group_size)))
+            line.update()
+        line.close(f"{len(out)} weights quantized")
     return out
 
 
-def _progress(label: str, layers: int, log):
-    """One progress line for the layer loop (redrawn on a terminal when no `log` is given)."""
-    from ..policies.hf import ProgressLine
+def _progress(label: str, layers: int):
+    """The layer loop's stage: layers done, rate and time left (toolpath/progress.py, on stderr)."""
+    from ..progress import Progress
 
-    return ProgressLine(f"{label}: quantizing {layers} decoder layers", layers, unit="layers", log=log)
+    return Progress(f"{label}: quantizing {layers} decoder layers", layers, unit="layers")
 
 
 def quantize_model_gptq(model, calibration: torch.Tensor, plan: Plan, group_size: int = GROUP_SIZE,
-                        act_order: bool = False, log=None, chunk: int = 8) -> dict[str, Any]:
+                        act_order: bool = False, chunk: int = 8) -> dict[str, Any]:
     """GPTQ over every planned weight, layer by layer; `calibration` [n, seqlen] token ids."""
     from .moe_layout import HessianHooks, layer_targets
 
     layers = decoder_layers(model)
     inputs = _first_layer_inputs(model, layers[0], calibration, chunk)
     out: dict[str, Any] = {}
-    line = _progress("gptq", len(layers), log)
-    for layer in layers:
-        targets = layer_targets(model, layer)
-        with HessianHooks(model, layer, targets) as hooks:
-            _run_layer(layer, inputs)
-        for name, param, experts in targets:
-            def fit(w, bits, expert, name=name):
-                return gptq_quantize(w, hooks.hessian(name, expert), bits, group_size, act_order=act_order)
-            out.update(_quantize_param(name, param, experts, plan, fit))
-        inputs = [(_run_layer(layer, [(x, kw)])[0], kw) for x, kw in inputs]  # quantized outputs feed the next
-        line.update()
-    line.close(f"{len(out)} weights quantized")
+    with _progress("gptq", len(layers)) as line:
+        for layer in layers:
+            targets = layer_targets(model, layer)
+            with HessianHooks(model, layer, targets) as hooks:
+                _run_layer(layer, inputs)
+            for name, param, experts in targets:
+                def fit(w, bits, expert, name=name):
+                    return gptq_quantize(w, hooks.hessian(name, expert), bits, group_size, act_order=act_order)
+                out.update(_quantize_param(name, param, experts, plan, fit))
+            inputs = [(_run_layer(layer, [(x, kw)])[0], kw) for x, kw in inputs]  # quantized outputs feed the next
+            line.update()
+        line.close(f"{len(out)} weights quantized")
     return out
 
 
@@ -253,7 +254,7 @@ def compress_rtn(source: str, out: Path, *, bits: float | None, options: dict[st
     opts = read_options(options, {"group_size": GROUP_SIZE}, "rtn")
     b = _int_bits(bits)
     model, tokenizer = load_source(source)
-    quantized = quantize_model_rtn(model, uniform_plan(b), opts["group_size"], log)
+    quantized = quantize_model_rtn(model, uniform_plan(b), opts["group_size"])
     info = {"bits": b, "group_size": opts["group_size"], "calibration": None, "quantized_tensors": len(quantized)}
     save_packed(model, tokenizer, quantized, out, {"method": "rtn", **info})
     return info
@@ -271,7 +272,7 @@ def compress_gptq(source: str, out: Path, *, bits: float | None, options: dict[s
     model, tokenizer = load_source(source)
     calibration_fits("gptq", opts["nsamples"], opts["seqlen"], model.config.get_text_config().hidden_size)
     calib = calibration_batches(tokenizer, opts["nsamples"], opts["seqlen"], opts["seed"])
-    quantized = quantize_model_gptq(model, calib, uniform_plan(b), opts["group_size"], opts["act_order"], log)
+    quantized = quantize_model_gptq(model, calib, uniform_plan(b), opts["group_size"], opts["act_order"])
     info = {"bits": b, "group_size": opts["group_size"], "act_order": opts["act_order"], "damp": DAMP,
             "block": BLOCK, "quantized_tensors": len(quantized),
             "calibration": {"text": DESCRIPTION, "nsamples": opts["nsamples"], "seqlen": opts["seqlen"],

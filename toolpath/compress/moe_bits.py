@@ -206,8 +206,7 @@ def compress(source: str, out: Path, *, bits: float | None, options: dict[str, s
     allocation, orders = allocate(model, b_avg, levels, opts["order"], init, opts["zeta"], opts["order_seed"])
     log(f"moe-bits: {len(allocation)} MoE layers, levels {levels}, average {b_avg:g}")
     calib = calibration_batches(tokenizer, opts["nsamples"], opts["seqlen"], opts["seed"])
-    quantized = quantize_model_gptq(model, calib, allocation_plan(allocation, opts["attn_bits"]), opts["group_size"],
-                                    log=log)
+    quantized = quantize_model_gptq(model, calib, allocation_plan(allocation, opts["attn_bits"]), opts["group_size"])
     info = {"bits": b_avg, "levels": list(levels), "order": opts["order"], "zeta": opts["zeta"],
             "attn_bits": opts["attn_bits"], "group_size": opts["group_size"], "damp": DAMP, "block": BLOCK,
             "sensitivity": (f"router row norm change since initialisation ({init_path})" if init_path else

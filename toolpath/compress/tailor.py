@@ -81,7 +81,7 @@ def tailor(base, tokenizer, candidates: list, names: list[str], opts: TailorOpti
         metrics = evaluate(bench.model(plan), english, transcripts)
         return share(metrics, base_metrics, opts.objective), metrics
 
-    search = Search(objective, n_layers, n_remove, len(candidates), influence, opts.seed, log)
+    search = Search(objective, n_layers, n_remove, len(candidates), influence, opts.seed)
     result = search.run(opts.trials, angular)
     return {"plan": result.best, "value": result.best_value, "trials": result.trials, "base": base_metrics,
             "influence": influence, "angular": angular, "n_layers": n_layers, "n_remove": n_remove,

@@ -16,7 +16,8 @@ import shutil
 import uuid
 from pathlib import Path
 
-from ..policies.hf import ProgressLine, home_dir
+from ..policies.hf import home_dir
+from ..progress import Progress
 from . import tailor_data
 
 RECIPES = ("english", "toolcalls")
@@ -74,7 +75,7 @@ def _loss(model, batch):
                                              labels[:, 1:].reshape(-1), ignore_index=-100)
 
 
-def finetune(base, tokenizer, recipe: str, steps: int, seed: int, target: Path, log=None) -> Path:
+def finetune(base, tokenizer, recipe: str, steps: int, seed: int, target: Path) -> Path:
     """Fine-tune a copy of `base` by `recipe` and save it to `target` (atomically); returns `target`."""
     import copy
 
@@ -91,17 +92,17 @@ def finetune(base, tokenizer, recipe: str, steps: int, seed: int, target: Path, 
         if p.requires_grad:
             params.append(p)
     optim = torch.optim.AdamW(params, lr=LR, weight_decay=0.0)
-    line = ProgressLine(f"fine-tuning the {recipe} candidate", steps, unit="steps", log=log)
     losses = []
-    for batch in _batches(tokenizer, recipe, steps):
-        loss = _loss(model, batch)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optim.step()
-        optim.zero_grad(set_to_none=True)
-        losses.append(float(loss.detach()))
-        line.update(1)
-    line.close(f"loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+    with Progress(f"fine-tuning the {recipe} candidate", steps, unit="steps") as line:
+        for batch in _batches(tokenizer, recipe, steps):
+            loss = _loss(model, batch)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optim.step()
+            optim.zero_grad(set_to_none=True)
+            losses.append(float(loss.detach()))
+            line.update(1, value=f"loss {losses[-1]:.3f}")
+        line.close(f"loss {losses[0]:.3f} -> {losses[-1]:.3f}")
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
@@ -126,7 +127,7 @@ def default_candidates(base, tokenizer, source_key: str, steps: int, seed: int, 
     for recipe in RECIPES:
         target = cache_dir(source_key, recipe, steps, seed)
         if not (target / "config.json").is_file():
-            finetune(base, tokenizer, recipe, steps, seed, target, log)
+            finetune(base, tokenizer, recipe, steps, seed, target)
         else:
             (log or (lambda _t: None))(f"candidate {recipe}: cached at {target}")
         out.append(target)

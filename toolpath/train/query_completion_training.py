@@ -109,9 +109,10 @@ def encode(tok, text: str, prompt_text: str) -> tuple[list[int], list[int]]:
 
 
 def train_lm(lm, tok, texts: list[tuple[str, str]], *, steps: int, batch: int, lr: float, rank: int, seed: int,
-             layers: int = 0, log=None) -> dict:
+             layers: int = 0, progress=None) -> dict:
     """LoRA fine-tuning of the causal LM on (text, prompt) pairs, loss on what follows the prompt; merged.
-    `layers` > 0: only the top `layers` decoder layers get LoRA."""
+    `layers` > 0: only the top `layers` decoder layers get LoRA; `progress`: a toolpath.progress.Progress told
+    of each step and its running loss."""
     import torch
     from peft import LoraConfig, get_peft_model
 
@@ -146,8 +147,8 @@ def train_lm(lm, tok, texts: list[tuple[str, str]], *, steps: int, batch: int, l
         opt.step()
         sched.step()
         losses.append(loss.item())
-        if log and (step + 1) % max(1, steps // 10) == 0:
-            log(f"lm step {step + 1}/{steps} loss {np.mean(losses[-10:]):.3f} ({time.monotonic() - start:.0f} s)")
+        if progress:
+            progress.update(value=f"loss {np.mean(losses[-10:]):.3f}")
     merged = model.merge_and_unload().eval()
     for p in merged.parameters():
         p.requires_grad_(False)
@@ -157,12 +158,14 @@ def train_lm(lm, tok, texts: list[tuple[str, str]], *, steps: int, batch: int, l
             "seconds": round(time.monotonic() - start, 1)}
 
 
-def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None = None, lm_folder: Path | None = None,
-          log=print, step_log=None) -> dict:
-    """Build, write and describe the query-completion model; returns what query_completion.json holds."""
+def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None = None,
+          lm_folder: Path | None = None) -> dict:
+    """Build, write and describe the query-completion model; returns what query_completion.json holds. Each
+    stage shows its progress on stderr."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from ..progress import Progress, say
     from . import clip_training as ct
     from . import query_completion_data as qd
     from . import vlm_data as vd
@@ -181,14 +184,16 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
 
     source = clip_source(home)
     clip, clip_tok, proc = _clip_parts(source)
-    lm_folder = Path(lm_folder) if lm_folder else default_lm_folder(log)
+    lm_folder = Path(lm_folder) if lm_folder else default_lm_folder()
 
     # 1. data
-    base = (vd.easy_vqa_examples("train")[:cfg.easy_vqa_images] if cfg.easy_vqa_images else []) + vd.scenes(cfg.scenes, seed)
-    pictures = qd.degraded_pictures(base, seed, cfg.copies)
-    examples = qd.examples(pictures, seed)
-    stage("data")
-    log(f"[1/4] data: {len(pictures)} degraded pictures of {len(base)} training images ({seconds['data']} s)")
+    with Progress("[1/4] data: degraded copies of easy-vqa and scene pictures") as line:
+        base = ((vd.easy_vqa_examples("train")[:cfg.easy_vqa_images] if cfg.easy_vqa_images else [])
+                + vd.scenes(cfg.scenes, seed))
+        pictures = qd.degraded_pictures(base, seed, cfg.copies)
+        examples = qd.examples(pictures, seed)
+        stage("data")
+        line.close(f"{len(pictures)} degraded pictures of {len(base)} training images")
 
     # 2. the quality-aware retriever, then each example's caption-image similarity under it
     size = clip.config.vision_config.image_size
@@ -196,13 +201,14 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
     captions = [qd.quality_caption(p) for p in pictures] + [vd.scene_caption(list(p.objects)) for p in pictures]
     clip.train()
     bases = [p.base for p in pictures]
-    clip_stats = ct.train_clip(clip, clip_tok, torch.cat([pixels, pixels]), captions, steps=cfg.clip_steps,
-                               batch=cfg.clip_batch, lr=cfg.clip_lr, seed=seed, log=step_log, groups=bases + bases)
-    clip.eval()
-    sims = similarities(clip, clip_tok, pixels, [e.caption for e in examples])
-    stage("retriever")
-    log(f"[2/4] retriever: tiny CLIP ({size} px) fine-tuned {cfg.clip_steps} steps on quality-worded captions, "
-        f"loss {clip_stats['final_loss']:.3f} ({seconds['retriever']} s)")
+    with Progress(f"[2/4] retriever: tiny CLIP ({size} px) on quality-worded captions", cfg.clip_steps,
+                  "steps") as line:
+        clip_stats = ct.train_clip(clip, clip_tok, torch.cat([pixels, pixels]), captions, steps=cfg.clip_steps,
+                                   batch=cfg.clip_batch, lr=cfg.clip_lr, seed=seed, progress=line,
+                                   groups=bases + bases)
+        clip.eval()
+        sims = similarities(clip, clip_tok, pixels, [e.caption for e in examples])
+        stage("retriever")
 
     # 3. levels
     quality_edges = qd.tercile_edges([p.quality.score for p in pictures])
@@ -213,23 +219,23 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
         counts[f"{rel}/{qual}"] = counts.get(f"{rel}/{qual}", 0) + 1
         texts.append((qc.training_text(e.query, rel, qual, e.caption), qc.prompt(e.query, rel, qual)))
     stage("levels")
-    log(f"[3/4] levels: quality terciles at {quality_edges[0]:.3f} / {quality_edges[1]:.3f}, relevance (similarity) "
-        f"at {relevance_edges[0]:.3f} / {relevance_edges[1]:.3f}")
+    say(f"[3/4] levels: quality terciles at {quality_edges[0]:.3f} / {quality_edges[1]:.3f}, relevance "
+        f"(similarity) at {relevance_edges[0]:.3f} / {relevance_edges[1]:.3f}")
 
     # 4. the language model
     tok = AutoTokenizer.from_pretrained(str(lm_folder), local_files_only=True)
     lm = AutoModelForCausalLM.from_pretrained(str(lm_folder), local_files_only=True, dtype=torch.float32)
-    lm_stats = train_lm(lm, tok, texts, steps=cfg.lm_steps, batch=cfg.lm_batch, lr=cfg.lm_lr, rank=cfg.lora_rank,
-                        layers=cfg.lora_layers, seed=seed, log=step_log)
-    model = lm_stats.pop("model")
-    samples = []
-    for i, e in enumerate(examples[:cfg.samples]):
-        for quality in ("low", "high"):
-            caption = qc.generate(model, tok, qc.prompt(e.query, "high", quality), seed=i)
-            samples.append({"query": e.query, "relevance": "high", "quality": quality, "completion": caption})
-    stage("lm")
-    log(f"[4/4] language model: {cfg.lm_steps} LoRA steps, loss {lm_stats['loss_first']} -> "
-        f"{lm_stats['loss_last10']} ({seconds['lm']} s)")
+    with Progress("[4/4] language model: LoRA on the QCQC prompt", cfg.lm_steps, "steps") as line:
+        lm_stats = train_lm(lm, tok, texts, steps=cfg.lm_steps, batch=cfg.lm_batch, lr=cfg.lm_lr,
+                            rank=cfg.lora_rank, layers=cfg.lora_layers, seed=seed, progress=line)
+        model = lm_stats.pop("model")
+        samples = []
+        for i, e in enumerate(examples[:cfg.samples]):
+            for quality in ("low", "high"):
+                caption = qc.generate(model, tok, qc.prompt(e.query, "high", quality), seed=i)
+                samples.append({"query": e.query, "relevance": "high", "quality": quality, "completion": caption})
+        stage("lm")
+        line.close(f"loss {lm_stats['loss_first']} -> {lm_stats['loss_last10']} (mean of the last 10)")
 
     target = folder(home)
     report = {"name": NAME, "seed": seed, "config": asdict(cfg), "language_model": lm_folder.name,

@@ -27,8 +27,8 @@ def load(folder):
 
 
 def answer(model, processor, images: list[np.ndarray], questions: list[str], *, batch: int = 16,
-           max_new_tokens: int = 6) -> list[str]:
-    """Greedy answers, one per (image, question)."""
+           max_new_tokens: int = 6, progress=None) -> list[str]:
+    """Greedy answers, one per (image, question); `progress` (toolpath.progress.Progress) counts them."""
     import torch
 
     out = []
@@ -40,6 +40,8 @@ def answer(model, processor, images: list[np.ndarray], questions: list[str], *, 
         with torch.no_grad():
             gen = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)
         out += processor.batch_decode(gen[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+        if progress:
+            progress.update(len(texts))
     return [o.strip() for o in out]
 
 
@@ -50,14 +52,14 @@ def question_sample(examples: list[ImageQA], n: int, seed: int) -> list[tuple[in
 
 
 def accuracy(model, processor, examples: list[ImageQA], sample: list[tuple[int, str, str]], *,
-             blank: bool = False, first: int | None = None) -> dict:
+             blank: bool = False, first: int | None = None, progress=None) -> dict:
     """Exact match (after lower-casing and dropping punctuation) on the sample; `blank` replaces every image
     by a uniform grey one of the same size. `first`: also the accuracy on the sample's first N questions
     (to set beside a baseline measured on those)."""
     images = [examples[i].image for i, _, _ in sample]
     if blank:
         images = [np.full_like(im, 128) for im in images]
-    got = answer(model, processor, images, [q for _, q, _ in sample])
+    got = answer(model, processor, images, [q for _, q, _ in sample], progress=progress)
     hits = [normalize(g) == normalize(a) for g, (_, _, a) in zip(got, sample)]
     yes = [normalize(g).startswith("yes") for g, (_, _, a) in zip(got, sample) if a in ("yes", "no")]
     out = {"accuracy": round(float(np.mean(hits)), 4) if hits else None, "questions": len(sample),

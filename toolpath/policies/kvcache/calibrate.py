@@ -28,6 +28,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ...progress import Progress
+
 LEVELS = (1, 2, 3, 4, 8)  # 8: float8_e4m3fn
 CALIBRATION_TOKENS = 1024
 VERSION = 1
@@ -103,7 +105,9 @@ def profile(model: Any, ids=None, group: int = 32) -> dict:
             return data
     if ids is None:
         ids = calibration_ids(_tokenizer_for(model))
-    data = measure(model, ids, group)
+    with Progress(f"chanmix calibration of {path.stem} (first use only, saved to {path})",
+                  model.config.get_text_config().num_hidden_layers, "layers") as line:
+        data = measure(model, ids, group, progress=line)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data))
@@ -119,7 +123,8 @@ def decoder_attention(model: Any) -> list:
     return [m for name, m in decoder.named_modules() if name.endswith("self_attn") and hasattr(m, "q_proj")]
 
 
-def measure(model: Any, ids, group: int = 32) -> dict:
+def measure(model: Any, ids, group: int = 32, progress: Progress | None = None) -> dict:
+    """Each decoder layer's channel costs at every level (the module's docstring); `progress` counts layers."""
     import torch
     from transformers import DynamicCache
 
@@ -173,5 +178,7 @@ def measure(model: Any, ids, group: int = 32) -> dict:
             else:
                 value_cost[str(b)] = (w * rms2 / ((1 << b) - 1) ** 2).tolist()
         out_layers.append({"keys": key_cost, "values": value_cost, "value_rms": rms2.sqrt().tolist()})
+        if progress:
+            progress.update()
     return {"version": VERSION, "model": model_id(model), "group": group, "tokens": n, "kv_heads": kv_heads,
             "head_dim": head_dim, "text": "pydoc_data.topics, sorted keys, first 80 %", "layers": out_layers}
