@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 KINDS = ("agent", "policy", "sandbox", "benchmark", "tool", "edit_tool", "format", "kv_cache", "decoder",
-         "compressor", "embedder")
+         "compressor", "embedder", "engine")
 # Kinds whose modules register many entries each on import, rather than naming one object per entry.
 PROVIDED = ("tool", "edit_tool")
 
@@ -134,6 +134,10 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
     # Decoding methods (toolpath/policies/decoding/): each entry is the kind's `validate`.
     "decoder": {name: (f"toolpath.policies.decoding.{name}:validate", {}) for name in ("vcd", "shield")},
     "embedder": {},
+    # What runs a local text model (toolpath/policies/engines/): each entry is the engine's `validate` (its typed
+    # Options); `torch` is transformers, where kv caches and decoding methods hook in.
+    "engine": {"torch": ("toolpath.policies.engines.torch_engine:validate", {}),
+               "onnxruntime": ("toolpath.policies.engines.ort:validate", {})},
 }
 
 _LOCK = threading.RLock()

@@ -139,6 +139,15 @@ class ModelSpec(_Part):
             v = {**v, "decoding": decoding_setting(v["decoding"])}
         return v
 
+    @field_validator("options")
+    @classmethod
+    def _engine(cls, v: dict[str, Any]) -> dict[str, Any]:
+        kind = (v := {**v, "engine": engine_setting(v["engine"])})["engine"]["kind"] if v.get("engine") else "torch"
+        for option in ("kv_cache", "decoding"):  # forward hooks and cache layers inside transformers' generate()
+            if kind != "torch" and v.get(option):
+                raise ValueError(f"options.{option} needs options.engine torch; options.engine is {kind}")
+        return v
+
 
 def parse_kv_cache(text: str) -> dict[str, Any]:
     """`KIND[:N]` -> {"kind": KIND, <N's name>: N}: N is what the kind's registry entry names (`value`: bits for a
@@ -195,6 +204,14 @@ def decoding_setting(value: Any) -> dict[str, Any]:
         raise ValueError(f"decoding: expected a mapping with 'kind' or a kind's name ({', '.join(known)}), "
                          f"got {type(value).__name__}")
     return _kind_setting("decoding", "decoder", value)
+
+
+def engine_setting(value: Any) -> dict[str, Any]:
+    """`model.options.engine`, a name or {kind, options} -> {"kind": ..., options checked by its typed Options}."""
+    value = {"kind": value.strip()} if isinstance(value, str) else value
+    if not isinstance(value, dict):
+        raise ValueError(f"engine: expected an engine's name or a mapping with 'kind', got {type(value).__name__}")
+    return _kind_setting("engine", "engine", value)  # the engine's validate names a bad option as engine.FIELD
 
 
 class AgentSpec(_Part):

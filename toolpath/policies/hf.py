@@ -275,6 +275,10 @@ class HFPolicy:
             check_model_folder(folder)  # pickle weights are refused, safetensors headers checked, before loading
         except ModelFileError as err:
             raise PolicyError(str(err)) from None
+        from .engines import TORCH, engine_of, load_engine_policy
+
+        if engine_of(spec.options) != TORCH:  # model.options.engine: the checked folder runs on another engine
+            return load_engine_policy(folder, spec, name or f"hf:{path}")
         from .quant import apply_from_spec, load_dtype  # low-bit or bf16 weights when the spec's options ask
         from .vlm import apply_weights_to_language_side, folder_is_vlm, load_vlm
 

@@ -1,0 +1,57 @@
+"""An engine's export of a model folder, made once and kept under $TOOLPATH_HOME/models/<key>/: the key names the
+source's content digest, the weights setting and the engine's version, so a changed source, another setting or an
+upgraded engine each get their own export and never a stale one. The export is written into a hidden sibling
+folder and renamed into place whole: a reader sees either nothing or a complete export, never half of one."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Callable
+
+# Written last into an export: a folder without it is not an export (an interrupted copy, someone else's folder).
+MARKER = "toolpath-export.json"
+# What a model folder's behaviour depends on; anything else there (READMEs, images) does not change the export.
+_SOURCE_SUFFIXES = (".safetensors", ".json", ".jinja", ".model", ".txt")
+
+
+def source_digest(folder: Path) -> str:
+    """sha256 over the names and bytes of the files a model folder's export is made from."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(_SOURCE_SUFFIXES)):
+        h.update(f.name.encode() + b"\0")
+        with f.open("rb") as data:
+            for block in iter(lambda: data.read(1 << 20), b""):
+                h.update(block)
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def export_key(folder: Path, engine: str, version: str, weights: str, digest: str) -> str:
+    return f"{folder.name[:48]}-{engine}-{version}-{weights}-{digest[:16]}"
+
+
+def exported(models: Path, key: str, make: Callable[[Path], None]) -> Path:
+    """The export named `key` under `models`, made by `make(empty temporary folder)` when it does not exist yet.
+    Parallel makers may both work; the first rename wins and the other's copy is dropped."""
+    target = models / key
+    if (target / MARKER).is_file():
+        return target
+    models.mkdir(parents=True, exist_ok=True)
+    tmp = models / f".{key}.{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        make(tmp)
+        (tmp / MARKER).write_text(json.dumps({"key": key}))
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if not (target / MARKER).is_file():  # not a lost race: a real failure
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
