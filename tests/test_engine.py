@@ -142,3 +142,11 @@ def test_refusals_are_clear(tiny, tmp_path, monkeypatch):
     (packed / "compression.json").write_text("{}")
     with pytest.raises(PolicyError, match="toolpath compress"):
         _load(packed, monkeypatch, tmp_path, engine="onnxruntime")
+
+
+def test_eval_engine_flag_is_checked_before_any_sample():
+    from toolpath.evals.runner import model_option
+
+    assert model_option("engine", "onnxruntime") == {"kind": "onnxruntime", "threads": None}
+    with pytest.raises(ValueError, match="--engine: engine.kind: unknown kind 'nope'"):
+        model_option("engine", "nope")

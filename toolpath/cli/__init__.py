@@ -32,6 +32,8 @@ from .tools import cmd_tools_calibrate, cmd_tools_call, cmd_tools_list, cmd_tool
 WEIGHTS = ("fp32", "bf16", "int8", "int4")
 WEIGHTS_HELP = ("how a local model's weights are held: fp32 (as loaded), bf16, int8 or int4 weight-only "
                 "(sets model.options.weights)")
+ENGINE_HELP = ("what runs a local text model: torch (transformers; kv caches and decoding methods need it) or "
+               "onnxruntime (ONNX Runtime GenAI, exported once; sets model.options.engine)")
 DECODING_HELP = ("hallucination-mitigated decoding for local vision-language models: vcd or shield with their "
                  "defaults, or a JSON mapping with kind and options, e.g. '{\"kind\": \"vcd\", \"alpha\": 0.5}' "
                  "(sets model.options.decoding)")
@@ -74,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--agent-param", action="append", metavar="KEY=VALUE", help="set agent.params.KEY (a JSON value or plain text; repeatable), e.g. planner=policy")
     r.add_argument("--kv-cache", metavar="KIND[:N]", help="a KV cache for local models: kivi, chanmix, quest or icecache, with N its bits (quantized) or token budget (sparse), e.g. chanmix:2 (sets model.options.kv_cache)")
     r.add_argument("--weights", choices=WEIGHTS, help=WEIGHTS_HELP)
+    r.add_argument("--engine", metavar="NAME", help=ENGINE_HELP)
     r.add_argument("--decoding", metavar="KIND", help=DECODING_HELP)
     add_reach_arguments(r)
     r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -138,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--agent-param", action="append", metavar="KEY=VALUE", help="an agent parameter for every task (a JSON value or plain text; repeatable), e.g. planner=policy; kept by --resume")
     ev.add_argument("--weights", choices=WEIGHTS, help=WEIGHTS_HELP + "; kept by --resume")
+    ev.add_argument("--engine", metavar="NAME", help=ENGINE_HELP + " for every task; kept by --resume")
     ev.add_argument("--decoding", metavar="KIND", help=DECODING_HELP + " for every task; kept by --resume")
     ev.add_argument("--data", metavar="PATH", help="the benchmark's data (OSWorld-G, ScreenSpot: a JSON file or folder)")
     ev.add_argument("--category", action="append", metavar="NAME", help="run only this subset of the benchmark "
@@ -189,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     sv.add_argument("--kv-cache", metavar="KIND[:N]", help="a KV cache for every request, as in `run --kv-cache`")
     sv.add_argument("--weights", choices=WEIGHTS, help=WEIGHTS_HELP)
+    sv.add_argument("--engine", metavar="NAME", help=ENGINE_HELP)
     sv.add_argument("--decoding", metavar="KIND", help=DECODING_HELP)
     sv.add_argument("--max-tokens", type=int, metavar="N", help="tokens per answer when a request sets none (default 256)")
     sv.add_argument("--allowed-host", action="append", default=[], metavar="NAME",

@@ -146,7 +146,7 @@ def cmd_eval(args) -> int:
         result = run_eval(args.benchmark, store, model=args.model, limit=args.limit, seed=args.seed, data=args.data,
                           on_sample=on_sample, on_event=on_event, workers=args.workers, executor=args.executor,
                           resume=args.resume, timeout=args.timeout, retries=args.retries,
-                          scoring=args.scoring, kv_cache=kv_cache, weights=args.weights,
+                          scoring=args.scoring, kv_cache=kv_cache, weights=args.weights, engine=args.engine,
                           decoding=decoding_option(args.decoding) if getattr(args, "decoding", None) else None,
                           allow_paths=allowed_folders(args),
                           categories=list(dict.fromkeys(c.strip() for given in args.category or ()

@@ -163,6 +163,9 @@ def cmd_run(args) -> int:
         if getattr(args, "decoding", None):
             model = data.setdefault("model", {})
             model["options"] = {**model.get("options", {}), "decoding": decoding_option(args.decoding)}
+        if getattr(args, "engine", None):
+            model = data.setdefault("model", {})
+            model["options"] = {**model.get("options", {}), "engine": args.engine}
         spec = TaskSpec.model_validate(data)
         problem = resolve_model_path(spec, Path.cwd()) if args.model is not None else None
         if problem is not None:

@@ -22,6 +22,8 @@ def _model_spec(args):
         options["weights"] = args.weights
     if args.decoding:
         options["decoding"] = decoding_option(args.decoding)
+    if args.engine:
+        options["engine"] = args.engine
     name = args.model
     kind, sep, value = name.partition(":")
     if kind in ("hf", "scripted") and value and Path(value).expanduser().exists():

@@ -34,17 +34,22 @@ from .sample import SAMPLE_KEY, SampleResult, check_agent_params
 EXECUTORS = ("local", "ray")
 
 
-def decoding_setting(decoding: dict) -> dict:
-    """`decoding` as the spec normalises model.options.decoding (its own validator fills the method's defaults),
-    or a ValueError naming what is wrong, before any sample starts."""
+def model_option(name: str, value):
+    """An eval-wide model option as the spec normalises it (its own validator fills the defaults), or a ValueError
+    naming the flag and what is wrong, before any sample starts."""
     from pydantic import ValidationError
 
     from ..spec import ModelSpec
 
     try:
-        return ModelSpec(options={"decoding": decoding}).options["decoding"]
+        return ModelSpec(options={name: value}).options[name]
     except ValidationError as err:
-        raise ValueError(f"--decoding: {err.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+        raise ValueError(f"--{name}: {err.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+
+
+def decoding_setting(decoding: dict) -> dict:
+    """`decoding` as the spec normalises model.options.decoding, or a ValueError naming --decoding."""
+    return model_option("decoding", decoding)
 
 
 def weighted_score(samples: list[SampleResult], mode: str | None = None) -> float:
@@ -172,7 +177,8 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
              timeout: float | None = None, retries: int = 4, scoring: str = "toolpath",
              kv_cache: dict | None = None, weights: str | None = None,
              agent_params: dict | None = None, decoding: dict | None = None,
-             allow_paths: list | None = None, categories: list[str] | None = None) -> EvalResult:
+             allow_paths: list | None = None, categories: list[str] | None = None,
+             engine: str | None = None) -> EvalResult:
     check_scoring(scoring)
     if weights is not None and weights not in WEIGHTS:
         raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
@@ -184,6 +190,8 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
     if decoding is not None and not resume:
         decoding = decoding_setting(decoding)
+    if engine is not None and not resume:
+        engine = model_option("engine", engine)["kind"]
     done: dict[str, SampleResult] = {}
     if resume:
         row = store.find_eval(resume)
@@ -197,6 +205,7 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
         kv_cache = params.get("kv_cache")
         decoding = params.get("decoding")  # like weights: the interrupted eval's
         weights = params.get("weights")  # the interrupted eval's, whatever this call says
+        engine = params.get("engine")  # like weights
         agent_params = params.get("agent_params")
         categories = params.get("categories")
         model = row["model"] if params.get("model_given", True) else None
@@ -212,6 +221,7 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
                                                               **({"kv_cache": kv_cache} if kv_cache else {}),
                                                               **({"decoding": decoding} if decoding else {}),
                                                               **({"weights": weights} if weights else {}),
+                                                              **({"engine": engine} if engine else {}),
                                                               **({"agent_params": agent_params} if agent_params else {}),
                                                               **({"categories": list(categories)} if categories else {}),
                                                               **({"data": str(data)} if data else {})}, len(records))
@@ -222,7 +232,7 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
     todo = [r for r in records if r.id not in done]
     adopted = adopt_runs(store, eval_id, {r.id for r in todo}) if resume else {}
     jobs = [{**_job(store, benchmark, data, r, model, eval_id, timeout, retries, adopted.get(r.id), scoring, weights),
-             "kv_cache": kv_cache, "decoding": decoding, "agent_params": agent_params,
+             "kv_cache": kv_cache, "decoding": decoding, "agent_params": agent_params, "engine": engine,
              # the user's, never stored with the eval: a resumed eval reaches what its --allow-path says now
              "allow_paths": [str(p) for p in allow_paths or ()]} for r in todo]
     if executor == "ray":

@@ -123,6 +123,8 @@ def sample_spec(bench, rec: Record, job: dict):
         spec.agent.params = {**spec.agent.params, **job["agent_params"]}
     if job.get("weights"):  # the eval's --weights, in every task's model options
         spec.model.options = {**spec.model.options, "weights": job["weights"]}
+    if job.get("engine"):  # the eval's --engine, likewise
+        spec.model.options = {**spec.model.options, "engine": job["engine"]}
     if job.get("timeout"):  # the soft limit: the agent stops between steps; executors add a hard one
         spec.limits.max_seconds = min(spec.limits.max_seconds, float(job["timeout"]))
     return spec
