@@ -150,3 +150,9 @@ def test_eval_engine_flag_is_checked_before_any_sample():
     assert model_option("engine", "onnxruntime") == {"kind": "onnxruntime", "threads": None}
     with pytest.raises(ValueError, match="--engine: engine.kind: unknown kind 'nope'"):
         model_option("engine", "nope")
+
+
+def test_models_list_names_each_engine():
+    from toolpath.policies.engines import engines
+
+    assert dict(engines()) == {"torch": "", "onnxruntime": ""}

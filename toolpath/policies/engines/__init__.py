@@ -46,3 +46,14 @@ def checked(options_model, options: dict) -> dict:
         return options_model(**options).model_dump()
     except ValidationError as err:
         raise ValueError("; ".join(f"engine.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())) from None
+
+
+def engines() -> list[tuple[str, str]]:
+    """Each registered engine and whether it can run here (`models list`): (name, "" or what is missing)."""
+    rows = []
+    for kind in registry.declared("engine"):
+        try:
+            rows.append((kind, kind_module(kind).missing()))
+        except ImportError as err:  # a plugin engine whose module cannot be imported
+            rows.append((kind, f"cannot be imported: {err}"))
+    return rows
