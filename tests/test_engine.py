@@ -156,3 +156,23 @@ def test_models_list_names_each_engine():
     from toolpath.policies.engines import engines
 
     assert dict(engines()) == {"torch": "", "onnxruntime": ""}
+
+
+def test_prefix_reuse_keeps_greedy_output_and_counts_tokens(tiny, engine_home, monkeypatch):
+    """Three calls of an episode, each prompt extending the last: the engine's kept generator is rewound to the
+    shared prefix, and every answer is the one a fresh generator gives."""
+    reusing = _load(tiny, monkeypatch, engine_home, engine="onnxruntime")
+    fresh = _load(tiny, monkeypatch, engine_home, engine="onnxruntime", prefix_cache_mb=0)
+    assert fresh.prefix is None
+    messages, before = list(MESSAGES), 0
+    for step in range(3):
+        a, b = reusing.respond(messages, []), fresh.respond(messages, [])
+        assert (a.raw, a.tokens_in, a.tokens_out) == (b.raw, b.tokens_in, b.tokens_out)
+        assert b.reused_tokens == 0 and b.prefill_tokens == b.tokens_in
+        assert a.prefill_tokens + a.reused_tokens == a.tokens_in
+        # the earlier prompt is reused (its last tokens may merge with what follows when re-tokenized)
+        assert a.reused_tokens >= before - 2
+        before = a.tokens_in
+        messages += [Message(role="assistant", content=a.raw), Message(role="user", content="the fox asks again")]
+    sampled = reusing.respond(messages, [], temperature=0.7)  # sampling never extends the kept greedy generator
+    assert sampled.reused_tokens == 0

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -135,7 +136,8 @@ def load(folder: Path, spec: ModelSpec, name: str) -> "EnginePolicy":
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
     except Exception as err:  # noqa: BLE001 — ONNX Runtime raises its own RuntimeError subclasses
         raise PolicyError(f"engine {NAME} cannot load its export {out}: {err}") from None
-    policy = EnginePolicy(model, tokenizer, spec, name, time.perf_counter() - started)
+    policy = EnginePolicy(model, tokenizer, spec, name, time.perf_counter() - started,
+                          shape=json.loads((out / "genai_config.json").read_text())["model"])
     policy.weights = weights
     policy.export = out
     return policy
@@ -146,6 +148,22 @@ class EnginePolicy(HFPolicy):
 
     engine = NAME
 
+    def __init__(self, *args, shape: dict, **kwargs):
+        # The export's context and the bytes one token's keys and values take (fp32, every layer): what bounds the
+        # generator kept for prefix reuse, which holds its KV cache for its whole max_length.
+        decoder = shape["decoder"]
+        self.context = int(shape.get("context_length") or 2048)
+        self.token_bytes = 2 * 4 * decoder["num_hidden_layers"] * decoder["num_key_value_heads"] * decoder["head_size"]
+        super().__init__(*args, **kwargs)
+
+    def _prefix_cache_setting(self):
+        """model.options.prefix_cache_mb: the last call's generator is kept (see EnginePrefix); off at 0."""
+        from ..prefix_cache import DEFAULT_MB
+
+        mb = self.spec.options.get("prefix_cache_mb", DEFAULT_MB)
+        tokens = min(self.context, int(mb * 2**20) // self.token_bytes) if mb else 0
+        return EnginePrefix(tokens) if tokens > 1 else None
+
     def _generate(self, inputs: dict, kwargs: dict):
         import onnxruntime_genai as og
         import torch
@@ -154,8 +172,13 @@ class EnginePolicy(HFPolicy):
 
         ids = inputs["input_ids"][0].tolist()
         max_new = int(kwargs["max_new_tokens"])
+        state = kwargs.get("cache")  # an EnginePrefix lookup's State, when prefix reuse is on
+        sampling = bool(kwargs.get("do_sample"))
+        if state is not None and (sampling or len(ids) + max_new > state.capacity):
+            state.drop()  # a sampling call, or one longer than the kept generator holds, starts afresh
         params = og.GeneratorParams(self.model)
-        search: dict[str, Any] = dict(max_length=len(ids) + max_new, do_sample=bool(kwargs.get("do_sample")))
+        length = max(state.capacity, len(ids) + max_new) if state is not None and not sampling else len(ids) + max_new
+        search: dict[str, Any] = dict(max_length=min(length, self.context), do_sample=sampling)
         if search["do_sample"]:
             search.update(temperature=float(kwargs["temperature"]), top_p=float(kwargs["top_p"]), top_k=0,
                           random_seed=int(torch.initial_seed()) & 0x7FFFFFFF)
@@ -167,9 +190,12 @@ class EnginePolicy(HFPolicy):
         streamer, criteria = kwargs.get("streamer"), kwargs.get("stopping_criteria")
         new: list[int] = []
         with _LOCK:
-            generator = og.Generator(self.model, params)
+            reused = state.reuse.reused if state is not None and state.generator is not None else 0
+            generator = state.generator if reused else og.Generator(self.model, params)
             try:
-                generator.append_tokens(ids)
+                if reused:
+                    generator.rewind_to(reused)  # its keys and values past the shared prefix are dropped
+                generator.append_tokens(ids[reused:])
             except Exception as err:  # noqa: BLE001 — past the context, mostly
                 raise PolicyError(f"{self.name}: engine {NAME} refused the prompt of {len(ids)} tokens: {err}") from None
             if streamer is not None:
@@ -184,6 +210,8 @@ class EnginePolicy(HFPolicy):
                     break
                 if criteria is not None and bool(criteria(torch.tensor([ids + new]), None).all()):
                     break
+            if state is not None and not sampling:
+                state.keep(generator, search["max_length"], len(ids) + len(new) - 1)  # the last token is unread
         if streamer is not None:
             streamer.end()
         return torch.tensor([ids + new]), None
@@ -204,3 +232,53 @@ class Stops:
         start = max(0, len(self._before) - max(map(len, self.stops)))
         self._before = text
         return any(s in text[start:] for s in self.stops)
+
+
+class EnginePrefix:
+    """Prefix reuse on the engine, with the torch backend's lookup/store interface (prefix_cache.PrefixCache), so
+    HFPolicy.respond counts prefilled and reused tokens the same way. The engine keeps a call's keys and values
+    inside its generator, so the state kept is one generator and the tokens it has read (the last call's: the next
+    step of an episode, or the next episode with the same system prompt and tools); a prompt that starts the same
+    way rewinds it to the shared prefix and appends only the rest. Its size is `capacity` tokens of keys and values,
+    what prefix_cache_mb allows. Calls run one at a time (hf._LOCK); a lookup takes the generator out, so two calls
+    never extend the same one."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._generator, self._ids = None, []
+        self._lock = threading.Lock()
+
+    def lookup(self, input_ids):
+        from ..prefix_cache import Reuse, common_prefix
+
+        with self._lock:
+            generator, ids = self._generator, self._ids
+            self._generator, self._ids = None, []
+        n = 0
+        if generator is not None:
+            n = min(common_prefix(ids, input_ids), input_ids.shape[0] - 1)
+        state = State(self, generator if n > 0 else None, self.capacity)
+        state.reuse = Reuse(state, n if state.generator is not None else 0)
+        return state.reuse
+
+    def store(self, ids, state: "State") -> None:
+        if state.generator is None or state.length <= 0 or state.capacity > self.capacity:
+            return  # nothing read, or a generator made larger than the bound for one long call
+        with self._lock:
+            self._generator, self._ids = state.generator, ids[:state.length].clone()
+
+
+class State:
+    """One call's share of an EnginePrefix: the generator it may extend (None: a fresh one) and what it read."""
+
+    def __init__(self, prefix: EnginePrefix, generator, capacity: int):
+        self.prefix, self.generator, self.capacity = prefix, generator, capacity
+        self.length = 0
+        self.reuse = None
+
+    def drop(self) -> None:
+        self.generator = None
+        self.reuse.reused = 0
+
+    def keep(self, generator, capacity: int, length: int) -> None:
+        self.generator, self.capacity, self.length = generator, capacity, length
