@@ -59,12 +59,15 @@ def test_greedy_output_and_response_equal_torch(tiny, engine_home, monkeypatch):
 
 
 def test_streamer_and_cancel_hooks(tiny, engine_home, monkeypatch):
-    """serve's two hooks: every piece reaches the streamer, and a cancel stops generation at the next token."""
+    """serve's two hooks: every piece reaches the streamer, and a cancel stops generation at the next token; serve
+    counts a request against the model's context as on torch."""
     import threading
 
+    from toolpath.serve.context import context_length
     from toolpath.serve.engine import _cancellation, text_streamer
 
     policy = _load(tiny, monkeypatch, engine_home, engine="onnxruntime")
+    assert context_length(policy) == 256
     pieces = []
     whole = policy.respond(MESSAGES, [], streamer=text_streamer(policy.tokenizer, pieces.append))
     assert "".join(pieces) == whole.raw

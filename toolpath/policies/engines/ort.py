@@ -13,6 +13,7 @@ import os
 import shutil
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +123,7 @@ def load(folder: Path, spec: ModelSpec, name: str) -> "EnginePolicy":
     if reason:
         raise PolicyError(f"model.options.engine: {NAME} cannot run {name}: {reason}; use engine torch")
     import onnxruntime_genai as og
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
     weights = _precision(spec, name)
     out = export(folder, weights)
@@ -132,7 +133,7 @@ def load(folder: Path, spec: ModelSpec, name: str) -> "EnginePolicy":
         config = og.Config(str(out))
         config.clear_providers()  # the CPU
         config.overlay(json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": threads}}}}))
-        model = og.Model(config)
+        model = Loaded(og.Model(config), AutoConfig.from_pretrained(str(folder)))
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
     except Exception as err:  # noqa: BLE001 — ONNX Runtime raises its own RuntimeError subclasses
         raise PolicyError(f"engine {NAME} cannot load its export {out}: {err}") from None
@@ -141,6 +142,15 @@ def load(folder: Path, spec: ModelSpec, name: str) -> "EnginePolicy":
     policy.weights = weights
     policy.export = out
     return policy
+
+
+@dataclass
+class Loaded:
+    """What EnginePolicy holds as its `model`: the engine's model, and the source's transformers config that
+    whoever asks a local model about itself reads (serve counts a request against max_position_embeddings)."""
+
+    engine: Any
+    config: Any
 
 
 class EnginePolicy(HFPolicy):
@@ -176,7 +186,7 @@ class EnginePolicy(HFPolicy):
         sampling = bool(kwargs.get("do_sample"))
         if state is not None and (sampling or len(ids) + max_new > state.capacity):
             state.drop()  # a sampling call, or one longer than the kept generator holds, starts afresh
-        params = og.GeneratorParams(self.model)
+        params = og.GeneratorParams(self.model.engine)
         length = max(state.capacity, len(ids) + max_new) if state is not None and not sampling else len(ids) + max_new
         search: dict[str, Any] = dict(max_length=min(length, self.context), do_sample=sampling)
         if search["do_sample"]:
@@ -191,7 +201,7 @@ class EnginePolicy(HFPolicy):
         new: list[int] = []
         with _LOCK:
             reused = state.reuse.reused if state is not None and state.generator is not None else 0
-            generator = state.generator if reused else og.Generator(self.model, params)
+            generator = state.generator if reused else og.Generator(self.model.engine, params)
             try:
                 if reused:
                     generator.rewind_to(reused)  # its keys and values past the shared prefix are dropped
