@@ -1,7 +1,8 @@
 """Local transformers models: a safetensors folder or a single GGUF file, on the CPU or a GPU. A folder whose
 config describes a vision-language model loads with its processor and sees the conversation's images as pixels
 (vlm.py: loading, weights, context; vlm_chat.py: the chat of content parts); every generation goes through
-`HFPolicy._generate(inputs, kwargs)` with the processor's full inputs.
+`HFPolicy._generate(inputs, kwargs)` with the processor's full inputs. A text model keeps earlier calls' KV state
+and prefills only what a prompt adds to the longest prefix it has seen (prefix_cache.py, `prefix_cache_mb`).
 
 A text model whose chat template takes tools is prompted through it (`apply_chat_template(…, tools=…)`, earlier
 calls and results in the template's own message shapes) and read in its family's call format (formats/native.py),
