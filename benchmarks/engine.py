@@ -106,7 +106,10 @@ def openvino_speed(exporter: str, source: Path, weights: str, ids: list[int], ne
     if not (folder / "openvino_model.xml").is_file():
         fmt = {"fp32": "fp32", "int8": "int8", "int4": "int4"}[weights]
         subprocess.run([str(Path(exporter).parent / "optimum-cli"), "export", "openvino", "-m", str(source),
-                        "--task", "text-generation-with-past", "--weight-format", fmt, str(folder)],
+                        "--task", "text-generation-with-past", "--weight-format", fmt, str(folder),
+                        # every linear layer at int4 in groups of 32, as the ONNX Runtime builder does (SmolLM2's
+                        # 576 channels are not a multiple of optimum's default group of 128)
+                        *(["--group-size", "32", "--ratio", "1.0"] if fmt == "int4" else [])],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        env={**os.environ, "HF_HUB_OFFLINE": "1"})
     pipe = ov_genai.LLMPipeline(str(folder), "CPU", INFERENCE_NUM_THREADS=threads)
