@@ -15,6 +15,7 @@ from toolpath.cli import main  # noqa: E402
 from toolpath.compress import METHODS  # noqa: E402
 from toolpath.compress.gptq import Hessian, gptq_quantize  # noqa: E402
 from toolpath.compress.quant import Quantized, pack_bits, quantize_rtn, unpack_bits  # noqa: E402
+from tiny_lm import save_tiny_byte_llama  # noqa: E402
 
 
 # ---- the quantizer and the packing --------------------------------------------------------------------------
@@ -102,20 +103,7 @@ def test_a_layer_no_input_reached_falls_back_to_rtn():
 # ---- `toolpath compress` on a tiny model folder -----------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from toolpath.compress.text import split_text
-    from toolpath.compress.tiny_moe import byte_bpe_tokenizer
-
-    folder = tmp_path_factory.mktemp("tiny") / "model"
-    tok = byte_bpe_tokenizer(split_text()[0][:20000], vocab=300)
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)
-    LlamaForCausalLM(config).save_pretrained(str(folder))
-    tok.save_pretrained(str(folder))
-    return folder
+    return save_tiny_byte_llama(tmp_path_factory.mktemp("tiny") / "model")
 
 
 def _leftovers(out: Path) -> list[str]:

@@ -8,6 +8,7 @@ import pytest
 
 from toolpath import progress
 from toolpath.progress import Progress
+from tiny_lm import save_tiny_byte_llama
 
 
 class Clock:
@@ -86,21 +87,8 @@ def test_quiet_silences_every_stage_and_line():
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     pytest.importorskip("transformers")
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from toolpath.compress.text import split_text
-    from toolpath.compress.tiny_moe import byte_bpe_tokenizer
-
-    folder = tmp_path_factory.mktemp("tiny") / "model"
-    tok = byte_bpe_tokenizer(split_text()[0][:5000], vocab=280)
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=32, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
-                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)
-    LlamaForCausalLM(config).save_pretrained(str(folder))
-    tok.save_pretrained(str(folder))
-    return folder
+    return save_tiny_byte_llama(tmp_path_factory.mktemp("tiny") / "model", text_chars=5000, vocab=280, hidden=32,
+                                intermediate=32, heads=2, kv_heads=1, positions=64)
 
 
 def test_json_stdout_stays_one_object_while_compress_reports_progress(tiny_model, tmp_path, capsys, monkeypatch):

@@ -26,3 +26,23 @@ def save_tiny_chat_lm(folder, words: str):
     lm.save_pretrained(folder)
     tok.save_pretrained(folder)
     return tok
+
+
+def save_tiny_byte_llama(folder, text_chars: int = 20000, vocab: int = 300, hidden: int = 64, intermediate: int = 96,
+                         heads: int = 4, kv_heads: int = 2, positions: int = 128):
+    """A random 2-layer Llama with the byte-level BPE tokenizer `toolpath compress` trains on its own text: the
+    folder compress tests quantize (seconds). Returns `folder`."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from toolpath.compress.text import split_text
+    from toolpath.compress.tiny_moe import byte_bpe_tokenizer
+
+    tok = byte_bpe_tokenizer(split_text()[0][:text_chars], vocab=vocab)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=2,
+                         num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=positions,
+                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, bos_token_id=None)
+    LlamaForCausalLM(config).save_pretrained(str(folder))
+    tok.save_pretrained(str(folder))
+    return folder
