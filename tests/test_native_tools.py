@@ -231,3 +231,15 @@ def test_serve_honours_each_tool_choice(served):
         streamed = "".join(chunk.choices[0].delta.content or "" for chunk in create(tool_choice=choice, stream=True)
                            if chunk.choices)
         assert streamed == (message.content or "")  # held back while written, sent whole at the end
+
+
+def test_serve_reports_the_prompt_tokens_prefix_reuse_did_not_compute_again(served):
+    import openai
+
+    c = openai.OpenAI(base_url=served.url, api_key="unused", max_retries=0, timeout=60)
+    ask = [{"role": "system", "content": "You answer in one word."}, {"role": "user", "content": "area?"}]
+    c.chat.completions.create(model="tiny", messages=ask, max_tokens=2)
+    again = c.chat.completions.create(model="tiny", messages=[*ask[:1], {"role": "user", "content": "volume?"}],
+                                      max_tokens=2)
+    cached = again.usage.prompt_tokens_details.cached_tokens
+    assert 0 < cached < again.usage.prompt_tokens  # the shared system turn, not the new question

@@ -60,8 +60,11 @@ def _finish(response: Response, request: ChatRequest, default_max: int) -> str:
 
 
 def _usage(response: Response) -> dict:
-    return {"prompt_tokens": response.tokens_in, "completion_tokens": response.tokens_out,
-            "total_tokens": response.tokens_in + response.tokens_out}
+    usage = {"prompt_tokens": response.tokens_in, "completion_tokens": response.tokens_out,
+             "total_tokens": response.tokens_in + response.tokens_out}
+    if response.reused_tokens is not None:  # prefix reuse: OpenAI's name for prompt tokens not computed again
+        usage["prompt_tokens_details"] = {"cached_tokens": response.reused_tokens}
+    return usage
 
 
 class ChatServer:
