@@ -12,19 +12,17 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..viewer.server import HOST_HEADER, LOOPBACK_NAMES
+from ..viewer.server import LOOPBACK_NAMES, host_name
 
 
 def host_problem(values: list[str]) -> str | None:
     """Why these Host header values are not one loopback host with an optional port; None when they are."""
-    if len(values) != 1:
-        return f"a request needs exactly one Host header, this one has {len(values)}"
-    host = values[0].strip()
-    m = HOST_HEADER.fullmatch(host)
-    if m is None or (m["port"] is not None and not 1 <= int(m["port"]) <= 65535):
-        return f"Host header {host[:100]!r} is not a host name with an optional port (1-65535)"
-    if m["name"].lower() not in LOOPBACK_NAMES:
-        return f"host {host[:100]!r} is not this server's: address it as 127.0.0.1, localhost or [::1]"
+    try:
+        name = host_name(values)
+    except ValueError as why:
+        return str(why)
+    if name not in LOOPBACK_NAMES:
+        return f"host {values[0].strip()[:100]!r} is not this server's: address it as 127.0.0.1, localhost or [::1]"
     return None
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 import json
 
-from ..viewer.server import HOST_HEADER, LOOPBACK_NAMES
+from ..viewer.server import LOOPBACK_NAMES, host_name
 from .chat_request import APIError
 
 BODY_METHODS = {"POST", "PUT", "PATCH"}
@@ -35,15 +35,13 @@ def host_names(bound: str, allowed: tuple[str, ...] = ()) -> frozenset[str]:
 
 
 def host_problem(headers: list[tuple[bytes, bytes]], names: frozenset[str]) -> APIError | None:
-    given = [v for k, v in headers if k == b"host"]
-    if len(given) != 1:
-        return APIError(400, f"a request needs exactly one Host header, this one has {len(given)}", code="invalid_host")
-    host = given[0].decode("latin-1").strip()
-    m = HOST_HEADER.fullmatch(host)
-    if m is None or (m["port"] is not None and not 1 <= int(m["port"]) <= 65535):
-        return APIError(400, f"Host header {host[:100]!r} is not a host name with an optional port (1-65535)",
-                        code="invalid_host")
-    if m["name"].lower() not in names:
+    given = [v.decode("latin-1") for k, v in headers if k == b"host"]
+    try:
+        name = host_name(given)
+    except ValueError as why:
+        return APIError(400, str(why), code="invalid_host")
+    if name not in names:
+        host = given[0].strip()
         return APIError(403, f"host {host[:100]!r} is not this server's: use {', '.join(sorted(names))} (start the "
                              f"server with --allowed-host NAME to add a name)", code="host_not_allowed")
     return None

@@ -42,6 +42,22 @@ LOOPBACK_NAMES = {"127.0.0.1", "localhost", "[::1]"}  # what a Host header may n
 # Host = name [":" port]: a DNS name, an IPv4 address or a bracketed IPv6 one; nothing else (no user@, no path)
 HOST_HEADER = re.compile(r"(?P<name>[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:.]+\])(?::(?P<port>[0-9]{1,5}))?",
                          re.I | re.A)
+
+
+def host_name(values: list[str]) -> str:
+    """The name a request's Host header addresses, lower-cased; ValueError saying why when `values` (every Host
+    header it sent) is not exactly one name with an optional port (1-65535). The header is parsed whole: a
+    lenient split would read `127.0.0.1:80@evil.com` as ours, and of two Host headers one would be checked and
+    another obeyed. The viewer, `toolpath serve` and `toolpath mcp serve` all check their requests with it."""
+    if len(values) != 1:
+        raise ValueError(f"a request needs exactly one Host header, this one has {len(values)}")
+    host = values[0].strip()
+    m = HOST_HEADER.fullmatch(host)
+    if m is None or (m["port"] is not None and not 1 <= int(m["port"]) <= 65535):
+        raise ValueError(f"Host header {host[:100]!r} is not a host name with an optional port (1-65535)")
+    return m["name"].lower()
+
+
 # The largest offset or limit we accept: the largest integer a browser's JSON numbers hold exactly, well within
 # SQLite's 64-bit integers (a larger one made the driver raise OverflowError and the connection drop).
 MAX_NUMBER = 2 ** 53 - 1
@@ -114,19 +130,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def _check_host(self) -> None:
         """Refuse requests addressed to another host name (DNS rebinding: a web page that re-points its own
-        name at 127.0.0.1 must not read the store). The header is parsed whole: a lenient split would read
-        `127.0.0.1:80@evil.com` as ours, and of two Host headers one would be checked and another obeyed."""
+        name at 127.0.0.1 must not read the store)."""
         given = self.headers.get_all("Host") or []
-        if len(given) != 1:
-            raise HTTPError(HTTPStatus.BAD_REQUEST, f"a request needs exactly one Host header, this one has "
-                                                    f"{len(given)}")
-        host = given[0].strip()
-        m = HOST_HEADER.fullmatch(host)
-        if m is None or (m["port"] is not None and not 1 <= int(m["port"]) <= 65535):
-            raise HTTPError(HTTPStatus.BAD_REQUEST, f"Host header {host[:100]!r} is not a host name with an "
-                                                    f"optional port (1-65535)")
-        if self.server.server_address[0] in LOOPBACK and m["name"].lower() not in LOOPBACK_NAMES:
-            raise HTTPError(HTTPStatus.FORBIDDEN, f"host {host!r} is not this viewer's: open it as "
+        try:
+            name = host_name(given)
+        except ValueError as why:
+            raise HTTPError(HTTPStatus.BAD_REQUEST, str(why)) from None
+        if self.server.server_address[0] in LOOPBACK and name not in LOOPBACK_NAMES:
+            raise HTTPError(HTTPStatus.FORBIDDEN, f"host {given[0].strip()!r} is not this viewer's: open it as "
                                                   f"127.0.0.1, localhost or [::1]")
 
     def do_HEAD(self):
