@@ -291,6 +291,8 @@ class McpServerSpec(_Part):
 class TaskSpec(_Part):
     id: str
     instruction: str = Field(min_length=1)
+    # the user's later messages: each is sent when the model answers the one before (agents/user_turns.py)
+    followups: list[str] = Field(default_factory=list)
     inputs: Inputs = Field(default_factory=Inputs)
     agent: AgentSpec = Field(default_factory=AgentSpec)
     model: ModelSpec = Field(default_factory=ModelSpec)

@@ -8,7 +8,10 @@ missing, an unknown one, an optional one at its default, a call too many or too 
 calls as text). Each response is given to the package's evaluation exactly as a function-calling model's result
 reaches it ([{name: arguments as JSON text}], the OpenAI FC handler's decode_ast, then
 eval_runner._evaluate_single_ast_entry or _evaluate_single_relevance_entry); that verdict is the official
-column. toolpath's two modes score the same response (bfcl.score_case), and the script prints official mode's
+column. A multi-turn item gets whole conversations instead (its possible answer in one step a turn or one call
+a step, calls reversed, repeated or added, a turn missing or without a call, turns swapped, every call in the
+first turn, an argument changed, missing or as text, an unknown function), given to
+eval_runner._evaluate_single_multi_turn_entry as the FC handler's result (each step's calls, then the reply). toolpath's two modes score the same response (bfcl.score_case), and the script prints official mode's
 agreement on every generated case before writing the table.
 
 The runner module imports every provider SDK and tree-sitter, which toolpath never installs: those imports get
@@ -108,6 +111,84 @@ def official(runner, handler, item: dict, calls: list | None) -> float:
     return float(out["valid"])
 
 
+def official_multi_turn(runner, handler, item: dict, turns: list[dict]) -> float:
+    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
+
+    # A function-calling model's result: per turn, each step's [{name: arguments as JSON}], then its reply.
+    result = [[[{c["name"]: json.dumps(c["arguments"])} for c in step] for step in t["steps"]] + [t["reply"]]
+              for t in turns]
+    prompt = {k: copy.deepcopy(item[k]) for k in ("id", "initial_config", "involved_classes")}
+    # the checker keeps instances in globals by model name: a name per case, dropped after it
+    model_name = f"case_{len(vars(multi_turn_utils))}_{id(turns)}"
+    try:
+        out = runner._evaluate_single_multi_turn_entry(handler, item["id"], result, item["ground_truth"], prompt,
+                                                       model_name, item["category"])
+    finally:
+        for key in [k for k in vars(multi_turn_utils) if k.startswith(model_name)]:
+            delattr(multi_turn_utils, key)
+    return float(out["valid"])
+
+
+def _ground_truth_turns(item: dict) -> list[list[dict]]:
+    """The possible answer's calls, turn by turn, as {name, arguments} (positional arguments named)."""
+    import ast
+    import inspect
+
+    from toolpath.evals.benchmarks.bfcl_multi_turn import instances, methods
+
+    table = methods(instances(item))
+    out = []
+    for turn in item["ground_truth"]:
+        calls = []
+        for text in turn:
+            node = ast.parse(text, mode="eval").body
+            params = list(inspect.signature(table[node.func.id]).parameters)
+            args = {params[i]: ast.literal_eval(a) for i, a in enumerate(node.args)}
+            args.update({k.arg: ast.literal_eval(k.value) for k in node.keywords})
+            calls.append({"name": node.func.id, "arguments": args})
+        out.append(calls)
+    return out
+
+
+def conversations(item: dict) -> list[tuple[str, list[dict]]]:
+    truth = _ground_truth_turns(item)
+
+    def turns(steps_per_turn):
+        return [{"steps": steps, "reply": "Done."} for steps in steps_per_turn]
+
+    first = next(i for i, t in enumerate(truth) if t)
+    call = truth[first][0]
+    out = [("the possible answer, one step a turn", turns([[t] if t else [] for t in truth])),
+           ("one call a step", turns([[[c] for c in t] for t in truth])),
+           ("calls reversed in each turn", turns([[t[::-1]] if t else [] for t in truth])),
+           ("a turn's first call twice", turns([[t + t[:1]] if i == first else [t] if t else []
+                                                for i, t in enumerate(truth)])),
+           ("the last call again at the end", turns([[t] if t else [] for t in truth[:-1]] +
+                                                    [[truth[-1] + [c for t in truth for c in t][-1:]]])),
+           ("the last turn missing", turns([[t] if t else [] for t in truth[:-1]])),
+           ("a turn without a call", turns([[] if i == first else [t] if t else [] for i, t in enumerate(truth)])),
+           ("every call in the first turn", turns([[[c for t in truth for c in t]]] + [[] for _ in truth[1:]])),
+           ("an unknown function", turns([[[{**call, "name": "not_" + call["name"]}] + truth[first][1:]]
+                                          if i == first else [t] if t else [] for i, t in enumerate(truth)]))]
+    if len(truth) > 1:
+        out.append(("the first two turns swapped", turns([[t] if t else [] for t in [truth[1], truth[0], *truth[2:]]])))
+
+    def with_args(args, what):
+        changed = [{**call, "arguments": args}] + truth[first][1:]
+        out.append((what, turns([[changed] if i == first else [t] if t else [] for i, t in enumerate(truth)])))
+
+    for key, value in call["arguments"].items():
+        if isinstance(value, bool):
+            with_args({**call["arguments"], key: not value}, f"{key}: the other boolean")
+        elif isinstance(value, (int, float)):
+            with_args({**call["arguments"], key: value + 1}, f"{key}: off by one")
+            with_args({**call["arguments"], key: str(value)}, f"{key}: as text")
+        elif isinstance(value, str):
+            with_args({**call["arguments"], key: value + "_x"}, f"{key}: another name")
+        with_args({k: v for k, v in call["arguments"].items() if k != key}, f"{key} missing")
+    return out
+
+
 def _first(values: list):
     return next((v for v in values if v != ""), None)
 
@@ -180,12 +261,27 @@ def main() -> int:
     runner, handler = package_runner()
     cases, agree = [], 0
     for category in bfcl_data.CATEGORIES:
+        if category in bfcl_data.MULTI_TURN_CATEGORIES:
+            continue
         for item in bfcl_data.load(category)[:args.per]:
             item = {**item, "category": category}
             for n, (what, calls) in enumerate(responses(item)):
                 case = {"item": {k: item.get(k) for k in ("id", "category", "function", "ground_truth")},
                         "calls": calls}
                 off = official(runner, handler, item, calls)
+                ours = score_case(case, "official")
+                agree += ours == off
+                tp = score_case(case, "toolpath")
+                cases.append({"id": f"{item['id']}-{n}", "what": what, "case": case, "official": off, "toolpath": tp,
+                              "kind": "" if tp == off else f"toolpath accepts: {what}" if tp > off else
+                              f"toolpath refuses: {what}"})
+    for category in bfcl_data.MULTI_TURN_CATEGORIES:
+        for item in bfcl_data.load(category)[:args.per]:
+            item = {k: item[k] for k in ("id", "involved_classes", "initial_config", "ground_truth")}
+            item["category"] = category
+            for n, (what, turns) in enumerate(conversations(item)):
+                case = {"item": item, "turns": turns}
+                off = official_multi_turn(runner, handler, item, turns)
                 ours = score_case(case, "official")
                 agree += ours == off
                 tp = score_case(case, "toolpath")
@@ -200,8 +296,9 @@ def main() -> int:
 
         table = {"benchmark": "bfcl",
                  "official_code": f"bfcl-eval {version()} (PyPI), eval_checker/eval_runner.py "
-                                  "_evaluate_single_ast_entry / _evaluate_single_relevance_entry with the "
-                                  "gpt-4o-2024-11-20-FC handler's decode_ast",
+                                  "_evaluate_single_ast_entry / _evaluate_single_relevance_entry / "
+                                  "_evaluate_single_multi_turn_entry with the gpt-4o-2024-11-20-FC handler's "
+                                  "decode_ast / decode_execute",
                  "scorer": "toolpath.evals.benchmarks.bfcl:score_case", "cases": cases}
         args.out.write_text(json.dumps(table, ensure_ascii=False) + "\n")
     return 0 if agree == len(cases) else 1

@@ -27,6 +27,7 @@ from ..runs import Store
 from ..spec import TaskSpec
 from ..state import AgentState, Message, Observation, ToolCall
 from ..tools.registry import Tool, ToolContext, ToolError, ToolResult
+from .user_turns import answer_or_next_turn
 
 Event = dict[str, Any]
 
@@ -224,8 +225,8 @@ def make_policy_node(rt: Runtime) -> Callable[[AgentState], Any]:
         if resp.issues:
             messages.append(Message(role="user", content=rt.format.feedback(resp.issues)))
         elif not resp.tool_calls:
-            if answer is not None and answer.strip():
-                update.update(status="finished", answer=answer.strip())
+            if answer is not None and answer.strip():  # the end of the run, or of a turn (user_turns.py)
+                update.update(answer_or_next_turn(rt, answer.strip(), messages))
             else:
                 messages.append(Message(role="user", content=rt.format.no_action))
         dt = st.seconds

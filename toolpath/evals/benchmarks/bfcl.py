@@ -1,16 +1,21 @@
 """BFCL (the Berkeley Function Calling Leaderboard) over the data the pinned `bfcl-eval` package ships.
 
 Categories: $TOOLPATH_BFCL_CATEGORIES (comma-separated) or `categories=`, else every one toolpath runs
-(bfcl_data.CATEGORIES: simple_python, multiple, parallel, parallel_multiple, irrelevance and the live_*
-ones). Each item's functions become the episode's tools (bfcl_tools: they record, never run); the react agent
-answers the question, and its response's calls are the answer.
+(bfcl_data.CATEGORIES: simple_python, multiple, parallel, parallel_multiple, irrelevance, the live_* ones and
+multi_turn_base, _miss_param and _long_context). In a single-turn item, the functions become the episode's
+tools (bfcl_tools: they record, never run); the react agent answers the question, and its response's calls are
+the answer. A multi-turn item is one episode: its first turn is the instruction and its later turns the
+task's follow-ups (agents/user_turns.py); its functions run on the package's backends (bfcl_multi_turn), and
+the answer is every turn's calls, step by step.
 
 Scoring, both modes per sample, each with the metric "scorer:bfcl-eval <version>":
     official   the package's AST checker on the recorded calls, as its own evaluation runs it (bfcl_official);
-               irrelevance: right when no call is made; live_relevance: right when one is
+               irrelevance: right when no call is made; live_relevance: right when one is; multi-turn: the
+               package's multi_turn_checker on every turn's calls (bfcl_multi_turn_official)
     toolpath   what a careful grader accepts besides: 5.0 for an integer 5, a function called by its dotted
                name, and an optional argument given at its documented default even where the possible answer
-               lists only its omission or other values (see `lenient`)
+               lists only its omission or other values (see `lenient`); multi-turn: as official (the
+               checker compares the backends' states and results, which a grader would too)
 """
 
 from __future__ import annotations
@@ -20,7 +25,10 @@ from typing import Any, Iterable
 
 from ...spec import TaskSpec
 from . import Benchmark, BenchmarkDataError, Record, Score, pick, task_id
+from ...agents.user_turns import read_conversation
 from . import bfcl_data as data
+from . import bfcl_multi_turn_official as multi_turn
+from .bfcl_multi_turn import ExecutingTool, instances
 from .bfcl_official import check
 from .bfcl_tools import read_answer, register, tool_name
 
@@ -33,11 +41,15 @@ def categories_from(given: Iterable[str] | str | None) -> tuple[str, ...]:
     return tuple(data.check_category(c) for c in names) or data.CATEGORIES
 
 
+def _turn_text(turn: Any) -> str:
+    """A turn's system and user messages, in order, as one message."""
+    parts = [str(m.get("content", "")).strip() for m in turn or [] if isinstance(m, dict)]
+    return "\n\n".join(p for p in parts if p)
+
+
 def _instruction(question: Any) -> str:
-    """The item's first turn: its system and user messages, in order, as one instruction."""
-    turn = question[0] if isinstance(question, list) and question else []
-    parts = [str(m.get("content", "")).strip() for m in turn if isinstance(m, dict)]
-    text = "\n\n".join(p for p in parts if p)
+    """The item's first turn, as one instruction."""
+    text = _turn_text(question[0] if isinstance(question, list) and question else [])
     if not text:
         raise BenchmarkDataError("a BFCL item has no question text")
     return text
@@ -85,40 +97,66 @@ def score_calls(category: str, functions: list[dict], ground_truth: Any, calls: 
 
 
 def score_case(case: dict, mode: str) -> float:
-    """A case of tests/data/scoring_cases/bfcl.json: an item's functions and possible answer, and a response."""
+    """A case of tests/data/scoring_cases/bfcl.json: an item's functions and possible answer, and a response
+    (a multi-turn item's: the conversation's turns)."""
     item = case["item"]
+    if item["category"] in data.MULTI_TURN_CATEGORIES:
+        return float(multi_turn.check(item, case["turns"])[0])
     return float(score_calls(item["category"], item["function"], item.get("ground_truth"), case["calls"], mode)[0])
 
 
 class BFCL(Benchmark):
     name = "bfcl"
-    description = "Berkeley Function Calling Leaderboard (AST and relevance categories of the bfcl-eval package)"
+    description = "Berkeley Function Calling Leaderboard (AST, relevance and multi-turn categories of bfcl-eval)"
 
     def __init__(self, categories: Iterable[str] | str | None = None):
         self.categories = categories_from(categories)
 
     def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
-        out = [Record(item["id"], category, {"question": item["question"], "function": item["function"],
-                                             "ground_truth": item.get("ground_truth")})
+        keys = ("question", "function", "ground_truth", "involved_classes", "initial_config")
+        out = [Record(item["id"], category, {k: item[k] for k in keys if k in item})
                for category in self.categories for item in data.load(category)]
         return pick(out, limit, seed)
 
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
-        names = register(record.data["function"])
         spec = {
             "id": task_id(record.id),
             "instruction": _instruction(record.data["question"]),
-            "tools": [*names, "final_answer"],
-            # one response is the answer; a step more for a model that first answers malformed and is told so
-            "limits": {"max_steps": 3},
             "metadata": {"benchmark": self.name, "category": record.category, "bfcl_id": record.id,
                          "bfcl_eval": data.version()},
         }
+        if record.category in data.MULTI_TURN_CATEGORIES:
+            spec.update(self._conversation(record))
+        else:
+            spec["tools"] = [*register(record.data["function"]), "final_answer"]
+            # one response is the answer; a step more for a model that first answers malformed and is told so
+            spec["limits"] = {"max_steps": 3}
         if model:
             spec["model"] = model
         return TaskSpec.model_validate(spec)
 
+    @staticmethod
+    def _conversation(record: Record) -> dict:
+        """A multi-turn item's tools (its backends' methods, run on the episode's instances), its later turns as
+        follow-ups, and the package's limit of steps in each turn for the whole conversation."""
+        from bfcl_eval.constants.default_prompts import MAXIMUM_STEP_LIMIT
+
+        item = {"id": record.id, **record.data}
+        instances(item)  # a starting state the backends refuse fails here, naming the item, before any episode
+        turns = record.data["question"]
+        return {"tools": register(record.data["function"], ExecutingTool, item=item),
+                "followups": [_turn_text(t) for t in turns[1:]],
+                # the model's calls and the reply that ends each turn; identical calls in a row are the
+                # package's business (it has no such guard), so the step limit is the only one
+                "limits": {"max_steps": len(turns) * (MAXIMUM_STEP_LIMIT + 1),
+                           "loop_repeats": MAXIMUM_STEP_LIMIT + 1}}
+
     def score(self, record: Record, answer: Any) -> Score:
+        if record.category in data.MULTI_TURN_CATEGORIES:
+            turns = read_conversation(answer)
+            right, why = multi_turn.check({"id": record.id, **record.data}, turns)
+            return Score(float(right), {f"scorer:bfcl-eval {data.version()}": 1.0,
+                                        "calls": float(multi_turn.conversation_calls(turns))}, explanation=why)
         calls = read_answer(answer)
         right, why = score_calls(record.category, record.data["function"], record.data.get("ground_truth"),
                                  calls, self.scoring)

@@ -63,8 +63,8 @@ def read_answer(answer: Any) -> list[dict] | None:
     return calls if isinstance(calls, list) else None
 
 
-class RecordingTool(Tool):
-    """One BFCL function: its call is recorded, never run."""
+class FunctionTool(Tool):
+    """One BFCL function as a tool: the item's schema, and the arguments kept exactly as the model wrote them."""
 
     parameters: dict
     siblings: frozenset  # the names of the item's functions, this one's included
@@ -76,6 +76,10 @@ class RecordingTool(Tool):
         if not isinstance(arguments, dict):
             raise ToolError(f"{self.name}: arguments must be a JSON object, got {type(arguments).__name__}")
         return arguments
+
+
+class RecordingTool(FunctionTool):
+    """One BFCL function: its call is recorded, never run."""
 
     def call(self, arguments: Any, ctx: ToolContext | None = None) -> ToolResult:
         self.validate(arguments)
@@ -91,8 +95,9 @@ class RecordingTool(Tool):
             ToolResult(content=answer_text(calls), final=True)
 
 
-def register(functions: list[dict]) -> list[str]:
-    """Register the item's functions as recording tools; their names as the model sees them."""
+def register(functions: list[dict], kind: type[FunctionTool] = RecordingTool, **fields: Any) -> list[str]:
+    """Register the item's functions as tools of `kind` (recording ones by default; `fields` set on each);
+    their names as the model sees them."""
     existing = load_tools()
     names = [tool_name(str(f.get("name", ""))) for f in functions]
     siblings = frozenset(names)
@@ -103,8 +108,10 @@ def register(functions: list[dict]) -> list[str]:
         if old is not None and TAG not in old.tags:
             raise BenchmarkDataError(f"BFCL function {fn['name']!r} has the name of toolpath's tool {name!r}")
         params = _openapi(copy.deepcopy(fn.get("parameters") or {"type": "dict", "properties": {}}))
-        t = RecordingTool(name=name, description=str(fn.get("description", "")), fn=lambda **_: None,
-                          args_model=None, timeout=None, cost=0.0, quality=1.0, ctx_param=None, tags=(TAG,))
+        t = kind(name=name, description=str(fn.get("description", "")), fn=lambda **_: None,
+                 args_model=None, timeout=None, cost=0.0, quality=1.0, ctx_param=None, tags=(TAG,))
         t.parameters, t.siblings = params, siblings
+        for key, value in fields.items():
+            setattr(t, key, value)
         registry.add("tool", name, t)
     return names

@@ -1,0 +1,79 @@
+"""A conversation's later user turns: the task's `followups`, each sent when the model answers the one before.
+
+A task is one user message (its instruction) unless its spec lists `followups`: then a reply that answers
+(plain text, no call) is not the end of the run but of a turn, and the next follow-up arrives as the user's
+message, until the last one is answered. The run's answer is then the whole conversation as JSON,
+
+    {"turns": [{"steps": [[{"name", "arguments"}, ...], ...], "reply": "..."}, ...]}
+
+each turn's tool calls step by step and the reply that ended it, because what a multi-turn task is judged on
+(BFCL's multi-turn categories: the calls each turn made) is more than its last reply.
+
+Which follow-ups were sent is read from the transcript, never kept aside, so a resumed run goes on from where
+its store says it was.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..state import Message
+
+TURNS_KEY = "turns"
+
+
+def sent(transcript: list[Message], followups: list[str]) -> int:
+    """How many of the follow-ups the transcript holds as user messages, in order, after the task's own."""
+    texts = [Message(role="user", content=f).content for f in followups]  # as the transcript stores them
+    users = [m.content for m in transcript if m.role == "user"][1:]
+    count = 0
+    for text in users:
+        if count < len(texts) and text == texts[count]:
+            count += 1
+    return count
+
+
+def answer_or_next_turn(rt: Any, answer: str, messages: list[Message]) -> dict:
+    """The policy step's update for a reply that answers: the run finishes with `answer`, or, while follow-ups
+    are left, the next one is added to the step's `messages` and the run goes on."""
+    followups = rt.spec.followups
+    if not followups:
+        return {"status": "finished", "answer": answer}
+    done = sent(rt.transcript, followups)
+    if done < len(followups):
+        messages.append(Message(role="user", content=followups[done]))
+        return {}
+    return {"status": "finished", "answer": conversation(rt.transcript + messages, followups)}
+
+
+def conversation(transcript: list[Message], followups: list[str]) -> str:
+    """The run's answer: each turn's steps of tool calls and the reply that ended it (see the module's doc)."""
+    texts = [Message(role="user", content=f).content for f in followups]
+    turns: list[dict] = [{"steps": [], "reply": ""}]
+    users_seen = 0
+    for m in transcript:
+        if m.role == "user":
+            users_seen += 1
+            if users_seen > 1 and len(turns) - 1 < len(texts) and m.content == texts[len(turns) - 1]:
+                turns.append({"steps": [], "reply": ""})
+        elif m.role == "assistant":
+            if m.tool_calls:
+                turns[-1]["steps"].append([{"name": c.name, "arguments": c.arguments} for c in m.tool_calls])
+            else:
+                turns[-1]["reply"] = m.content
+    return json.dumps({TURNS_KEY: turns}, ensure_ascii=False)
+
+
+def read_conversation(answer: Any) -> list[dict] | None:
+    """The turns of a conversation answer, or None for an answer that is not one (a run that ended early)."""
+    if isinstance(answer, str):
+        try:
+            answer = json.loads(answer)
+        except (ValueError, RecursionError):
+            return None
+    turns = answer.get(TURNS_KEY) if isinstance(answer, dict) else None
+    if not isinstance(turns, list) or not all(isinstance(t, dict) and isinstance(t.get("steps"), list)
+                                              for t in turns):
+        return None
+    return turns
