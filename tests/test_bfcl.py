@@ -112,7 +112,8 @@ SOLVED = [
     calls(("sort", {"file_name": "final_report.pdf"})),
     "Sorted.",
     calls(("cd", {"folder": ".."}), ("mv", {"source": "previous_report.pdf", "destination": "temp"}),
-          ("cd", {"folder": "temp"}), ("diff", {"file_name1": "final_report.pdf", "file_name2": "previous_report.pdf"})),
+          ("cd", {"folder": "temp"}),
+          ("diff", {"file_name1": "final_report.pdf", "file_name2": "previous_report.pdf"})),
     "Here is the difference.",
 ]
 

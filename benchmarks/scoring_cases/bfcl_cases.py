@@ -11,8 +11,9 @@ eval_runner._evaluate_single_ast_entry or _evaluate_single_relevance_entry); tha
 column. A multi-turn item gets whole conversations instead (its possible answer in one step a turn or one call
 a step, calls reversed, repeated or added, a turn missing or without a call, turns swapped, every call in the
 first turn, an argument changed, missing or as text, an unknown function), given to
-eval_runner._evaluate_single_multi_turn_entry as the FC handler's result (each step's calls, then the reply). toolpath's two modes score the same response (bfcl.score_case), and the script prints official mode's
-agreement on every generated case before writing the table.
+eval_runner._evaluate_single_multi_turn_entry as the FC handler's result (each step's calls, then the reply).
+toolpath's two modes score the same response (bfcl.score_case), and the script prints official mode's agreement
+on every generated case before writing the table.
 
 The runner module imports every provider SDK and tree-sitter, which toolpath never installs: those imports get
 empty stand-in modules here (nothing of them runs when a function-calling handler decodes a result). Results
@@ -259,7 +260,15 @@ def main() -> int:
     from toolpath.evals.benchmarks.bfcl import score_case
 
     runner, handler = package_runner()
-    cases, agree = [], 0
+    cases = []
+
+    def add(case_id: str, what: str, case: dict, off: float) -> None:
+        tp = score_case(case, "toolpath")
+        cases.append({"id": case_id, "what": what, "case": case, "official": off, "toolpath": tp,
+                      "agrees": score_case(case, "official") == off,
+                      "kind": "" if tp == off else f"toolpath accepts: {what}" if tp > off else
+                      f"toolpath refuses: {what}"})
+
     for category in bfcl_data.CATEGORIES:
         if category in bfcl_data.MULTI_TURN_CATEGORIES:
             continue
@@ -268,26 +277,15 @@ def main() -> int:
             for n, (what, calls) in enumerate(responses(item)):
                 case = {"item": {k: item.get(k) for k in ("id", "category", "function", "ground_truth")},
                         "calls": calls}
-                off = official(runner, handler, item, calls)
-                ours = score_case(case, "official")
-                agree += ours == off
-                tp = score_case(case, "toolpath")
-                cases.append({"id": f"{item['id']}-{n}", "what": what, "case": case, "official": off, "toolpath": tp,
-                              "kind": "" if tp == off else f"toolpath accepts: {what}" if tp > off else
-                              f"toolpath refuses: {what}"})
+                add(f"{item['id']}-{n}", what, case, official(runner, handler, item, calls))
     for category in bfcl_data.MULTI_TURN_CATEGORIES:
         for item in bfcl_data.load(category)[:args.per]:
             item = {k: item[k] for k in ("id", "involved_classes", "initial_config", "ground_truth")}
             item["category"] = category
             for n, (what, turns) in enumerate(conversations(item)):
-                case = {"item": item, "turns": turns}
-                off = official_multi_turn(runner, handler, item, turns)
-                ours = score_case(case, "official")
-                agree += ours == off
-                tp = score_case(case, "toolpath")
-                cases.append({"id": f"{item['id']}-{n}", "what": what, "case": case, "official": off, "toolpath": tp,
-                              "kind": "" if tp == off else f"toolpath accepts: {what}" if tp > off else
-                              f"toolpath refuses: {what}"})
+                add(f"{item['id']}-{n}", what, {"item": item, "turns": turns},
+                    official_multi_turn(runner, handler, item, turns))
+    agree = sum(c.pop("agrees") for c in cases)
     print(f"{len(cases)} cases, official mode agrees with the package on {agree} "
           f"({100.0 * agree / len(cases):.1f} %); toolpath differs on "
           f"{sum(1 for c in cases if c['kind'])}")
