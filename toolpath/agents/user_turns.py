@@ -23,15 +23,23 @@ from ..state import Message
 TURNS_KEY = "turns"
 
 
-def sent(transcript: list[Message], followups: list[str]) -> int:
-    """How many of the follow-ups the transcript holds as user messages, in order, after the task's own."""
-    texts = [Message(role="user", content=f).content for f in followups]  # as the transcript stores them
-    users = [m.content for m in transcript if m.role == "user"][1:]
-    count = 0
-    for text in users:
-        if count < len(texts) and text == texts[count]:
-            count += 1
-    return count
+def turns(transcript: list[Message], followups: list[str]) -> list[dict]:
+    """The conversation so far, turn by turn: each turn's steps of tool calls and its reply (see the module's
+    doc). A turn begins at the task's instruction or at the next follow-up, as the transcript stores it."""
+    texts = [Message(role="user", content=f).content for f in followups]
+    out: list[dict] = [{"steps": [], "reply": ""}]
+    users = 0
+    for m in transcript:
+        if m.role == "user":
+            users += 1  # the first is the task's own message
+            if users > 1 and len(out) <= len(texts) and m.content == texts[len(out) - 1]:
+                out.append({"steps": [], "reply": ""})
+        elif m.role == "assistant":
+            if m.tool_calls:
+                out[-1]["steps"].append([{"name": c.name, "arguments": c.arguments} for c in m.tool_calls])
+            else:
+                out[-1]["reply"] = m.content
+    return out
 
 
 def answer_or_next_turn(rt: Any, answer: str, messages: list[Message]) -> dict:
@@ -40,29 +48,11 @@ def answer_or_next_turn(rt: Any, answer: str, messages: list[Message]) -> dict:
     followups = rt.spec.followups
     if not followups:
         return {"status": "finished", "answer": answer}
-    done = sent(rt.transcript, followups)
-    if done < len(followups):
-        messages.append(Message(role="user", content=followups[done]))
+    so_far = turns(rt.transcript + messages, followups)
+    if len(so_far) <= len(followups):
+        messages.append(Message(role="user", content=followups[len(so_far) - 1]))
         return {}
-    return {"status": "finished", "answer": conversation(rt.transcript + messages, followups)}
-
-
-def conversation(transcript: list[Message], followups: list[str]) -> str:
-    """The run's answer: each turn's steps of tool calls and the reply that ended it (see the module's doc)."""
-    texts = [Message(role="user", content=f).content for f in followups]
-    turns: list[dict] = [{"steps": [], "reply": ""}]
-    users_seen = 0
-    for m in transcript:
-        if m.role == "user":
-            users_seen += 1
-            if users_seen > 1 and len(turns) - 1 < len(texts) and m.content == texts[len(turns) - 1]:
-                turns.append({"steps": [], "reply": ""})
-        elif m.role == "assistant":
-            if m.tool_calls:
-                turns[-1]["steps"].append([{"name": c.name, "arguments": c.arguments} for c in m.tool_calls])
-            else:
-                turns[-1]["reply"] = m.content
-    return json.dumps({TURNS_KEY: turns}, ensure_ascii=False)
+    return {"status": "finished", "answer": json.dumps({TURNS_KEY: so_far}, ensure_ascii=False)}
 
 
 def read_conversation(answer: Any) -> list[dict] | None:
