@@ -31,8 +31,11 @@ def source_digest(folder: Path) -> str:
     return h.hexdigest()
 
 
-def export_key(folder: Path, engine: str, version: str, weights: str, digest: str) -> str:
-    return f"{folder.name[:48]}-{engine}-{version}-{weights}-{digest[:16]}"
+def export_key(folder: Path, engine: str, version: str, weights: str, digest: str, options=()) -> str:
+    """The export's folder name: the source, the engine and its version, the weights setting, the exporter's
+    options (as a digest: changing one never reuses an export made without it) and the source's content."""
+    made = hashlib.sha256("\0".join(options).encode()).hexdigest()[:8]
+    return f"{folder.name[:48]}-{engine}-{version}-{weights}-{made}-{digest[:16]}"
 
 
 def exported(models: Path, key: str, make: Callable[[Path], None]) -> Path:

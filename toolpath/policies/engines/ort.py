@@ -24,11 +24,19 @@ from ..base import PolicyError
 from ...progress import Progress
 from ..hf import HFPolicy, home_dir
 from . import checked
+from . import packed_codes
 from .export import export_key, exported, source_digest
 
 NAME = "onnxruntime"
 # model.options.weights -> the builder's precision. bf16 has no CPU kernels in ONNX Runtime: refused at load.
 PRECISION = {"fp32": "fp32", "int8": "int8", "int4": "int4"}
+# int4/int8 MatMulNBits multiply with the activations quantized to int8 per block (the CPU kernels' fastest path,
+# VNNI/AMX where the processor has them); the perplexity cost is measured in docs/results/engine.md.
+ACCURACY_LEVEL = 4
+# The builder's options for every export; each is part of the export's key, so a changed option never reuses an
+# export made without it. prune_lm_head: the output head runs on the last position only, which is all generation
+# reads, instead of on every prompt token.
+BUILDER = ("prune_lm_head=true", f"accuracy_level={ACCURACY_LEVEL}")
 
 
 class Options(BaseModel):
@@ -55,17 +63,28 @@ def version() -> str:
     return og.__version__
 
 
-def _precision(spec: ModelSpec, name: str) -> str:
-    weights = spec.options.get("weights") or "fp32"
+def _weights(folder: Path, spec: ModelSpec, name: str) -> str:
+    """The export's weights setting: model.options.weights, or a compress folder's own packed bits (which a
+    different weights option cannot change without rounding the codes again)."""
+    asked = spec.options.get("weights")
+    entry = packed_codes.layout(folder)
+    if entry is not None:
+        stored = packed_codes.bits_of(entry)
+        if asked not in (None, stored):
+            raise PolicyError(f"model.options.weights: {asked} does not apply to {name} on engine {NAME}: its "
+                              f"weights are packed as {stored}, which the engine runs as they are; leave weights "
+                              "unset, or use engine torch")
+        return stored
+    weights = asked or "fp32"
     if weights not in PRECISION:
         raise PolicyError(f"model.options.weights: {weights} does not run on engine {NAME} "
                           f"({name}); use one of {', '.join(PRECISION)}")
     return weights
 
 
-def _build(folder: Path, precision: str, out: Path) -> None:
-    """The model builder's export of `folder` into `out`, its own chatter (per-tensor bars, prints) swallowed:
-    what the user sees is our one progress line."""
+def _build(folder: Path, precision: str, out: Path, extra: list[str] = ()) -> None:
+    """The model builder's export of `folder` into `out` with BUILDER's options and `extra`, its own chatter
+    (per-tensor bars, prints) swallowed: what the user sees is our one progress line."""
     from onnxruntime_genai.models import builder
 
     chatter = io.StringIO()
@@ -76,7 +95,8 @@ def _build(folder: Path, precision: str, out: Path) -> None:
         try:
             args = (str(folder), str(folder), str(out), precision, "cpu", str(out / ".cache"))
             # hf_token=false: the source is a local folder; nothing is looked up on the Hub.
-            builder.create_model(*args, **builder.parse_extra_options(*args, ["hf_token=false"]))
+            options = builder.parse_extra_options(*args, ["hf_token=false", *BUILDER, *extra])
+            builder.create_model(*args, **options)
         except Exception as err:  # noqa: BLE001 — the builder raises what it likes for a model it cannot export
             tail = chatter.getvalue().strip().splitlines()[-1:] or [""]
             raise PolicyError(f"engine {NAME} cannot export {folder}: {type(err).__name__}: {err} {tail[0]}".strip()) from None
@@ -86,13 +106,19 @@ def _build(folder: Path, precision: str, out: Path) -> None:
 
 
 def export(folder: Path, weights: str) -> Path:
-    """The engine's export of `folder` at `weights`, made once (export.exported: keyed, written whole)."""
-    key = export_key(folder, NAME, version(), weights, source_digest(folder))
+    """The engine's export of `folder` at `weights`, made once (export.exported: keyed, written whole). A
+    `toolpath compress` folder's weights are its packed codes (packed_codes.py); `weights` names them."""
+    packed = packed_codes.layout(folder) is not None
+    key = export_key(folder, NAME, version(), weights, source_digest(folder), BUILDER)
 
     def make(tmp: Path) -> None:
         with Progress(f"exporting {folder.name} for {NAME} at {weights} (first use only)") as line:
-            _build(folder, PRECISION[weights], tmp)
-            line.close(f"under {home_dir() / 'models' / key}")
+            if packed:
+                placed = packed_codes.export_packed(folder, tmp, _build, ACCURACY_LEVEL)
+                line.close(f"{placed} packed weights as stored, under {home_dir() / 'models' / key}")
+            else:
+                _build(folder, PRECISION[weights], tmp)
+                line.close(f"under {home_dir() / 'models' / key}")
 
     try:
         return exported(home_dir() / "models", key, make)
@@ -106,8 +132,9 @@ def _refusal(folder: Path) -> str:
 
     if folder_is_vlm(folder):
         return "it is a vision-language model (the engine runs text models)"
-    if (folder / "compression.json").is_file():
-        return "it is a `toolpath compress` folder (its packed weights load on engine torch only)"
+    entry = packed_codes.layout(folder)
+    if entry is not None and packed_codes.refusal(entry):
+        return f"it is a `toolpath compress` folder whose packed weights the engine cannot run: {packed_codes.refusal(entry)}"
     config = json.loads((folder / "config.json").read_text())
     heads = config.get("num_attention_heads") or 1
     head = config.get("head_dim") or (config.get("hidden_size") or 0) // heads
@@ -127,7 +154,7 @@ def load(folder: Path, spec: ModelSpec, name: str) -> "EnginePolicy":
     import onnxruntime_genai as og
     from transformers import AutoConfig, AutoTokenizer
 
-    weights = _precision(spec, name)
+    weights = _weights(folder, spec, name)
     out = export(folder, weights)
     setting = spec.options.get("engine")
     threads = (setting.get("threads") if isinstance(setting, dict) else None) or os.cpu_count() or 1
@@ -201,6 +228,9 @@ class EnginePolicy(HFPolicy):
         stops = Stops(self.tokenizer, kwargs.get("stop_strings") or ())
         streamer, criteria = kwargs.get("streamer"), kwargs.get("stopping_criteria")
         new: list[int] = []
+        # The sequence as one preallocated tensor that stopping criteria see a growing view of: building a fresh
+        # tensor of the whole sequence per token would make a long answer's cost grow with its square.
+        sequence = torch.tensor([ids + [0] * max_new]) if criteria is not None else None
         with _LOCK:
             reused = state.reuse.reused if state is not None and state.generator is not None else 0
             generator = state.generator if reused else og.Generator(self.model.engine, params)
@@ -220,8 +250,10 @@ class EnginePolicy(HFPolicy):
                     streamer.put(torch.tensor([token]))
                 if stops.hit(new):
                     break
-                if criteria is not None and bool(criteria(torch.tensor([ids + new]), None).all()):
-                    break
+                if criteria is not None:
+                    sequence[0, len(ids) + len(new) - 1] = token
+                    if bool(criteria(sequence[:, :len(ids) + len(new)], None).all()):
+                        break
             if state is not None and not sampling:
                 state.keep(generator, search["max_length"], len(ids) + len(new) - 1)  # the last token is unread
         if streamer is not None:
@@ -231,18 +263,28 @@ class EnginePolicy(HFPolicy):
 
 class Stops:
     """transformers' stop_strings, on token ids: generation ends once the text made so far contains a stop string
-    that the newest token completed (one that ran past it is cut by the format's reader, as with torch)."""
+    that the newest token completed (one that ran past it is cut by the format's reader, as with torch).
+    Only the last `window` tokens are decoded per step, so the check costs the same at every token: a stop string
+    of n characters lies within its last 4n tokens (a token adds at least one byte of text; a character is at most
+    four), and the margin keeps a tokenizer's start-of-text rules (a dropped leading space, a character cut
+    mid-bytes) away from where the stop string can begin."""
+
+    MARGIN = 8
 
     def __init__(self, tokenizer, stops):
         self.tokenizer, self.stops = tokenizer, [s for s in stops if s]
-        self._before = ""
+        longest = max(map(len, self.stops), default=0)
+        self.longest, self.window = longest, 4 * longest + self.MARGIN
 
     def hit(self, new: list[int]) -> bool:
         if not self.stops:
             return False
-        text = self.tokenizer.decode(new, skip_special_tokens=False)
-        start = max(0, len(self._before) - max(map(len, self.stops)))
-        self._before = text
+        tail = new[-self.window:]
+        text = self.tokenizer.decode(tail, skip_special_tokens=False)
+        before = self.tokenizer.decode(tail[:-1], skip_special_tokens=False) if len(tail) > 1 else ""
+        # A stop string the newest token completed ends past what the text was without it (the longest one's
+        # length back, so a character the newest token finished, shown before as a replacement, still counts).
+        start = max(0, len(before) - self.longest)
         return any(s in text[start:] for s in self.stops)
 
 
