@@ -8,7 +8,9 @@ with toolpath's JSON grammar (`toolpath`), and through BFCL's own prompt handler
 
 Per category and column: the official score (the package's AST checker), its 95 % interval (bootstrap, as every
 eval report), the median seconds per item, native's score over toolpath's, and item by item native against the
-handler: both right, only toolpath (native) right, only the handler right, both wrong. The same items (the first
+handler: both right, only toolpath (native) right, only the handler right, both wrong. One more row, with no
+generation of its own, reads the handler's replies with toolpath's native reader instead of the handler's
+decoder, which tells a difference of prompt from one of parsing. The same items (the first
 `--limit` of each category by the benchmark's seeded pick) go through all three; greedy decoding, and the same
 new-token budget per reply (the model spec's max_new_tokens), so a rerun prints the same scores. A model whose
 family has no handler in the package gets no anchor column, and the run says so.
@@ -29,14 +31,18 @@ sys.path.insert(0, str(ROOT))
 
 from toolpath.agents.episode import run_episode  # noqa: E402
 from toolpath.evals.benchmarks.bfcl import BFCL  # noqa: E402
-from toolpath.evals.benchmarks.bfcl_handler import Anchor, AnchorError  # noqa: E402
+from toolpath.evals.benchmarks.bfcl_handler import Anchor, AnchorError, score_decoded  # noqa: E402
 from toolpath.evals.intervals import bootstrap_ci  # noqa: E402
 from toolpath.evals.scoring import score_answer  # noqa: E402
 from toolpath.policies.base import load as load_policy  # noqa: E402
+from toolpath.policies.formats.native import NATIVE  # noqa: E402
 from toolpath.runs import Store  # noqa: E402
 
 FORMATS = ("native", "toolpath")
 HANDLER = "handler"
+# The handler's own replies read by toolpath's native reader instead of the handler's decoder: no generation of
+# its own; it tells a prompt difference (the replies) from a parsing one (how they are read).
+READER = "handler_prompt_toolpath_reader"
 
 
 def task(bench: BFCL, rec, fmt: str, args):
@@ -61,15 +67,19 @@ def through_toolpath(bench: BFCL, records: list, fmt: str, args, store: Store) -
     return out
 
 
-def through_handler(anchor: Anchor, records: list) -> list[dict]:
-    """Each item through the package's handler on the same weights: its official score, seconds and reply."""
-    out = []
+def through_handler(anchor: Anchor, records: list) -> tuple[list[dict], list[dict]]:
+    """Each item through the package's handler on the same weights: its official score, seconds and reply; and
+    the same replies as toolpath's native reader reads them."""
+    out, read = [], []
     for rec in records:
         item = {"id": rec.id, **rec.data}
         reply = anchor.respond(item)
         right, why = anchor.score(rec.category, item, reply.text)
         out.append({"id": rec.id, "right": float(right), "s": reply.seconds, "why": why, "answer": reply.text})
-    return out
+        calls = NATIVE.parse(reply.text, id_prefix="anchor").calls
+        right, why = score_decoded(rec.category, item, [{c.name: c.arguments} for c in calls])
+        read.append({"id": rec.id, "right": float(right), "s": reply.seconds, "why": why, "answer": reply.text})
+    return out, read
 
 
 def row(category: str, column: str, items: list[dict]) -> dict:
@@ -121,7 +131,7 @@ def main() -> None:
             results = {fmt: through_toolpath(bench, records, fmt, args, store) for fmt in FORMATS}
             anchor, why_not = make_anchor(bench, records, args)
             if anchor is not None:
-                results[HANDLER] = through_handler(anchor, records)
+                results[HANDLER], results[READER] = through_handler(anchor, records)
             elif why_not not in notes:
                 notes.append(why_not)
             made = [row(category, column, items) for column, items in results.items()]
@@ -138,7 +148,7 @@ def main() -> None:
                     agree = "" if vs is None or r["column"] != "native" else (
                         "  vs handler: both {both_right}, only toolpath {only_toolpath}, only handler "
                         "{only_handler}, neither {both_wrong}".format(**vs))
-                    print(f"{category:<18} {r['column']:<9} {r['official']:.3f} [{r['interval'][0]:.3f}, "
+                    print(f"{category:<18} {r['column']:<30} {r['official']:.3f} [{r['interval'][0]:.3f}, "
                           f"{r['interval'][1]:.3f}]  n {r['n']}  median {r['median_s']} s{agree}", flush=True)
         store.close()
     for note in notes:
