@@ -17,6 +17,11 @@ for _var, _folder in {"TOOLPATH_MINDCUBE_DIR": "mindcube", "TOOLPATH_OMNI3D_DIR"
     if (SHARED_DATA / _folder).is_dir():
         os.environ.setdefault(_var, str(SHARED_DATA / _folder))
 
+# The default engine (policies/engines) would export each local model for ONNX Runtime on first use in every
+# fresh TOOLPATH_HOME; the suite runs models on torch unless a test names an engine (tests/test_engine.py) or
+# unpins the default itself (tests/test_engine_default.py). Subprocesses inherit it.
+os.environ["TOOLPATH_ENGINE"] = "torch"
+
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):

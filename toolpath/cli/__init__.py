@@ -33,7 +33,8 @@ WEIGHTS = ("fp32", "bf16", "int8", "int4")
 WEIGHTS_HELP = ("how a local model's weights are held: fp32 (as loaded), bf16, int8 or int4 weight-only "
                 "(sets model.options.weights)")
 ENGINE_HELP = ("what runs a local text model: torch (transformers; kv caches and decoding methods need it) or "
-               "onnxruntime (ONNX Runtime GenAI, exported once; sets model.options.engine)")
+               "onnxruntime (ONNX Runtime GenAI, exported once); unset: onnxruntime where it can run the model, torch "
+               "otherwise (sets model.options.engine)")
 DECODING_HELP = ("hallucination-mitigated decoding for local vision-language models: vcd or shield with their "
                  "defaults, or a JSON mapping with kind and options, e.g. '{\"kind\": \"vcd\", \"alpha\": 0.5}' "
                  "(sets model.options.decoding)")

@@ -27,11 +27,12 @@ def cmd_models_list(args) -> int:
         for m in models:
             echo(f"{m['model']:<26} {m['size']:>8}  {'yes' if m['installed'] else 'no':<9}  {m['prompt']:<25}  "
                  f"{m['install']}")
-    from ..policies.engines import engines  # what runs a local text model: model.options.engine, --engine
+    from ..policies.engines import default_choice, engines  # what runs a local text model: model.options.engine
 
     echo(f"\n{'ENGINE':<26} {'HERE':<5} WHY")
     for name, missing in engines():
         echo(f"{name:<26} {'no' if missing else 'yes':<5} {missing or 'model.options.engine: ' + name}")
+    echo(f"{'(none named)':<26} {'':<5} {default_choice()}")
     return EXIT_OK
 
 

@@ -34,15 +34,16 @@ from .sample import SAMPLE_KEY, SampleResult, check_agent_params
 EXECUTORS = ("local", "ray")
 
 
-def model_option(name: str, value):
+def model_option(name: str, value, **beside):
     """An eval-wide model option as the spec normalises it (its own validator fills the defaults), or a ValueError
-    naming the flag and what is wrong, before any sample starts."""
+    naming the flag and what is wrong, before any sample starts; `beside`: the eval's other model options, checked
+    with it (an engine that cannot take a kv_cache)."""
     from pydantic import ValidationError
 
     from ..spec import ModelSpec
 
     try:
-        return ModelSpec(options={name: value}).options[name]
+        return ModelSpec(options={**{k: v for k, v in beside.items() if v}, name: value}).options[name]
     except ValidationError as err:
         raise ValueError(f"--{name}: {err.errors()[0]['msg'].removeprefix('Value error, ')}") from None
 
@@ -191,7 +192,7 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
     if decoding is not None and not resume:
         decoding = decoding_setting(decoding)
     if engine is not None and not resume:
-        engine = model_option("engine", engine)["kind"]
+        engine = model_option("engine", engine, kv_cache=kv_cache, decoding=decoding)["kind"]
     done: dict[str, SampleResult] = {}
     if resume:
         row = store.find_eval(resume)

@@ -145,6 +145,8 @@ class HFPolicy:
     """A local transformers model: a text model (tokenizer + causal LM) or a vision-language model (processor +
     image-text-to-text model, `is_vlm`), which is given the conversation's images as pixels (vlm_chat.py)."""
 
+    engine = "torch"  # what runs its forward passes (engines/): serve's model card and `models list` name it
+
     def __init__(self, model: Any, tokenizer: Any, spec: ModelSpec, name: str, load_seconds: float = 0.0,
                  processor: Any = None):
         self.model = model
@@ -276,10 +278,12 @@ class HFPolicy:
             check_model_folder(folder)  # pickle weights are refused, safetensors headers checked, before loading
         except ModelFileError as err:
             raise PolicyError(str(err)) from None
-        from .engines import TORCH, engine_of, load_engine_policy
+        from .engines import load_engine_policy
 
-        if engine_of(spec.options) != TORCH:  # model.options.engine: the checked folder runs on another engine
-            return load_engine_policy(folder, spec, name or f"hf:{path}")
+        # model.options.engine, or the default's choice: the checked folder may run on another engine
+        policy = load_engine_policy(folder, spec, name or f"hf:{path}")
+        if policy is not None:
+            return policy
         from .quant import apply_from_spec, load_dtype  # low-bit or bf16 weights when the spec's options ask
         from .vlm import apply_weights_to_language_side, folder_is_vlm, load_vlm
 

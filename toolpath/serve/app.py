@@ -118,10 +118,12 @@ class ChatServer:
         return Gate(app, self.host_names)
 
     def _card(self) -> dict:
-        # `options`: how it is served (weights, kv_cache, decoding), so a client can tell two servers apart
+        # `options`: how it is served (weights, kv_cache, decoding), so a client can tell two servers apart;
+        # `engine`: what runs a local model, also when the default chose it
         options = getattr(getattr(self.engine.policy, "spec", None), "options", None) or {}
+        engine = getattr(self.engine.policy, "engine", None)
         return {"id": self.engine.model_id, "object": "model", "created": self.created, "owned_by": "toolpath",
-                "options": options}
+                "options": options, **({"engine": engine} if isinstance(engine, str) else {})}
 
     async def models(self, _request):
         from starlette.responses import JSONResponse
