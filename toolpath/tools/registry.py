@@ -110,7 +110,15 @@ class Tool:
         try:
             return self.args_model.model_validate(arguments)
         except ValidationError as err:
-            raise ToolError(f"{self.name}: bad arguments: " + "; ".join(_describe(e) for e in err.errors())) from None
+            problems = [_describe(e) for e in err.errors()]
+            if any(e["type"] in ("extra_forbidden", "missing") for e in err.errors()):
+                problems.append(f"{self.name} takes {self.takes()}")  # what a model should write instead
+            raise ToolError(f"{self.name}: bad arguments: " + "; ".join(problems)) from None
+
+    def takes(self) -> str:
+        """Its arguments in a line, the required ones marked: "expression (required), precision"."""
+        fields = self.args_model.model_fields
+        return ", ".join(f"{k} (required)" if f.is_required() else k for k, f in fields.items()) or "no arguments"
 
     def call(self, arguments: Any, ctx: ToolContext | None = None) -> ToolResult:
         """Validate, run with the tool's timeout, and normalise the result. Raises ToolError on any failure."""

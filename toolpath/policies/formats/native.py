@@ -50,11 +50,41 @@ def opener(kind: str, name: str | None = None) -> str:
     return head + ('{"name": "' if name is None else f'{{"name": {json.dumps(name)}, "{args}": ')
 
 
+# JSON Schema keys in the order function-calling examples write them (OpenAI's, Qwen's, vLLM's): what a value is,
+# then its parts, then which are required. pydantic writes `additionalProperties` first and `type` last, and a
+# small model that has just read `…"type": "string"}}, "required": […], "type": "object"}` goes on writing those
+# keys into its arguments.
+SCHEMA_ORDER = ("type", "description", "properties", "items", "enum", "required")
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")  # name -> schema
+_SCHEMA_LISTS = ("anyOf", "allOf", "oneOf", "prefixItems")  # [schema, …]
+_SCHEMA_ONE = ("items", "not", "additionalProperties")  # schema
+
+
+def prompt_schema(schema: Any) -> Any:
+    """A parameters schema as a chat template shows it: SCHEMA_ORDER's keys first at every level (the rest after,
+    as given), without pydantic's `title` and without `additionalProperties: false` (validation, not meaning:
+    the tool refuses an unknown argument itself, naming it and the arguments it takes). Nothing else changes."""
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: schema[k] for k in SCHEMA_ORDER if k in schema}
+    out.update((k, v) for k, v in schema.items() if k not in out and k != "title"
+               and not (k == "additionalProperties" and v is False))
+    for k, v in out.items():
+        if k in _SCHEMA_MAPS and isinstance(v, dict):
+            out[k] = {name: prompt_schema(sub) for name, sub in v.items()}
+        elif k in _SCHEMA_LISTS and isinstance(v, list):
+            out[k] = [prompt_schema(sub) for sub in v]
+        elif k in _SCHEMA_ONE:
+            out[k] = prompt_schema(v)
+    return out
+
+
 def openai_tools(schemas: list[dict]) -> list[dict]:
-    """toolpath's tool schemas as the function list chat templates take (OpenAI's shape)."""
+    """toolpath's tool schemas as the function list chat templates take (OpenAI's shape), each parameters schema
+    as prompt_schema shows it."""
     return [{"type": "function", "function": {
         "name": s["name"], "description": s.get("description", ""),
-        "parameters": s.get("parameters") or {"type": "object", "properties": {}}}} for s in schemas]
+        "parameters": prompt_schema(s.get("parameters") or {"type": "object", "properties": {}})}} for s in schemas]
 
 
 def template_messages(messages: list[Message]) -> list[dict]:

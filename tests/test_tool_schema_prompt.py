@@ -1,0 +1,51 @@
+"""What a model is shown of a tool and told when it calls one wrongly. The native path hands each parameters schema
+to the chat template in the order function-calling examples write it (type, properties, required) without
+pydantic's bookkeeping (title, additionalProperties: false), since small models copy the keys that follow the
+properties into their arguments; a call with an unknown or missing argument is refused naming it and the
+arguments the tool takes."""
+
+import copy
+
+import pytest
+
+from toolpath.policies.formats.native import openai_tools, prompt_schema
+from toolpath.tools.registry import ToolError, get_tool
+
+
+def test_a_tools_schema_reaches_the_template_in_the_conventional_shape():
+    calculator = get_tool("calculator").schema()
+    given = copy.deepcopy(calculator)
+    (tool,) = openai_tools([calculator])
+    params = tool["function"]["parameters"]
+    assert list(params) == ["type", "properties", "required"]
+    assert list(params["properties"]["expression"]) == ["type", "description"]
+    assert calculator == given  # the tool's own schema is left as it was
+
+
+def test_every_level_is_ordered_and_nothing_but_bookkeeping_is_dropped():
+    schema = {"title": "Args", "additionalProperties": False, "required": ["title"], "type": "object",
+              "properties": {
+                  "title": {"title": "Title", "description": "a property may be named title", "type": "string"},
+                  "tags": {"items": {"title": "Tag", "enum": ["a", "b"], "type": "string"}, "type": "array"},
+                  "size": {"anyOf": [{"type": "integer", "title": "n"}, {"type": "null"}], "default": None},
+                  "extra": {"type": "object", "additionalProperties": {"type": "string", "title": "v"}}},
+              "$defs": {"Tag": {"title": "Tag", "type": "string"}}}
+    shown = prompt_schema(schema)
+    assert list(shown) == ["type", "properties", "required", "$defs"]
+    assert list(shown["properties"]) == ["title", "tags", "size", "extra"]  # property names are not keys to order
+    assert shown["properties"]["title"] == {"type": "string", "description": "a property may be named title"}
+    assert shown["properties"]["tags"] == {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}}
+    assert shown["properties"]["size"] == {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None}
+    assert shown["properties"]["extra"]["additionalProperties"] == {"type": "string"}  # a schema: kept
+    assert shown["$defs"] == {"Tag": {"type": "string"}}
+
+
+@pytest.mark.parametrize("arguments, says", [
+    ({"expression": "2+3", "required": ["expression"]},
+     "calculator: bad arguments: required: unknown argument; calculator takes expression (required)"),
+    ({}, "calculator: bad arguments: expression: Field required; calculator takes expression (required)"),
+])
+def test_a_refused_call_names_the_argument_and_what_the_tool_takes(arguments, says):
+    with pytest.raises(ToolError) as err:
+        get_tool("calculator").call(arguments)
+    assert str(err.value) == says
