@@ -68,7 +68,7 @@ def load(name: str, threads: int):
     from toolpath.policies.local import load_local
     from toolpath.spec import ModelSpec
 
-    policy = load_local(ModelSpec(name=name))
+    policy = load_local(ModelSpec(name=name, options={"engine": "torch"}))  # the kv caches are torch cache layers
     torch.set_num_threads(threads)
     return policy.model.eval(), policy.tokenizer
 

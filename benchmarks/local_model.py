@@ -42,7 +42,8 @@ import torch
 from toolpath.policies.base import load
 from toolpath.spec import ModelSpec
 
-spec = ModelSpec(name=cfg["model"], options={} if cfg["option"] is None else {"weights": cfg["option"]})
+# torch: this measures transformers' generate() on the policy's model (benchmarks/engine.py measures the engines)
+spec = ModelSpec(name=cfg["model"], options={"engine": "torch", **({} if cfg["option"] is None else {"weights": cfg["option"]})})
 t0 = time.perf_counter()
 policy = load(spec)
 load_s = time.perf_counter() - t0
