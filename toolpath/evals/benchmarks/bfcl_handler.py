@@ -31,10 +31,12 @@ from . import BenchmarkDataError
 from .bfcl_data import AST_CATEGORIES, RELEVANCE_CATEGORIES, package_dir
 from .bfcl_official import check, is_call_list
 
-# A model's transformers `model_type` -> the package's handler for its family (file, class). Qwen2.5 and Qwen3
-# write calls the same way (<tool_call> JSON in ChatML); the package lists its FC handler for the Qwen models it
-# ranks. SmolLM2 (model_type llama) has none: the package's llama handlers are for Llama 3.x's own markup, and
-# its QuickTestingOSSHandler is a fallback its own note advises against, listed for no model.
+# A model's transformers `model_type` -> the package's handler for its family (file, class). The package ranks
+# Qwen3 models through QwenFCHandler; Qwen2.5 writes calls the same way (<tool_call> JSON in ChatML), and the
+# handler's prompt is Qwen2.5's own template but for the default system line ("You are Qwen, ...") that
+# Qwen2.5's adds when a conversation has none. SmolLM2 (model_type llama) has no handler: the package's llama
+# ones are for Llama 3.x's markup, and QuickTestingOSSHandler is a fallback its own note advises against,
+# listed for no model.
 HANDLERS = {"qwen2": ("qwen_fc", "QwenFCHandler"), "qwen3": ("qwen_fc", "QwenFCHandler")}
 BASE = "base_oss_handler"
 LOCAL = "bfcl_eval.model_handler.local_inference"
