@@ -14,7 +14,7 @@ prefilled and reused (the policy steps' prefill_tokens / reused_tokens). Per ben
     edits          fast_slow, the model writes the chain    bound: the grammar planner (no model)
     mindcube       visual_program, the shipped questions over the shared images
     omni3d_bench   visual_program, the shared sample
-    tabletop       embodied; a text model gets the instruction, not the camera image
+    tabletop       embodied; a text model gets the instruction, not the camera image (so no retries)
                                                           bounds: oracle (simulator truth), detector (rule-based)
     miniwob        computer_use on the DOM task types, the page's elements given as text (page_text.py)
                                                           bound: dom (rule-based)
@@ -37,6 +37,7 @@ import platform
 import shlex
 import statistics
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from unittest.mock import patch
@@ -87,8 +88,11 @@ def plans(bfcl_categories=BFCL_CATEGORIES) -> dict[str, list[Plan]]:
                           note="the shipped sample's questions")],
         "omni3d_bench": [Plan("omni3d_bench", "omni3d_bench", data=("TOOLPATH_OMNI3D_DIR", SHARED_DATA / "omni3d_bench"),
                               note="the shared sample")],
-        "tabletop": [Plan("tabletop", "tabletop", bounds=(Bound("oracle", "oracle"), Bound("detector", "detector")),
-                          note="text model: the instruction, not the camera image")],
+        # A text model does not see the camera image, so a failed consistency check would only be asked again
+        # blind: no retries, which keeps its episodes to one attempt's time.
+        "tabletop": [Plan("tabletop", "tabletop", agent_params={"retries": 0},
+                          bounds=(Bound("oracle", "oracle"), Bound("detector", "detector")),
+                          note="text model: the instruction, not the camera image; no retries")],
         "miniwob": [Plan("miniwob", "miniwob", env={"TOOLPATH_MINIWOB_TASKS": "dom"}, page_text=True,
                          bounds=(Bound("dom", "dom"),), note="DOM task types; the page's elements as text")],
         "bfcl": [Plan(f"bfcl/{c}", "bfcl", categories=(c,)) for c in bfcl_categories],
@@ -229,7 +233,8 @@ def row_figures(store, eval_id: str) -> dict:
             "ci": num["overall"]["ci"], "scoring": num["scoring"],
             "median_s": statistics.median(float(s["seconds"]) for s in samples) if samples else None,
             "prefilled": prefilled / counted if counted else None, "reused": reused / counted if counted else None,
-            "failed": len(failed), "error": _cut(first_error) if first_error else None}
+            "failed": len(failed), "error": _cut(first_error) if first_error else None,
+            "wall_s": num["wall_seconds"]}
 
 
 @dataclass(frozen=True)
@@ -334,7 +339,8 @@ def render_page(meta: dict, rows: list[dict]) -> str:
     lines = ["# Baselines: real local models through toolpath", "",
              f"Made by `{meta['command']}` on {meta['date']}.", "",
              f"- Machine: {machine['cores']} cores, {machine['platform']}; load average (1, 5, 15 min) "
-             f"{machine['load_start']} at the start, {machine['load_end']} at the end.",
+             f"{machine['load_start']} at the start, {machine['load_end']} at the end; "
+             f"{meta.get('wall_s', 0) / 60:.0f} min of wall time{' so far' if meta.get('running') else ''}.",
              f"- Settings: text models on engine `{meta['engine']}`, weights `{meta['weights']}`; up to "
              f"{meta['limit']} samples a row (seed {meta['seed']}); {meta['scoring']} scoring; "
              f"{meta['timeout']:g} s per episode at most.",
@@ -415,9 +421,11 @@ def main(argv: list[str] | None = None) -> int:
     from toolpath.runs import open_store
 
     meta, rows = run_meta(args), []
+    started = time.monotonic()
 
-    def save() -> None:
+    def save(running: bool = True) -> None:
         meta["machine"]["load_end"] = _load()
+        meta.update(wall_s=round(time.monotonic() - started, 1), running=running)
         write_atomically(args.out, render_page(meta, rows))
 
     code = 0
@@ -436,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"baselines: {label}: {row['status']} {score_cell(row)}"
                   + (f" ({row['error']})" if row.get("status") != "ran" else ""), file=sys.stderr, flush=True)
             save()
-        save()
+        save(running=False)
     print(f"baselines: the page is {args.out}", file=sys.stderr)
     if args.json:
         print(json.dumps({**meta, "rows": rows}, default=str))

@@ -27,7 +27,7 @@ def bl():
 META = {"command": "python benchmarks/baselines.py --limit 3", "date": "2026-01-01T00:00:00+00:00",
         "machine": {"cores": 2, "platform": "Linux", "load_start": "0.50, 0.40, 0.30", "load_end": "0.90, 0.60, 0.40"},
         "packages": {"toolpath": "0.1.0"}, "engine": "onnxruntime", "weights": "int4", "limit": 3, "seed": 0,
-        "scoring": "official", "timeout": 300.0}
+        "scoring": "official", "timeout": 300.0, "wall_s": 1500.0, "running": False}
 
 
 @pytest.mark.parametrize("argv, says", [
@@ -114,7 +114,7 @@ def test_the_page_has_a_table_per_model_with_the_bound_beside_each_row(bl):
     page = bl.render_page(META, _rows())
     assert page.startswith("# Baselines")
     assert "`python benchmarks/baselines.py --limit 3`" in page and "2 cores" in page
-    assert "0.50, 0.40, 0.30 at the start, 0.90, 0.60, 0.40 at the end" in page
+    assert "0.50, 0.40, 0.30 at the start, 0.90, 0.60, 0.40 at the end; 25 min of wall time." in page
     assert "onnxruntime" in page and "int4" in page and "toolpath 0.1.0" in page
     sections = page.split("## ")
     assert [s.splitlines()[0] for s in sections[1:]] == ["local:a", "local:b", "local:tiny-vlm", "Upper bounds"]
