@@ -58,12 +58,15 @@ def _format_number(x: float | int) -> str:
     return repr(x) if isinstance(x, float) else str(x)
 
 
+# Its argument's description shows the syntax, never a whole expression: small models called it with a shown
+# expression in place of the task's own.
 @tool(timeout=5.0, cost=0.0005, quality=1.0, tags=("math",))
 def calculator(expression: str) -> str:
     """Evaluate an arithmetic expression exactly and return the number.
 
     Args:
-        expression: arithmetic such as "(17 + 4) * 3 / 2" or "sqrt(2) ** 2"; ^ means power
+        expression: the arithmetic to evaluate, written with the task's own numbers: + - * / ** ( ) and
+            functions such as sqrt; ^ means power
     """
     text = expression.strip().replace("^", "**").replace("×", "*").replace("÷", "/")
     if not text:
