@@ -33,7 +33,8 @@ def check_source(source: str) -> None:
 def load_source(source: str):
     """(model, tokenizer) of `source`, in float32 on the CPU, ready to be quantized in place."""
     check_source(source)
-    spec = ModelSpec(name=source)
+    # quantized in place as torch modules: never the inference engine's export, whatever the default engine
+    spec = ModelSpec(name=source, options={"engine": "torch"})
     if source.partition(":")[0] == "local":
         from ..policies.local import load_local
 
