@@ -3,6 +3,7 @@ the package's, a handler-format reply is decoded and scored as the package's eva
 through `toolpath serve` + the `openai` policy scores item by item what the same scripted model scores in-process.
 """
 
+import json
 import sys
 import types
 
@@ -23,8 +24,6 @@ from toolpath.policies.scripted import ScriptedPolicy  # noqa: E402
 
 def handler_text(calls):
     """Calls as a Qwen-family model writes them, which QwenFCHandler's decoder reads."""
-    import json
-
     return "\n".join(f'<tool_call>\n{json.dumps({"name": n, "arguments": a})}\n</tool_call>' for n, a in calls)
 
 
@@ -69,6 +68,12 @@ def item(category, n=0):
     return dict(bfcl_data.load(category)[n])
 
 
+def possible_calls(it, name=str):
+    """One right answer of an AST item: (name, arguments) per call, each argument's first possible value."""
+    return [(name(fn), {k: next(v for v in vs if v != "") for k, vs in args.items() if vs != [""]})
+            for entry in it["ground_truth"] for fn, args in entry.items()]
+
+
 def test_the_prompt_is_the_packages_own_and_the_reply_is_decoded_and_scored_by_its_handler():
     it = item("simple_python", 1)  # math.factorial: the model sees the dotted name, as the package shows it
     policy = FakePolicy(handler_text([("math.factorial", {"number": 5})]))
@@ -77,8 +82,6 @@ def test_the_prompt_is_the_packages_own_and_the_reply_is_decoded_and_scored_by_i
     prompt = policy.tokenizer.prompts[-1]
     assert prompt == reply.prompt
     assert prompt.startswith("<|im_start|>system\n# Tools\n\nYou may call one or more functions")
-    import json
-
     assert f"<tools>\n{json.dumps(it['function'][0])}\n</tools>" in prompt  # BFCL's schema, "dict" types, hint
     assert "Note that the provided function is in Python 3 syntax." in prompt
     assert prompt.endswith(f"<|im_start|>user\n{it['question'][0][0]['content']}<|im_end|>\n<|im_start|>assistant\n")
@@ -92,8 +95,7 @@ def test_the_prompt_is_the_packages_own_and_the_reply_is_decoded_and_scored_by_i
 
 def test_a_parallel_reply_and_an_irrelevance_reply_are_judged_as_the_package_judges_them():
     it = item("parallel")
-    truth = [(name, {k: next(v for v in vs if v != "") for k, vs in args.items() if vs != [""]})
-             for entry in it["ground_truth"] for name, args in entry.items()]
+    truth = possible_calls(it)
     anchor = bh.Anchor(FakePolicy(""))
     assert len(truth) > 1 and anchor.score("parallel", it, handler_text(reversed(truth)))[0]
     assert not anchor.score("parallel", it, handler_text(truth[:1]))[0]
@@ -138,8 +140,7 @@ def scripted_answers():
     simple = item("simple_python", 1)
     par = item("parallel")
     irr = item("irrelevance")
-    truth = [(tool_name(name), {k: next(v for v in vs if v != "") for k, vs in args.items() if vs != [""]})
-             for entry in par["ground_truth"] for name, args in entry.items()]
+    truth = possible_calls(par, tool_name)
 
     def calls(pairs):
         return {"tool_calls": [{"name": n, "arguments": a} for n, a in pairs]}
