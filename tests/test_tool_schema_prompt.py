@@ -5,6 +5,7 @@ properties into their arguments; a call with an unknown or missing argument is r
 arguments the tool takes."""
 
 import copy
+import json
 
 import pytest
 
@@ -49,3 +50,15 @@ def test_a_refused_call_names_the_argument_and_what_the_tool_takes(arguments, sa
     with pytest.raises(ToolError) as err:
         get_tool("calculator").call(arguments)
     assert str(err.value) == says
+
+
+def test_an_echoed_tool_list_is_not_read_as_a_call():
+    """Small models sometimes repeat the template's <tools> block before their call: only the call is one."""
+    from toolpath.policies.formats.native import parse_native
+
+    (tool,) = openai_tools([get_tool("calculator").schema()])
+    reply = (f"I'll use the calculator.\n<tools>\n{json.dumps(tool)}\n</tools>\n\n"
+             '{"name": "calculator", "arguments": {"expression": "645 * 830"}}')
+    parsed = parse_native(reply)
+    assert [(c.name, c.arguments) for c in parsed.calls] == [("calculator", {"expression": "645 * 830"})]
+    assert parsed.issues == []

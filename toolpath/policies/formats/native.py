@@ -111,7 +111,16 @@ def _is_call(value: Any) -> bool:
     if not isinstance(value, dict):
         return False
     value = value.get("function") if isinstance(value.get("function"), dict) else value
-    return isinstance(value.get("name"), str) and any(k in value for k in ("arguments", "parameters"))
+    return (isinstance(value.get("name"), str) and any(k in value for k in ("arguments", "parameters"))
+            and not _is_definition(value))
+
+
+def _is_definition(function: dict) -> bool:
+    """A tool's definition, not a call: `parameters` is an object's JSON schema. Small models echo the template's
+    tool list before their call; read as Llama's `parameters`, it would call the tool with type/properties."""
+    params = function.get("parameters")
+    return ("arguments" not in function and isinstance(params, dict) and params.get("type") == "object"
+            and isinstance(params.get("properties"), dict))
 
 
 def _add_list(body: str, found: _Calls) -> bool:
