@@ -113,12 +113,12 @@ def _replace(model, folder: Path, accuracy_level: int) -> int:
     its weight's value: the float graph holds each packed weight as its de-quantized values, transposed, so an
     exact match is the weight itself, whatever the builder named it."""
     import numpy as np
-    from onnx import helper, numpy_helper
+    from onnx import TensorProto, helper, numpy_helper
 
     graph = model.graph
     by_value = {}
     for init in graph.initializer:
-        if len(init.dims) == 2 and init.data_type == onnx_float():
+        if len(init.dims) == 2 and init.data_type == TensorProto.FLOAT:
             by_value.setdefault(_digest(numpy_helper.to_array(init)), init.name)
     users: dict[str, list] = {}
     for node in graph.node:
@@ -148,12 +148,6 @@ def _replace(model, folder: Path, accuracy_level: int) -> int:
     del graph.initializer[:]
     graph.initializer.extend(kept + added)
     return placed
-
-
-def onnx_float() -> int:
-    from onnx import TensorProto
-
-    return TensorProto.FLOAT
 
 
 def _matmulnbits_inputs(q):
