@@ -62,3 +62,23 @@ def test_an_echoed_tool_list_is_not_read_as_a_call():
     parsed = parse_native(reply)
     assert [(c.name, c.arguments) for c in parsed.calls] == [("calculator", {"expression": "645 * 830"})]
     assert parsed.issues == []
+
+
+# The tool-call line of Qwen2.5's template: a Jinja string whose braces are text, so they are rendered doubled.
+QWEN_LINE = ('{{- "\\n<tool_call>\\n{{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}}\\n'
+             '</tool_call>" }}{% for tool in tools %}{{ tool }}{% endfor %}')
+
+
+def test_a_call_example_in_doubled_braces_is_shown_with_single_ones():
+    import jinja2
+
+    from toolpath.policies.formats.native import repaired_template, takes_tools
+
+    render = lambda t: jinja2.Environment().from_string(t).render(tools=["x"])  # noqa: E731
+    assert '{{"name": <function-name>' in render(QWEN_LINE)
+    fixed = repaired_template(QWEN_LINE)
+    assert '\n{"name": <function-name>, "arguments": <args-json-object>}\n' in render(fixed)
+    assert takes_tools(fixed)
+    plain = '{{- "{\\"name\\": <function-name>}" }}{{ tools }}'  # already single: left as it is
+    assert repaired_template(plain) == plain
+    assert repaired_template(None) is None

@@ -30,7 +30,8 @@ from ..spec import ModelSpec
 from ..state import Message
 from .base import PolicyError, Response
 from .formats import FORMATS
-from .formats.native import NATIVE, family, openai_tools, opener, takes_tools, template_messages
+from .formats.native import (NATIVE, family, openai_tools, opener, repaired_template, takes_tools,
+                             template_messages)
 
 _LOCK = threading.Lock()  # one generate() at a time per process: the CPU is the bottleneck anyway
 
@@ -160,6 +161,9 @@ class HFPolicy:
             or getattr(tokenizer, "chat_template", None) or ""
         if isinstance(template, dict):  # a processor with several named templates: its default one
             template = template.get("default") or ""
+        if not self.is_vlm and takes_tools(template):
+            template = repaired_template(template)
+            tokenizer.chat_template = template  # what _native_inputs renders through
         self.template = template
         self._tool_role = "tool" in template  # templates that know a tool role get one; others see a user turn
         self.plain = not template  # a base model without a chat template is prompted as a plain transcript

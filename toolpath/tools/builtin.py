@@ -65,8 +65,8 @@ def calculator(expression: str) -> str:
     """Evaluate an arithmetic expression exactly and return the number.
 
     Args:
-        expression: the arithmetic to evaluate, written with the task's own numbers: + - * / ** ( ) and
-            functions such as sqrt; ^ means power
+        expression: the arithmetic to evaluate, as the task writes it (its numbers, and its parentheses where
+            it has them): + - * / ** ( ) and functions such as sqrt; ^ means power
     """
     text = expression.strip().replace("^", "**").replace("×", "*").replace("÷", "/")
     if not text:

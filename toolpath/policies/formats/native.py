@@ -33,6 +33,17 @@ def takes_tools(template: Any) -> bool:
     return isinstance(template, str) and bool(_TAKES_TOOLS.search(template))
 
 
+# Qwen2.5's templates (and fine-tunes that copied them) show the call's shape as `{{\"name\": <function-name>, …}}`
+# inside a Jinja string, where the braces are not an expression and so are rendered doubled: the model is told
+# to write `{{"name": …}}`, and small ones do, with no <tool_call> tag. Serving engines patch the example; so do we.
+_DOUBLED_EXAMPLE = re.compile(r'\{\{(\\"name\\": <function-name>[^{}]*)\}\}')
+
+
+def repaired_template(template: Any) -> Any:
+    """`template` with a call example written in doubled braces inside a string shown with single ones."""
+    return _DOUBLED_EXAMPLE.sub(r"{\1}", template) if isinstance(template, str) else template
+
+
 def family(template: str) -> str:
     """hermes, llama or json: the shape this template's model writes its calls in."""
     if OPEN in template:
