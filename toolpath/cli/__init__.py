@@ -1,8 +1,9 @@
 """`toolpath`: run | resume | runs | tools | models | eval | compress | mcp | serve.
 
 Exit codes: 0 the agent finished, 1 it failed or ran out of budget, 2 bad input (spec, arguments, ids).
-Only argparse and the standard library load at start-up; everything else is imported by the command that
-needs it, so `toolpath --help` stays fast.
+Only argparse and the standard library load while the arguments are parsed: each command is named by
+"module:function" and imported once it runs, so `toolpath --help` (and any `toolpath COMMAND --help`) loads none
+of pydantic, torch, transformers or langgraph (tests/test_cli_startup.py checks it).
 
 The parser and the dispatch live here; each command is in the module of its group: run.py (run, resume),
 runs.py, tools.py, evals.py (models, eval, report, view), mcp.py (mcp serve), serve.py; common.py holds what
@@ -14,22 +15,15 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sqlite3
 import sys
-from pathlib import Path
 
 from .common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, add_reach_arguments, error
-from .compress import cmd_compress
-from .mcp import cmd_mcp_serve
-from .evals import cmd_eval, cmd_models_build, cmd_models_list, cmd_report, cmd_view
-from .run import cmd_resume, cmd_run
-from .runs import cmd_runs_list, cmd_runs_show
-from .serve import cmd_serve
-from .tools import cmd_tools_calibrate, cmd_tools_call, cmd_tools_list, cmd_tools_show
 
 
 # The spec's model.options.weights values (spec.WEIGHTS; spelled out here so `toolpath --help` imports no pydantic).
 WEIGHTS = ("fp32", "bf16", "int8", "int4")
+KV_CACHE_HELP = ("a KV cache for local models: kivi, chanmix, quest or icecache, with N its bits (quantized) or "
+                 "token budget (sparse), e.g. chanmix:2 (sets model.options.kv_cache)")
 WEIGHTS_HELP = ("how a local model's weights are held: fp32 (as loaded), bf16, int8 or int4 weight-only "
                 "(sets model.options.weights)")
 ENGINE_HELP = ("what runs a local text model: torch (transformers; kv caches and decoding methods need it) or "
@@ -38,6 +32,15 @@ ENGINE_HELP = ("what runs a local text model: torch (transformers; kv caches and
 DECODING_HELP = ("hallucination-mitigated decoding for local vision-language models: vcd or shield with their "
                  "defaults, or a JSON mapping with kind and options, e.g. '{\"kind\": \"vcd\", \"alpha\": 0.5}' "
                  "(sets model.options.decoding)")
+
+
+def _add_model_arguments(parser, scope: str = "") -> None:
+    """--kv-cache, --weights, --engine and --decoding: the model.options run, eval and serve take alike (read by
+    common.model_overrides); `scope` says what they apply to, e.g. " for every task"."""
+    parser.add_argument("--kv-cache", metavar="KIND[:N]", help=KV_CACHE_HELP + scope)
+    parser.add_argument("--weights", choices=WEIGHTS, help=WEIGHTS_HELP + scope)
+    parser.add_argument("--engine", metavar="NAME", help=ENGINE_HELP + scope)
+    parser.add_argument("--decoding", metavar="KIND", help=DECODING_HELP + scope)
 
 
 def _port(text: str) -> int:
@@ -75,45 +78,42 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--agent", help="override the spec's agent, e.g. react")
     r.add_argument("--max-steps", type=int, help="override limits.max_steps")
     r.add_argument("--agent-param", action="append", metavar="KEY=VALUE", help="set agent.params.KEY (a JSON value or plain text; repeatable), e.g. planner=policy")
-    r.add_argument("--kv-cache", metavar="KIND[:N]", help="a KV cache for local models: kivi, chanmix, quest or icecache, with N its bits (quantized) or token budget (sparse), e.g. chanmix:2 (sets model.options.kv_cache)")
-    r.add_argument("--weights", choices=WEIGHTS, help=WEIGHTS_HELP)
-    r.add_argument("--engine", metavar="NAME", help=ENGINE_HELP)
-    r.add_argument("--decoding", metavar="KIND", help=DECODING_HELP)
+    _add_model_arguments(r)
     add_reach_arguments(r)
     r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     r.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    r.set_defaults(fn=cmd_run)
+    r.set_defaults(fn="run:cmd_run")
 
     rs = sub.add_parser("resume", help="continue a run that was interrupted, from its last checkpoint")
     rs.add_argument("run_id")
     rs.add_argument("--json", action="store_true")
     rs.add_argument("-q", "--quiet", action="store_true")
     add_reach_arguments(rs, paths=False, base_url=False)
-    rs.set_defaults(fn=cmd_resume)
+    rs.set_defaults(fn="run:cmd_resume")
 
     runs = sub.add_parser("runs", help="stored runs").add_subparsers(dest="sub", metavar="SUBCOMMAND", required=True)
     rl = runs.add_parser("list", help="the most recent runs")
     rl.add_argument("--limit", type=int, default=30)
     rl.add_argument("--json", action="store_true")
-    rl.set_defaults(fn=cmd_runs_list)
+    rl.set_defaults(fn="runs:cmd_runs_list")
     rsh = runs.add_parser("show", help="every step of one run (id or unique prefix)")
     rsh.add_argument("run_id")
     rsh.add_argument("--json", action="store_true")
-    rsh.set_defaults(fn=cmd_runs_show)
+    rsh.set_defaults(fn="runs:cmd_runs_show")
 
     tools = sub.add_parser("tools", help="registered tools").add_subparsers(dest="sub", metavar="SUBCOMMAND", required=True)
     tl = tools.add_parser("list", help="all tools with their cost and quality priors")
     tl.add_argument("--json", action="store_true")
-    tl.set_defaults(fn=cmd_tools_list)
+    tl.set_defaults(fn="tools:cmd_tools_list")
     ts = tools.add_parser("show", help="a tool's JSON schema")
     ts.add_argument("name")
-    ts.set_defaults(fn=cmd_tools_show)
+    ts.set_defaults(fn="tools:cmd_tools_show")
     tc = tools.add_parser("call", help="call a tool directly")
     tc.add_argument("name")
     tc.add_argument("--arg", action="append", metavar="KEY=VALUE", help="an argument (JSON value or plain text)")
     tc.add_argument("--input", action="append", metavar="PATH", help="a file the call may read (read_file); images are also named image_1, image_2, … in order")
     tc.add_argument("--json", action="store_true")
-    tc.set_defaults(fn=cmd_tools_call)
+    tc.set_defaults(fn="tools:cmd_tools_call")
     tk = tools.add_parser("calibrate", help="measure the image-edit tools' cost and quality; write the priors table")
     tk.add_argument("--tasks", type=int, default=40, help="generated edit tasks to sample subtasks from (default 40)")
     tk.add_argument("--seed", type=int, default=1000,
@@ -121,29 +121,26 @@ def build_parser() -> argparse.ArgumentParser:
     tk.add_argument("--repeats", type=int, default=1, help="runs per tool and sample (default 1)")
     tk.add_argument("--out", metavar="PATH", help="table to write (default $TOOLPATH_HOME/priors/edit_tools.json)")
     tk.add_argument("--json", action="store_true")
-    tk.set_defaults(fn=cmd_tools_calibrate)
+    tk.set_defaults(fn="tools:cmd_tools_calibrate")
 
     models = sub.add_parser("models", help="policy kinds").add_subparsers(dest="sub", metavar="SUBCOMMAND", required=True)
     ml = models.add_parser("list", help="each policy kind and whether it can run here")
     ml.add_argument("--json", action="store_true")
-    ml.set_defaults(fn=cmd_models_list)
+    ml.set_defaults(fn="evals:cmd_models_list")
     mb = models.add_parser("build", help="train a model that is made here, not downloaded (tiny-vlm, metaembed, query-completion)")
     mb.add_argument("name", choices=("tiny-vlm", "metaembed", "query-completion"), help="the model to build")
     mb.add_argument("--seed", type=int, default=0, help="everything follows from it (default 0)")
     mb.add_argument("--json", action="store_true", help="print the build's report (tiny_vlm.json, metaembed.json, query_completion.json) as JSON")
     mb.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    mb.set_defaults(fn=cmd_models_build)
+    mb.set_defaults(fn="evals:cmd_models_build")
 
     ev = sub.add_parser("eval", help="run a benchmark's records as tasks and score them")
     ev.add_argument("benchmark", help="benchmark name, e.g. arith; or `list` for the stored evals")
     ev.add_argument("--limit", type=int, help="at most N records")
     ev.add_argument("--model", help="the model for every task (default: the benchmark's, else local)")
-    ev.add_argument("--kv-cache", metavar="KIND[:N]", help="a KV cache for local models: kivi, chanmix, quest or icecache, with N its bits (quantized) or token budget (sparse), e.g. chanmix:2, for every task")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--agent-param", action="append", metavar="KEY=VALUE", help="an agent parameter for every task (a JSON value or plain text; repeatable), e.g. planner=policy; kept by --resume")
-    ev.add_argument("--weights", choices=WEIGHTS, help=WEIGHTS_HELP + "; kept by --resume")
-    ev.add_argument("--engine", metavar="NAME", help=ENGINE_HELP + " for every task; kept by --resume")
-    ev.add_argument("--decoding", metavar="KIND", help=DECODING_HELP + " for every task; kept by --resume")
+    _add_model_arguments(ev, " for every task; kept by --resume")
     ev.add_argument("--data", metavar="PATH", help="the benchmark's data (OSWorld-G, ScreenSpot: a JSON file or folder)")
     ev.add_argument("--category", action="append", metavar="NAME", help="run only this subset of the benchmark "
                     "(BFCL: simple_python, multiple, parallel, …; repeatable or comma-separated); kept by --resume")
@@ -160,16 +157,16 @@ def build_parser() -> argparse.ArgumentParser:
                          "are stored and shown")
     ev.add_argument("--json", action="store_true")
     ev.add_argument("-q", "--quiet", action="store_true")
-    ev.set_defaults(fn=cmd_eval)
+    ev.set_defaults(fn="evals:cmd_eval")
     rp = sub.add_parser("report", help="write an HTML and Markdown report of one or more evals, with plots")
     rp.add_argument("eval_ids", nargs="+", metavar="EVAL_ID", help="eval ids (or unique prefixes); several compare")
     rp.add_argument("--out", metavar="DIR", help="where to write it (default $TOOLPATH_HOME/reports/…)")
     rp.add_argument("--viewer-url", metavar="URL", help="link failures to this trace viewer (toolpath view)")
     rp.add_argument("--json", action="store_true")
-    rp.set_defaults(fn=cmd_report)
+    rp.set_defaults(fn="evals:cmd_report")
     vw = sub.add_parser("view", help="serve the trace viewer on 127.0.0.1 (runs, evals, every step)")
     vw.add_argument("--port", type=_port, default=8765, help="port (default 8765; 0 picks a free one)")
-    vw.set_defaults(fn=cmd_view)
+    vw.set_defaults(fn="evals:cmd_view")
 
     mcp = sub.add_parser("mcp", help="MCP (Model Context Protocol)").add_subparsers(dest="sub", metavar="SUBCOMMAND",
                                                                                   required=True)
@@ -186,21 +183,18 @@ def build_parser() -> argparse.ArgumentParser:
                     help="sessions (each with its sandbox) open at once; more are refused (default 8)")
     ms.add_argument("--session-idle", type=float, default=300.0, metavar="S",
                     help="end an HTTP session with no request for S seconds, closing its sandbox (default 300)")
-    ms.set_defaults(fn=cmd_mcp_serve)
+    ms.set_defaults(fn="mcp:cmd_mcp_serve")
 
     sv = sub.add_parser("serve", help="serve a local model behind an OpenAI-compatible API on 127.0.0.1")
     sv.add_argument("model", help="local, local:NAME or hf:PATH (any model a spec can name)")
     sv.add_argument("--port", type=_port, default=8000, help="port (default 8000; 0 picks a free one)")
     sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    sv.add_argument("--kv-cache", metavar="KIND[:N]", help="a KV cache for every request, as in `run --kv-cache`")
-    sv.add_argument("--weights", choices=WEIGHTS, help=WEIGHTS_HELP)
-    sv.add_argument("--engine", metavar="NAME", help=ENGINE_HELP)
-    sv.add_argument("--decoding", metavar="KIND", help=DECODING_HELP)
+    _add_model_arguments(sv, " for every request")
     sv.add_argument("--max-tokens", type=int, metavar="N", help="tokens per answer when a request sets none (default 256)")
     sv.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                     help="a Host name clients may use besides 127.0.0.1, localhost and [::1] (repeatable)")
     sv.add_argument("-q", "--quiet", action="store_true", help="no line per request")
-    sv.set_defaults(fn=cmd_serve)
+    sv.set_defaults(fn="serve:cmd_serve")
 
     from ..compress import METHODS
 
@@ -212,8 +206,17 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--out", required=True, metavar="DIR", help="the folder to write (must not exist, or be empty)")
     cp.add_argument("--json", action="store_true")
     cp.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    cp.set_defaults(fn=cmd_compress)
+    cp.set_defaults(fn="compress:cmd_compress")
     return p
+
+
+def command(target: str):
+    """The function a parser's `fn="module:function"` names, its module of this package imported now: a command's
+    imports (the spec, the store, models) are paid by the command that runs, never by parsing."""
+    from importlib import import_module
+
+    module, _, name = target.partition(":")
+    return getattr(import_module(f"{__name__}.{module}"), name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,13 +230,15 @@ def main(argv: list[str] | None = None) -> int:
         error(problem)
         return EXIT_BAD_INPUT
     # Imported once a command runs (they all open the store), so `toolpath --help` does not load it.
+    import sqlite3
+
     from ..progress import set_quiet
     from ..registry import RegistryError
     from ..runs import StoreError
 
     set_quiet(getattr(args, "quiet", False))  # every long job's progress (toolpath/progress.py) follows -q
     try:
-        return args.fn(args)
+        return command(args.fn)(args)
     except (BadInput, RegistryError) as err:  # RegistryError: an unknown name, a plugin that cannot load
         error(str(err))
         return EXIT_BAD_INPUT
@@ -244,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         error(str(err))
         return EXIT_FAILED
     except sqlite3.DatabaseError as err:  # a locked, full or damaged run store: say which file
+        from pathlib import Path
+
         from ..runs import default_home
 
         error(f"run store {Path(args.home) if args.home else default_home()}/runs.db: {err}")

@@ -108,6 +108,22 @@ def decoding_option(text: str) -> dict:
     return {"kind": text}
 
 
+def model_overrides(args) -> dict:
+    """model.options from --kv-cache, --weights, --decoding and --engine, only those given (run, eval and serve
+    take the same flags). Values are in the spec's own form (kv_cache as KIND[:N] text, decoding as a mapping):
+    the spec checks them where it loads, so a bad value is one spec error naming the field."""
+    options: dict = {}
+    if getattr(args, "kv_cache", None):
+        options["kv_cache"] = args.kv_cache
+    if getattr(args, "weights", None) is not None:
+        options["weights"] = args.weights
+    if getattr(args, "decoding", None):
+        options["decoding"] = decoding_option(args.decoding)
+    if getattr(args, "engine", None):
+        options["engine"] = args.engine
+    return options
+
+
 # ---- what the user lets a spec reach: folders of files, environment variables as model keys ---------------
 ALLOW_PATH_HELP = ("a folder whose files the spec may name besides its own folder (inputs, a start page on disk; "
                    "repeatable); a spec's files are otherwise taken relative to its folder and must be under it")

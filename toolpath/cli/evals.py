@@ -6,7 +6,7 @@ import sys
 
 from ..progress import Progress
 
-from .common import (EXIT_OK, BadInput, allowed_folders, decoding_option, echo, echo_json, error, one_line,
+from .common import (EXIT_OK, BadInput, allowed_folders, echo, echo_json, error, model_overrides, one_line,
                      parse_pairs, printable, store_from_args, when)
 
 
@@ -133,12 +133,12 @@ def cmd_eval(args) -> int:
             ModelSpec(name=args.model)
         except ValidationError as err:
             raise BadInput(f"--model {args.model!r}: {err.errors()[0]['msg'].removeprefix('Value error, ')}") from None
-    kv_cache = None
-    if getattr(args, "kv_cache", None):
+    options = model_overrides(args)
+    if "kv_cache" in options:  # run_eval takes the parsed setting; checked here so the error names the flag
         from ..spec import kv_cache_setting
 
         try:
-            kv_cache = kv_cache_setting(args.kv_cache)
+            options["kv_cache"] = kv_cache_setting(options["kv_cache"])
         except ValueError as err:
             raise BadInput(f"--kv-cache {args.kv_cache!r}: {err}") from None
     store = store_from_args(args)
@@ -152,9 +152,7 @@ def cmd_eval(args) -> int:
         result = run_eval(args.benchmark, store, model=args.model, limit=args.limit, seed=args.seed, data=args.data,
                           on_sample=on_sample, on_event=on_event, workers=args.workers, executor=args.executor,
                           resume=args.resume, timeout=args.timeout, retries=args.retries,
-                          scoring=args.scoring, kv_cache=kv_cache, weights=args.weights, engine=args.engine,
-                          decoding=decoding_option(args.decoding) if getattr(args, "decoding", None) else None,
-                          allow_paths=allowed_folders(args),
+                          scoring=args.scoring, allow_paths=allowed_folders(args), **options,
                           categories=list(dict.fromkeys(c.strip() for given in args.category or ()
                                                         for c in given.split(",") if c.strip())),
                           agent_params=parse_pairs(getattr(args, "agent_param", None), "--agent-param"))

@@ -13,10 +13,10 @@ from .common import (
     allow_keys,
     allowed_folders,
     bind_base_url,
-    decoding_option,
     echo,
     echo_json,
     fmt_tokens,
+    model_overrides,
     one_line,
     parse_pairs,
     printable,
@@ -154,18 +154,10 @@ def cmd_run(args) -> int:
             data["agent"] = {**data.get("agent", {}), "params": {**data.get("agent", {}).get("params", {}), **params}}
         if args.max_steps is not None:
             data.setdefault("limits", {})["max_steps"] = args.max_steps
-        if getattr(args, "kv_cache", None):
+        options = model_overrides(args)
+        if options:
             model = data.setdefault("model", {})
-            model["options"] = {**model.get("options", {}), "kv_cache": args.kv_cache}  # the spec parses KIND[:N]
-        if getattr(args, "weights", None) is not None:
-            model = data.setdefault("model", {})
-            model["options"] = {**model.get("options", {}), "weights": args.weights}
-        if getattr(args, "decoding", None):
-            model = data.setdefault("model", {})
-            model["options"] = {**model.get("options", {}), "decoding": decoding_option(args.decoding)}
-        if getattr(args, "engine", None):
-            model = data.setdefault("model", {})
-            model["options"] = {**model.get("options", {}), "engine": args.engine}
+            model["options"] = {**model.get("options", {}), **options}
         spec = TaskSpec.model_validate(data)
         problem = resolve_model_path(spec, Path.cwd()) if args.model is not None else None
         if problem is not None:

@@ -6,7 +6,7 @@ import ipaddress
 import sys
 from pathlib import Path
 
-from .common import EXIT_FAILED, EXIT_OK, BadInput, decoding_option, echo, error
+from .common import EXIT_FAILED, EXIT_OK, BadInput, echo, error, model_overrides
 
 
 def _model_spec(args):
@@ -15,20 +15,11 @@ def _model_spec(args):
 
     from ..spec import ModelSpec
 
-    options: dict = {}
-    if args.kv_cache:
-        options["kv_cache"] = args.kv_cache  # the spec parses KIND[:N]
-    if args.weights:
-        options["weights"] = args.weights
-    if args.decoding:
-        options["decoding"] = decoding_option(args.decoding)
-    if args.engine:
-        options["engine"] = args.engine
     name = args.model
     kind, sep, value = name.partition(":")
     if kind in ("hf", "scripted") and value and Path(value).expanduser().exists():
         name = f"{kind}:{Path(value).expanduser().resolve()}"  # the server's working directory may change
-    fields = {"name": name, "options": options}
+    fields = {"name": name, "options": model_overrides(args)}
     if args.max_tokens is not None:
         fields["max_new_tokens"] = args.max_tokens
     try:
