@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 
 from ..sandboxes.kernel_client import INSIDE, read_beneath
-from ..spec import MAX_IMAGE_BYTES, MAX_INPUT_FILE_BYTES
 from .registry import ToolContext, ToolError, ToolResult, tool
 
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
@@ -105,6 +104,9 @@ def read_file(path: str, ctx: ToolContext) -> ToolResult:
                         "in the episode's work folder")
     name = match.name if match is not None else Path(where[1]).name
     mime = mimetypes.guess_type(name)[0] or ""
+    # Imported here, not at the top: importing the spec builds its models, which listing the tools never needs.
+    from ..spec import MAX_IMAGE_BYTES, MAX_INPUT_FILE_BYTES
+
     limit = MAX_IMAGE_BYTES if mime.startswith("image/") else MAX_INPUT_FILE_BYTES
     # Read now, one name at a time, following no link: the file checked when the task started may have been
     # swapped since (for a link to /etc/shadow, a FIFO, a huge file), and what is read is what is checked.
