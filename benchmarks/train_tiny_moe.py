@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 from toolpath.compress.tiny_moe import train
-from toolpath.policies.hf import home_dir
+from toolpath.paths import models_dir
 
 
 def default_dir() -> Path:
-    return home_dir() / "models" / "tiny-moe"
+    return models_dir() / "tiny-moe"
 
 
 def ensure(out: Path | None = None, *, steps: int = 800, seed: int = 0, force: bool = False, log=print) -> Path:

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..runs import default_home
+from ..paths import home as toolpath_home
 from ..spec import MAX_PATH_CHARS, Reach, input_problems
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def written_path(value: object, reach: Reach | None) -> tuple[Path | None, str |
     """(the file an agent may write, links resolved; None when refused) and why it is refused. A relative path
     is taken against the spec's folder (the home without a reach); it must end up under $TOOLPATH_HOME or a
     folder of `reach`, and may not be anything but a regular file already."""
-    home = default_home().expanduser()
+    home = toolpath_home()
     if not isinstance(value, str) or not value.strip():
         return None, f"expected a file path, got {value!r}"
     if "\x00" in value or len(value) > MAX_PATH_CHARS:

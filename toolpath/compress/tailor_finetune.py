@@ -16,7 +16,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from ..policies.hf import home_dir
+from ..paths import models_dir
 from ..progress import Progress
 from . import tailor_data
 
@@ -29,7 +29,7 @@ TRANSCRIPT_BATCH = 2
 def cache_dir(source_key: str, recipe: str, steps: int, seed: int) -> Path:
     digest = hashlib.sha256(json.dumps([source_key, recipe, steps, seed, LR, 1]).encode()).hexdigest()[:12]
     slug = "".join(c if c.isalnum() else "-" for c in source_key.rpartition("/")[2])[:40]
-    return home_dir() / "models" / f"tailor-{slug}-{recipe}-{digest}"
+    return models_dir() / f"tailor-{slug}-{recipe}-{digest}"
 
 
 def _batches(tokenizer, recipe: str, steps: int):

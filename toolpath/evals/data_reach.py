@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..runs import default_home
+from ..paths import home
 from ..spec import Reach
 
 SHIPPED = Path(__file__).parent / "benchmarks" / "data"
@@ -28,7 +28,7 @@ def data_folders(bench: Any) -> list[Path]:
     those its `data_folders()` names, its generated sets' folder and the package's samples."""
     held = [p if p.is_dir() else p.parent for p in vars(bench).values() if isinstance(p, Path)]
     more = getattr(bench, "data_folders", None)
-    return held + [Path(p) for p in (more() if callable(more) else ())] + [default_home() / "benchmarks", SHIPPED]
+    return held + [Path(p) for p in (more() if callable(more) else ())] + [home() / "benchmarks", SHIPPED]
 
 
 def data_reach(bench: Any, data: str | None = None, allow_paths: Sequence[str | Path] = ()) -> Reach:
@@ -39,5 +39,5 @@ def data_reach(bench: Any, data: str | None = None, allow_paths: Sequence[str | 
         given = Path(data).expanduser()
         base = given if given.is_dir() else given.parent
     else:
-        base = folders[0] if folders else default_home() / "benchmarks"
+        base = folders[0] if folders else home() / "benchmarks"
     return Reach(base, [*folders, *allow_paths])

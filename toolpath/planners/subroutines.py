@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..runs import default_home
+from ..paths import home
 from ..tools.image.edit_base import STAGES
 
 FORMAT_VERSION = 1
@@ -49,7 +49,7 @@ class ProposalError(ValueError):
 
 
 def default_library_path() -> Path:
-    return default_home() / "subroutines" / "library.json"
+    return home() / "subroutines" / "library.json"
 
 
 # ---- predicates ---------------------------------------------------------------------------------------------

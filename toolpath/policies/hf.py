@@ -25,6 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ..paths import home, models_dir
 from ..progress import Progress
 from ..spec import ModelSpec
 from ..state import Message
@@ -34,10 +35,6 @@ from .formats.native import (NATIVE, family, openai_tools, opener, repaired_temp
                              template_messages)
 
 _LOCK = threading.Lock()  # one generate() at a time per process: the CPU is the bottleneck anyway
-
-
-def home_dir() -> Path:
-    return Path(os.environ.get("TOOLPATH_HOME") or Path.home() / ".toolpath")
 
 
 def _file_digest(path: Path) -> str:
@@ -51,7 +48,7 @@ def _file_digest(path: Path) -> str:
 def converted_dir(gguf: Path, digest: str | None = None) -> Path:
     """Where a GGUF file's safetensors conversion is cached; `digest`: its sha256 when already known (a pinned
     catalog model), which saves hashing a large file on every load."""
-    return home_dir() / "models" / f"{gguf.stem}-{(digest or _file_digest(gguf))[:16]}"
+    return models_dir() / f"{gguf.stem}-{(digest or _file_digest(gguf))[:16]}"
 
 
 class gguf_progress:
@@ -448,7 +445,7 @@ class HFPolicy:
             if self.decoding is not None:
                 from .decoding import prepare
 
-                decoding = prepare(self.model, self.processor, inputs, self.decoding, home_dir())
+                decoding = prepare(self.model, self.processor, inputs, self.decoding, home())
                 kwargs = {**kwargs, "logits_processor": decoding.logits_processor}
             with decoding.hooks() if decoding is not None else contextlib.nullcontext(), torch.inference_mode():
                 out = self.model.generate(**inputs, **kwargs)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .base import PolicyError
 from ..progress import Progress
-from .hf import home_dir
+from ..paths import models_dir
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class BuiltModel:
         return f"toolpath models build {self.name}"
 
     def folder(self) -> Path:
-        return home_dir() / "models" / self.name
+        return models_dir() / self.name
 
     def built(self) -> bool:
         """A finished build: the training script writes its report last, then renames the folder into place."""
@@ -164,7 +164,7 @@ def installed(m: LocalModel) -> bool:
 
 
 def gguf_path(m: LocalModel) -> Path:
-    return home_dir() / "models" / m.file
+    return models_dir() / m.file
 
 
 def _refuse(m: LocalModel, what: str) -> PolicyError:

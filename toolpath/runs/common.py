@@ -1,20 +1,15 @@
-"""What every store shares: its home folder, run ids, whether a run's process still lives, and its error."""
+"""What every store shares: run ids, whether a run's process still lives, and its error."""
 
 from __future__ import annotations
 
 import os
 import time
 import uuid
-from pathlib import Path
 
 
 class StoreError(RuntimeError):
     """The store cannot be opened (a TOOLPATH_DB that names no reachable PostgreSQL server, a bad URL, a home
     that cannot be written), or a write was asked of a store opened read-only."""
-
-
-def default_home() -> Path:
-    return Path(os.environ.get("TOOLPATH_HOME") or Path.home() / ".toolpath")
 
 
 def new_id(prefix: str = "") -> str:

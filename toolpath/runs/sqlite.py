@@ -29,7 +29,8 @@ from typing import Any, Iterable
 
 from ..state import ArtifactRef, Message
 from .clean import clean_text, finite_or, json_text, to_json, valid_text
-from .common import StoreError, default_home, new_id, pid_alive
+from ..paths import home as default_home
+from .common import StoreError, new_id, pid_alive
 from .durable import DurableCommits
 from .schema import ADDED_COLUMNS, ADDED_INDEXES, RUN_FIELDS, SCHEMA
 

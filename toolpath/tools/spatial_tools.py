@@ -77,13 +77,13 @@ def _reconstruct(paths: list[Path], fov_deg: float | None):
 
 
 def _load(recon_id: str):
-    from .spatial3d.reconstruct import _home
+    from ..paths import home
     from .spatial3d.scene import Reconstruction
 
     m = _ID.match(recon_id.strip())
     if not m:
         raise ToolError(f"reconstruction {recon_id!r} is not an id that reconstruct returns (recon_ and hex digits)")
-    hits = sorted((_home() / "spatial3d").glob(f"{BACKEND}-{m.group(1)}*.npz"))
+    hits = sorted((home() / "spatial3d").glob(f"{BACKEND}-{m.group(1)}*.npz"))
     if not hits:
         raise ToolError(f"unknown reconstruction {recon_id!r}: call reconstruct on the images first")
     return Reconstruction.load(hits[0])

@@ -55,9 +55,9 @@ class TrainConfig:
 
 
 def folder(home: Path | None = None) -> Path:
-    from ..tools.search.cache import _home
+    from ..paths import models_dir
 
-    return (home or _home()) / "models" / NAME
+    return (home / "models" if home else models_dir()) / NAME
 
 
 def multivector_loss(q, d, groups, temperature: float, same=None):

@@ -69,9 +69,9 @@ def folder(home: Path | None = None) -> Path:
 
 
 def clip_source(home: Path | None = None) -> Path:
-    from ..tools.search.cache import _home
+    from ..paths import models_dir
 
-    return (home or _home()) / "models" / "tiny-vlm" / "clip"
+    return (home / "models" if home else models_dir()) / "tiny-vlm" / "clip"
 
 
 def _clip_parts(source: Path):

@@ -38,6 +38,7 @@ from typing import Iterable
 
 from PIL import Image
 
+from ...paths import home
 from ...spec import TaskSpec
 from ...tools.image.fonts import font
 from . import Record, pick
@@ -442,10 +443,6 @@ def to_osworld(item: Item, image_path: str) -> dict:
             "GUI_types": [GUI_TYPE[item.kind], item.platform]}
 
 
-def _home() -> Path:
-    return Path(os.environ.get("TOOLPATH_HOME") or Path.home() / ".toolpath")
-
-
 def write_suite(folder: Path, n: int = N_SCREENS, seed: int = 0) -> Path:
     """The suite as OSWorld-G data in `folder` (images/ and OSWorld-G.json); kept when already written by
     this VERSION with the same n and seed. Returns the JSON file."""
@@ -482,7 +479,7 @@ class GUIGrounding(OSWorldG):
         self.n, self.folder = n, Path(folder) if folder else None
 
     def suite_folder(self, seed: int) -> Path:
-        return self.folder or _home() / "benchmarks" / "gui_grounding" / f"seed{seed}-n{self.n}"
+        return self.folder or home() / "benchmarks" / "gui_grounding" / f"seed{seed}-n{self.n}"
 
     def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
         # the seed makes the suite; pick() then keeps file order (seed 0 or not: the suite is already drawn)

@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ...paths import home
 from ...tools.image.edit_base import COLORS, SHAPES
 from .edits.scene import CONTRAST, LIGHT_BG, EditScene, Obj, delta_e_rgb, render
 
@@ -111,7 +112,7 @@ def generated_folders() -> list[Path]:
     """The folders the generated POPE and CHAIR sets' images are in: easy-vqa's test images (where the package
     is installed) and the scenes written under $TOOLPATH_HOME/benchmarks."""
     images = {str(Path(k.path).parent) for k in easyvqa_images()}
-    return [Path(p) for p in sorted(images)] + [_home() / "benchmarks"]
+    return [Path(p) for p in sorted(images)] + [home() / "benchmarks"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -188,10 +189,6 @@ def make_scene(seed: int, index: int) -> tuple[KnownImage, EditScene]:
     return KnownImage(f"scene-{seed}-{index:03d}", "scenes", tuple(chosen)), scene
 
 
-def _home() -> Path:
-    return Path(os.environ.get("TOOLPATH_HOME") or Path.home() / ".toolpath")
-
-
 def scene_png(seed: int, index: int) -> KnownImage:
     """The scene with its PNG under $TOOLPATH_HOME/benchmarks/scenes/seed<seed>/ (written once; rewritten when
     the drawing differs, so a changed renderer never leaves a stale image)."""
@@ -203,7 +200,7 @@ def scene_png(seed: int, index: int) -> KnownImage:
     buf = io.BytesIO()
     Image.fromarray(render(scene)).save(buf, format="PNG")
     data = buf.getvalue()
-    path = _home() / "benchmarks" / "scenes" / f"seed{seed}" / f"{image.id}.png"
+    path = home() / "benchmarks" / "scenes" / f"seed{seed}" / f"{image.id}.png"
     if not path.is_file() or path.read_bytes() != data:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")

@@ -22,7 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...spec import ModelSpec
 from ..base import PolicyError
 from ...progress import Progress
-from ..hf import HFPolicy, home_dir
+from ...paths import models_dir
+from ..hf import HFPolicy
 from . import checked
 from . import packed_codes
 from .export import export_key, exported, source_digest
@@ -115,13 +116,13 @@ def export(folder: Path, weights: str) -> Path:
         with Progress(f"exporting {folder.name} for {NAME} at {weights} (first use only)") as line:
             if packed:
                 placed = packed_codes.export_packed(folder, tmp, _build, ACCURACY_LEVEL)
-                line.close(f"{placed} packed weights as stored, under {home_dir() / 'models' / key}")
+                line.close(f"{placed} packed weights as stored, under {models_dir() / key}")
             else:
                 _build(folder, PRECISION[weights], tmp)
-                line.close(f"under {home_dir() / 'models' / key}")
+                line.close(f"under {models_dir() / key}")
 
     try:
-        return exported(home_dir() / "models", key, make)
+        return exported(models_dir(), key, make)
     except OSError as err:
         raise PolicyError(f"engine {NAME}: cannot write its export of {folder}: {err}") from None
 

@@ -28,15 +28,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ...paths import home
 from ...progress import Progress
 
 LEVELS = (1, 2, 3, 4, 8)  # 8: float8_e4m3fn
 CALIBRATION_TOKENS = 1024
 VERSION = 1
-
-
-def home_dir() -> Path:
-    return Path(os.environ.get("TOOLPATH_HOME") or Path.home() / ".toolpath")
 
 
 def calibration_text() -> str:
@@ -70,7 +67,7 @@ def model_id(model: Any) -> str:
 
 
 def profile_path(model: Any) -> Path:
-    return home_dir() / "kvcache" / f"{model_id(model)}.json"
+    return home() / "kvcache" / f"{model_id(model)}.json"
 
 
 def _tokenizer_for(model: Any):

@@ -56,9 +56,9 @@ def far_folder(far_dir: str | None):
     option when it is elsewhere."""
     from pathlib import Path
 
-    from toolpath.policies.kvcache.calibrate import home_dir
+    from toolpath.paths import home as toolpath_home
 
-    home = home_dir().expanduser().resolve()
+    home = toolpath_home().resolve()
     try:
         folder = (home / Path(far_dir or FAR_DEFAULT).expanduser()).resolve()
     except (OSError, RuntimeError, ValueError) as err:

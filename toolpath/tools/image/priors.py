@@ -10,10 +10,10 @@ values each tool was registered with. A row: {"cost": mean s, "cost_min": fastes
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...paths import home
 from .edit_base import EditTool
 
 SHIPPED = Path(__file__).with_name("edit_priors.json")
@@ -28,7 +28,7 @@ class Prior:
 
 
 def user_table() -> Path:
-    return Path(os.environ.get("TOOLPATH_HOME") or Path.home() / ".toolpath") / "priors" / "edit_tools.json"
+    return home() / "priors" / "edit_tools.json"
 
 
 def read_table(path: Path) -> dict[str, Prior]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..corpus import Corpus, open_image
 from ..registry import ToolError
-from ..search.cache import _home
+from ...paths import models_dir
 from .index import VectorIndex, vector_index
 
 CLIP_BUILD_COMMAND = "toolpath models build tiny-vlm"
@@ -19,7 +19,7 @@ _LOCK = threading.Lock()
 
 
 def clip_folder() -> Path:
-    return _home() / "models" / "tiny-vlm" / "clip"
+    return models_dir() / "tiny-vlm" / "clip"
 
 
 def available() -> bool:

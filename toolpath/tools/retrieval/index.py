@@ -16,9 +16,10 @@ import logging
 from pathlib import Path
 from typing import Callable
 
+from ...paths import home
 from ...redact import redact_data, redactor
 from ..corpus import Corpus
-from ..search.cache import _cache_dir, _home, cached_index
+from ..search.cache import _cache_dir, cached_index
 
 log = logging.getLogger(__name__)
 
@@ -138,4 +139,4 @@ def vector_index(kind: str, corpus: Corpus, fingerprint: str, shape: tuple[int, 
 
 
 def index_home() -> Path:
-    return _home() / "search"
+    return home() / "search"

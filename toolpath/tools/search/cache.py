@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ...paths import home
 from ...redact import known_secrets
 from ..corpus import Corpus
 from ..registry import ToolError
@@ -48,10 +49,6 @@ def clear_memory_cache() -> None:
 # Configuration and the on-disk cache
 
 
-def _home() -> Path:
-    return Path(os.environ.get("TOOLPATH_HOME") or Path.home() / ".toolpath")
-
-
 def _env_path(var: str, what: str, suffixes: tuple[str, ...]) -> Path:
     value = os.environ.get(var, "").strip()
     if not value:
@@ -74,7 +71,7 @@ def _cache_dir(kind: str, corpus: Corpus, params: dict) -> Path:
     blob = json.dumps([_INDEX_VERSION, kind, str(corpus.root), params, entries, corpus.skipped])
     key = hashlib.sha256(blob.encode()).hexdigest()[:20]
     root_tag = hashlib.sha256(str(corpus.root).encode()).hexdigest()[:10]
-    return _home() / "search" / f"{kind}-{root_tag}-{key}"
+    return home() / "search" / f"{kind}-{root_tag}-{key}"
 
 
 def _publish(tmp: Path, final: Path) -> None:

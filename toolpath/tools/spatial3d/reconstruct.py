@@ -18,15 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ...paths import home
 from .scene import Reconstruction, QuestionImages
 
 BACKENDS = {"classic": "toolpath.tools.spatial3d.classic:reconstruct_classic",
             "learned": "toolpath.tools.spatial3d.learned:reconstruct_learned"}
 CACHE_VERSION = 1  # bump when a backend's output changes for the same input
-
-
-def _home() -> Path:
-    return Path(os.environ.get("TOOLPATH_HOME") or Path.home() / ".toolpath")
 
 
 def cache_key(scene: QuestionImages, backend: str, options: dict) -> str:
@@ -53,7 +50,7 @@ def reconstruct(scene: QuestionImages, backend: str = "classic", cache: bool = T
     """The reconstruction of `scene` by `backend` (see BACKENDS), from the cache when it has been made before."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown reconstruction backend {backend!r}; expected one of {', '.join(BACKENDS)}")
-    path = _home() / "spatial3d" / f"{backend}-{cache_key(scene, backend, options)}.npz"
+    path = home() / "spatial3d" / f"{backend}-{cache_key(scene, backend, options)}.npz"
     if cache and path.is_file():
         try:
             return Reconstruction.load(path)

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 import numpy as np
 from PIL import Image
 
+from ....paths import home
 from ....spec import TaskSpec
 from .. import Benchmark, Record, Score, pick, task_id
 from .scene import EditTask, N_TASKS, input_image
@@ -22,10 +23,6 @@ from .checks import SubtaskResult, check
 
 
 # ---- the benchmark adapter -------------------------------------------------------------------------------
-
-def _home() -> Path:
-    return Path(os.environ.get("TOOLPATH_HOME") or Path.home() / ".toolpath")
-
 
 @functools.lru_cache(maxsize=256)
 def _task(seed: int, index: int) -> EditTask:
@@ -83,7 +80,7 @@ class Edits(Benchmark):
     def image_path(self, record: Record) -> Path:
         """The task's input PNG, written once and rewritten only when the render differs (a new version)."""
         t = self.task(record)
-        path = _home() / "benchmarks" / "edits" / f"seed{t.seed}" / f"{t.id}.png"
+        path = home() / "benchmarks" / "edits" / f"seed{t.seed}" / f"{t.id}.png"
         data = _png_bytes(input_image(t))
         if not path.is_file() or path.read_bytes() != data:
             path.parent.mkdir(parents=True, exist_ok=True)
