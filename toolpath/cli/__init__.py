@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--model", help="override the spec's model, e.g. local, openai:gpt-4.1-mini, scripted:r.yaml")
     r.add_argument("--agent", help="override the spec's agent, e.g. react")
     r.add_argument("--max-steps", type=int, help="override limits.max_steps")
-    r.add_argument("--agent-param", action="append", metavar="KEY=VALUE", help="set agent.params.KEY (a JSON value or plain text; repeatable), e.g. planner=policy")
+    r.add_argument("--agent-param", action="append", metavar="KEY=VALUE",
+                   help="set agent.params.KEY (a JSON value or plain text; repeatable), e.g. planner=policy")
     _add_model_arguments(r)
     add_reach_arguments(r)
     r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -101,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     rsh.add_argument("--json", action="store_true")
     rsh.set_defaults(fn="runs:cmd_runs_show")
 
-    tools = sub.add_parser("tools", help="registered tools").add_subparsers(dest="sub", metavar="SUBCOMMAND", required=True)
+    tools = sub.add_parser("tools", help="registered tools").add_subparsers(dest="sub", metavar="SUBCOMMAND",
+                                                                           required=True)
     tl = tools.add_parser("list", help="all tools with their cost and quality priors")
     tl.add_argument("--json", action="store_true")
     tl.set_defaults(fn="tools:cmd_tools_list")
@@ -111,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     tc = tools.add_parser("call", help="call a tool directly")
     tc.add_argument("name")
     tc.add_argument("--arg", action="append", metavar="KEY=VALUE", help="an argument (JSON value or plain text)")
-    tc.add_argument("--input", action="append", metavar="PATH", help="a file the call may read (read_file); images are also named image_1, image_2, … in order")
+    tc.add_argument("--input", action="append", metavar="PATH",
+                    help="a file the call may read (read_file); images are also named image_1, image_2, … in order")
     tc.add_argument("--json", action="store_true")
     tc.set_defaults(fn="tools:cmd_tools_call")
     tk = tools.add_parser("calibrate", help="measure the image-edit tools' cost and quality; write the priors table")
@@ -123,14 +126,17 @@ def build_parser() -> argparse.ArgumentParser:
     tk.add_argument("--json", action="store_true")
     tk.set_defaults(fn="tools:cmd_tools_calibrate")
 
-    models = sub.add_parser("models", help="policy kinds").add_subparsers(dest="sub", metavar="SUBCOMMAND", required=True)
+    models = sub.add_parser("models", help="policy kinds").add_subparsers(dest="sub", metavar="SUBCOMMAND",
+                                                                         required=True)
     ml = models.add_parser("list", help="each policy kind and whether it can run here")
     ml.add_argument("--json", action="store_true")
     ml.set_defaults(fn="evals:cmd_models_list")
-    mb = models.add_parser("build", help="train a model that is made here, not downloaded (tiny-vlm, metaembed, query-completion)")
+    mb = models.add_parser("build", help="train a model that is made here, not downloaded (tiny-vlm, metaembed, "
+                                         "query-completion)")
     mb.add_argument("name", choices=("tiny-vlm", "metaembed", "query-completion"), help="the model to build")
     mb.add_argument("--seed", type=int, default=0, help="everything follows from it (default 0)")
-    mb.add_argument("--json", action="store_true", help="print the build's report (tiny_vlm.json, metaembed.json, query_completion.json) as JSON")
+    mb.add_argument("--json", action="store_true",
+                    help="print the build's report (tiny_vlm.json, metaembed.json, query_completion.json) as JSON")
     mb.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     mb.set_defaults(fn="evals:cmd_models_build")
 
@@ -139,9 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--limit", type=int, help="at most N records")
     ev.add_argument("--model", help="the model for every task (default: the benchmark's, else local)")
     ev.add_argument("--seed", type=int, default=0)
-    ev.add_argument("--agent-param", action="append", metavar="KEY=VALUE", help="an agent parameter for every task (a JSON value or plain text; repeatable), e.g. planner=policy; kept by --resume")
+    ev.add_argument("--agent-param", action="append", metavar="KEY=VALUE",
+                    help="an agent parameter for every task (a JSON value or plain text; repeatable), "
+                         "e.g. planner=policy; kept by --resume")
     _add_model_arguments(ev, " for every task; kept by --resume")
-    ev.add_argument("--data", metavar="PATH", help="the benchmark's data (OSWorld-G, ScreenSpot: a JSON file or folder)")
+    ev.add_argument("--data", metavar="PATH",
+                    help="the benchmark's data (OSWorld-G, ScreenSpot: a JSON file or folder)")
     ev.add_argument("--category", action="append", metavar="NAME", help="run only this subset of the benchmark "
                     "(BFCL: simple_python, multiple, parallel, …; repeatable or comma-separated); kept by --resume")
     ev.add_argument("--allow-path", action="append", metavar="DIR", help="a folder whose files the data set's rows "
@@ -190,7 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--port", type=_port, default=8000, help="port (default 8000; 0 picks a free one)")
     sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     _add_model_arguments(sv, " for every request")
-    sv.add_argument("--max-tokens", type=int, metavar="N", help="tokens per answer when a request sets none (default 256)")
+    sv.add_argument("--max-tokens", type=int, metavar="N",
+                    help="tokens per answer when a request sets none (default 256)")
     sv.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                     help="a Host name clients may use besides 127.0.0.1, localhost and [::1] (repeatable)")
     sv.add_argument("-q", "--quiet", action="store_true", help="no line per request")

@@ -125,7 +125,8 @@ def cmd_eval(args) -> int:
     if args.benchmark == "list":
         return cmd_eval_list(args)
     if args.benchmark not in registry.names("benchmark"):
-        raise BadInput(str(UnknownBenchmark(f"unknown benchmark {args.benchmark!r}; available: {', '.join(registry.names('benchmark'))}")))
+        available = ", ".join(registry.names("benchmark"))
+        raise BadInput(str(UnknownBenchmark(f"unknown benchmark {args.benchmark!r}; available: {available}")))
     if args.model is not None:
         from pydantic import ValidationError
 
@@ -167,7 +168,8 @@ def cmd_eval(args) -> int:
         return 130  # the shell's code for Ctrl-C, as main returns for any interrupted command
     on_sample.close()
     summary = result.summary()
-    keys = ("eval_id", "benchmark", "n", "weights", "score", "scoring", "scores", "by_category", "tokens", "seconds", "overall_excludes", "n_overall",
+    keys = ("eval_id", "benchmark", "n", "weights", "score", "scoring", "scores", "by_category", "tokens", "seconds",
+            "overall_excludes", "n_overall",
             "metrics", "cost_usd", "unpriced", "retries", "timed_out")
     if args.json:
         echo_json({k: summary[k] for k in keys if k in summary})
@@ -195,7 +197,9 @@ def cmd_eval(args) -> int:
 def _cost_text(summary: dict) -> str:
     out = ""
     if summary.get("cost_usd") is not None:
-        out += f"  ${summary['cost_usd']:.4f}" + (f" ({summary['unpriced']} samples not priced)" if summary.get("unpriced") else "")
+        out += f"  ${summary['cost_usd']:.4f}"
+        if summary.get("unpriced"):
+            out += f" ({summary['unpriced']} samples not priced)"
     elif summary.get("n"):
         out += "  cost: not priced (add the model to prices.json)"
     if summary.get("retries"):

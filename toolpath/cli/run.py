@@ -57,10 +57,12 @@ class Progress:
                 "answer: " + one_line(ev["answer"] or "") if ev.get("answer") else one_line(ev["text"]) or "(empty)")
             if ev["issues"]:
                 what += f"  [{len(ev['issues'])} malformed call(s) reported back]"
-            line = f"  step {ev['step']:>3}  {el:7.1f}s  policy {ev['seconds']:6.2f}s  tokens {fmt_tokens(self.tokens):>6}  {what}"
+            line = (f"  step {ev['step']:>3}  {el:7.1f}s  policy {ev['seconds']:6.2f}s  "
+                    f"tokens {fmt_tokens(self.tokens):>6}  {what}")
         elif kind == "tool":
             mark = "error: " if ev["error"] else ""
-            line = f"  step {ev['step']:>3}  {el:7.1f}s  tool {ev['tool']:<12} {ev['seconds']:6.2f}s  {mark}{one_line(ev['content'], 60)}"
+            line = (f"  step {ev['step']:>3}  {el:7.1f}s  tool {ev['tool']:<12} {ev['seconds']:6.2f}s  "
+                    f"{mark}{one_line(ev['content'], 60)}")
         elif kind == "error":
             line = f"  error: {ev['error']}"
         else:

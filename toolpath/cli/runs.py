@@ -19,7 +19,8 @@ def cmd_runs_list(args) -> int:
     echo(f"{'RUN':<24} {'TASK':<20} {'MODEL':<22} {'STATUS':<17} {'STEPS':>5} {'TOKENS':>7} {'SECS':>7}  ANSWER")
     for r in runs:
         echo(f"{r['id']:<24} {one_line(r['task_id'], 20):<20} {one_line(r['model'], 22):<22} {r['status']:<17} "
-               f"{r['steps']:>5} {r['tokens_in'] + r['tokens_out']:>7} {r['seconds']:>7.1f}  {one_line(r['answer'] or '', 40)}")
+             f"{r['steps']:>5} {r['tokens_in'] + r['tokens_out']:>7} {r['seconds']:>7.1f}  "
+             f"{one_line(r['answer'] or '', 40)}")
     return EXIT_OK
 
 
@@ -109,8 +110,8 @@ def _show_steps(store, run_id: str, pad: str) -> None:
 
 
 def _show_nested(store, child: dict, pad: str) -> None:
-    echo(f"{pad}  ┌ nested run {child['id']}  agent {child['agent']}  status {child['status']}  steps {child['steps']}  "
-         f"tokens {child['tokens_in']}→{child['tokens_out']}  {child['seconds']:.2f} s")
+    echo(f"{pad}  ┌ nested run {child['id']}  agent {child['agent']}  status {child['status']}  "
+         f"steps {child['steps']}  tokens {child['tokens_in']}→{child['tokens_out']}  {child['seconds']:.2f} s")
     if child["answer"] is not None:
         echo(f"{pad}  │ answer: {one_line(child['answer'], 160)}")
     if child["error"]:

@@ -54,7 +54,8 @@ def cmd_tools_calibrate(args) -> int:
     for name, p in sorted(rows.items(), key=lambda kv: (tools[kv[0]].stage, kv[0])):
         old = before.get(name)
         was = f"{old.cost:.4g} / {old.quality:.2f}" if old else ""
-        echo(f"{name:<26} {tools[name].stage:<11} {p.cost:>8.4f} {p.cost_min:>8.4f} {p.quality:>8.2f} {p.n:>5}  ({was})")
+        echo(f"{name:<26} {tools[name].stage:<11} {p.cost:>8.4f} {p.cost_min:>8.4f} {p.quality:>8.2f} {p.n:>5}  "
+             f"({was})")
     unused = sorted(set(tools) - set(rows))
     for name in unused:
         why = tools[name].available()
