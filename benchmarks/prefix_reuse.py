@@ -1,14 +1,16 @@
-"""Prefix reuse on the torch backend: the same 5-step react episodes through a local model with and without
+"""Prefix reuse on either engine: the same 5-step react episodes through a local model with and without
 earlier calls' KV state (model.options.prefix_cache_mb), in one run. Prints, per episode, the tokens prefilled
 and reused, the wall time, and whether every reply was the same.
 
-    python benchmarks/prefix_reuse.py [--model local] [--max-new-tokens 256] [--json]
+    python benchmarks/prefix_reuse.py [--model local] [--engine torch|onnxruntime] [--weights W]
+                                      [--max-new-tokens 256] [--json]
 
 Each episode is a real react run (its system prompt, tools and step records) whose moves are fixed: the model is
 asked at every step and its reply is what is timed and compared, but the episode goes on with the scripted call,
 so both settings see the same five prompts whatever the model writes. The second episode asks another question
 with the same system prompt and tools, so it also shows reuse across episodes. Greedy decoding; the two settings
-alternate episode by episode and share one loaded model.
+alternate episode by episode; on torch they share one loaded model, on the engine each has its own generator
+over the same export.
 """
 
 from __future__ import annotations
@@ -74,18 +76,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="local")
     ap.add_argument("--max-new-tokens", type=int, default=256)
+    ap.add_argument("--engine", default="torch", help="torch (default) or onnxruntime")
+    ap.add_argument("--weights", default=None, help="model.options.weights (default: the model's own)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     from toolpath.policies.hf import HFPolicy
 
-    reusing = policies.load(ModelSpec(name=args.model))
+    options = {"engine": args.engine, **({"weights": args.weights} if args.weights else {})}
+    reusing = policies.load(ModelSpec(name=args.model, options=options))
     if not isinstance(reusing, HFPolicy):
-        raise SystemExit(f"prefix_reuse: {args.model} is not a local torch model")
-    plain = HFPolicy(reusing.model, reusing.tokenizer,
-                     reusing.spec.model_copy(update={"options": {**reusing.spec.options, "prefix_cache_mb": 0}}),
-                     reusing.name)
+        raise SystemExit(f"prefix_reuse: {args.model} is not a local text model")
     if reusing.prefix is None:
         raise SystemExit(f"prefix_reuse: {args.model} cannot keep a prefix (its cache cannot be cut to one)")
+    if args.engine == "torch":  # the same weights in memory, without the kept state
+        plain = HFPolicy(reusing.model, reusing.tokenizer,
+                         reusing.spec.model_copy(update={"options": {**reusing.spec.options, "prefix_cache_mb": 0}}),
+                         reusing.name)
+    else:
+        plain = policies.load(ModelSpec(name=args.model, options={**options, "prefix_cache_mb": 0}))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(Path(tmp))  # a throwaway store: the runs are measured, not kept
@@ -99,8 +107,8 @@ def main() -> None:
                          "wall_ratio": round(on["wall_s"] / off["wall_s"], 2),
                          "model_without_s": off["model_s"], "model_with_s": on["model_s"],
                          "identical": on["replies"] == off["replies"]})
-    report = {"model": args.model, "max_new_tokens": args.max_new_tokens, "episodes": rows,
-              "prefix_cache_bytes": reusing.prefix.nbytes}
+    report = {"model": args.model, "engine": args.engine, "weights": args.weights,
+              "max_new_tokens": args.max_new_tokens, "episodes": rows}
     if args.json:
         print(json.dumps(report, indent=1))
         return
