@@ -27,6 +27,7 @@ from typing import Any
 
 from ..paths import home, models_dir
 from ..progress import Progress
+from ..quiet import quiet_model_loading
 from ..spec import ModelSpec
 from ..state import Message
 from .base import PolicyError, Response
@@ -84,14 +85,6 @@ class gguf_progress:
             self._module.tqdm = self._saved
         if kind is not None:  # a failure or Ctrl-C ends the line saying so; success is closed by the caller
             self.line.__exit__(kind)
-
-
-def _quiet_transformers() -> None:
-    # Progress bars and advice from transformers would interleave with toolpath's own progress lines.
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
 
 
 def convert_gguf(gguf: Path, digest: str | None = None) -> Path:
@@ -267,7 +260,7 @@ class HFPolicy:
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as err:
             raise PolicyError(f"hf models need torch and transformers: {err} (pip install 'toolpath[local]')") from err
-        _quiet_transformers()
+        quiet_model_loading()
         folder = convert_gguf(p, digest=digest) if p.suffix == ".gguf" else p
         if not (folder / "config.json").is_file():
             raise PolicyError(f"hf model folder {folder} has no config.json")

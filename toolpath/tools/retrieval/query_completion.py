@@ -26,8 +26,9 @@ import importlib.metadata
 import threading
 from pathlib import Path
 
-from ..registry import ToolError, ToolResult, tool
 from ...paths import models_dir
+from ...quiet import quiet_model_loading
+from ..registry import ToolError, ToolResult, tool
 
 LEVELS = ("low", "medium", "high")
 NAME = "query-completion"
@@ -116,9 +117,8 @@ def _load(folder: Path, gguf: str | None):
         if key not in _MODELS:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
-            from transformers.utils import logging as hf_logging
 
-            hf_logging.disable_progress_bar()  # its loading bar would land in the agent's terminal
+            quiet_model_loading()
             extra = {"gguf_file": gguf} if gguf else {}
             try:
                 tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, **extra)

