@@ -40,7 +40,7 @@ def fp16_bytes_per_token(model) -> int:
 def windows(tokenizer, count: int, length: int):
     import torch
 
-    from toolpath.policies.kvcache.calibrate import held_out_text
+    from toolpath.pydoc_text import held_out_text
 
     ids = tokenizer(held_out_text(), return_tensors="pt")["input_ids"][0]
     if ids.numel() < count * length:

@@ -140,11 +140,9 @@ def passkey_rows(model, tok, kinds, lengths, trials, budgets=(64, 256), seed=0):
 
 
 def heldout_ids(tok, tokens: int):
-    from pydoc_data.topics import topics
+    from toolpath.pydoc_text import held_out_text
 
-    keys = sorted(topics)
-    text = "\n\n".join(topics[k] for k in keys[int(0.8 * len(keys)):])
-    return tok(text, return_tensors="pt", add_special_tokens=False).input_ids[:, :tokens]
+    return tok(held_out_text(), return_tensors="pt", add_special_tokens=False).input_ids[:, :tokens]
 
 
 def attention_mass(cache) -> list[float]:

@@ -74,10 +74,8 @@ new = ids[0, enc["input_ids"].shape[1]:]
 out.update(ttft_s=first, decode_s=total - first, tokens=int(new.shape[0]),
            decode_tps=(cfg["tokens"] - 1) / max(total - first, 1e-9), text=tok.decode(new, skip_special_tokens=True))
 
-from pydoc_data.topics import topics
-keys = sorted(topics)
-held = "\n\n".join(topics[k] for k in keys[int(len(keys) * 0.8):])
-all_ids = tok(held, return_tensors="pt").input_ids[0]
+from toolpath.pydoc_text import held_out_text
+all_ids = tok(held_out_text(), return_tensors="pt").input_ids[0]
 nll, n = 0.0, 0
 t = time.perf_counter()
 with torch.inference_mode():

@@ -18,6 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from ..pydoc_text import topics_text
 from ..spec import ModelSpec
 from ..state import Message, ToolCall
 
@@ -44,11 +45,7 @@ class Example:
 def english_text(split: str) -> str:
     if split not in SPLITS:
         raise ValueError(f"unknown data split {split!r}; splits: {', '.join(SPLITS)}")
-    from pydoc_data.topics import topics
-
-    keys = sorted(topics)
-    lo, hi = SPLITS[split]
-    return "\n\n".join(topics[k] for k in keys[int(lo * len(keys)):int(hi * len(keys))])
+    return topics_text(*SPLITS[split])
 
 
 def english_blocks(tokenizer, split: str, n_blocks: int, length: int) -> list[Example]:

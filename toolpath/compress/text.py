@@ -1,21 +1,12 @@
-"""The English text calibration and evaluation read: Python's own `pydoc_data.topics` (every machine has it).
-
-Split deterministically by sorted topic name: the first 80 % of topics are the calibration (and training)
-part, the last 20 % the held-out part perplexity is measured on.
+"""What compression calibrates on and measures with: the English text of toolpath/pydoc_text.py, its first 80 %
+of topics for calibration (and training), the last 20 % held out for perplexity.
 """
 
 from __future__ import annotations
 
+from ..pydoc_text import split_text
+
 DESCRIPTION = "pydoc_data.topics, topics sorted by name, first 80 % calibration / last 20 % held out"
-
-
-def split_text(share: float = 0.8) -> tuple[str, str]:
-    """(calibration text, held-out text)."""
-    from pydoc_data.topics import topics
-
-    keys = sorted(topics)
-    cut = int(len(keys) * share)
-    return "\n\n".join(topics[k] for k in keys[:cut]), "\n\n".join(topics[k] for k in keys[cut:])
 
 
 def calibration_batches(tokenizer, nsamples: int, seqlen: int, seed: int = 0):

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .text import split_text
+from ..pydoc_text import split_text
 
 VOCAB = 2048
 CONFIG = dict(vocab_size=VOCAB, hidden_size=128, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,

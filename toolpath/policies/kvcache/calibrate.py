@@ -30,26 +30,11 @@ from typing import Any
 
 from ...paths import home
 from ...progress import Progress
+from ...pydoc_text import calibration_text
 
 LEVELS = (1, 2, 3, 4, 8)  # 8: float8_e4m3fn
 CALIBRATION_TOKENS = 1024
 VERSION = 1
-
-
-def calibration_text() -> str:
-    """The calibration split of pydoc_data.topics: sorted keys, the first 80 %."""
-    from pydoc_data.topics import topics
-
-    keys = sorted(topics)
-    return "\n\n".join(topics[k] for k in keys[: int(len(keys) * 0.8)])
-
-
-def held_out_text() -> str:
-    """The evaluation split: the last 20 % of the sorted keys, never seen by calibration."""
-    from pydoc_data.topics import topics
-
-    keys = sorted(topics)
-    return "\n\n".join(topics[k] for k in keys[int(len(keys) * 0.8):])
 
 
 def model_id(model: Any) -> str:
