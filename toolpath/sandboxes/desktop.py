@@ -527,8 +527,9 @@ class DesktopSandbox(ScreenSandbox):
         x11._display.sync()
         # xdotool maps each character to a spare key code, presses it and maps the code back after --delay ms;
         # a program that reads the key event after that sees a key with no symbol (Tk logs '??') and types
-        # nothing. 5 ms lost a character in about one write in five on a loaded machine; 30 ms lost none.
-        r = subprocess.run(["xdotool", "type", "--delay", "30", "--", text], env=self._env,
+        # nothing. 5 ms lost a character in about one write in five on a loaded machine, 30 ms one in a few hundred
+        # under heavier load; these characters are rare (accents, emoji), so each gets a tenth of a second.
+        r = subprocess.run(["xdotool", "type", "--delay", "100", "--", text], env=self._env,
                            capture_output=True, text=True, timeout=30)
         if r.returncode != 0:
             raise SandboxError(f"write: xdotool could not type {text!r}: {r.stderr.strip()[:200]}")
