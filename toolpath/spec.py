@@ -326,19 +326,18 @@ class TaskSpec(_Part):
         return self.model_dump_json()
 
 
+def error_message(e: dict) -> str:
+    """One pydantic error (an item of `ValidationError.errors()`) in a spec's words, without its field."""
+    msg = {"extra_forbidden": "unknown field", "missing": "required field is missing"}.get(
+        e["type"], e["msg"].removeprefix("Value error, "))
+    if "input" in e and e["type"] not in ("missing", "extra_forbidden") and not isinstance(e["input"], dict):
+        shown = repr(e["input"])
+        msg += f" (got {shown if len(shown) <= 100 else shown[:99] + '…'})"
+    return msg
+
+
 def describe_errors(err: ValidationError) -> list[tuple[str, str]]:
-    problems = []
-    for e in err.errors():
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            msg = "unknown field"
-        elif e["type"] == "missing":
-            msg = "required field is missing"
-        if "input" in e and e["type"] not in ("missing", "extra_forbidden") and not isinstance(e["input"], dict):
-            shown = repr(e["input"])
-            msg += f" (got {shown if len(shown) <= 100 else shown[:99] + '…'})"
-        problems.append((field_path(e["loc"]), msg))
-    return problems
+    return [(field_path(e["loc"]), error_message(e)) for e in err.errors()]
 
 
 def parse_spec(data: Any, source: str = "<spec>", base_dir: Path | None = None,
