@@ -63,6 +63,28 @@ def read_json(path: Path, what: str) -> Any:
         raise BenchmarkDataError(f"{path}: not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
 
 
+def read_json_lines(path: Path, what: str, hint: str = "") -> list[tuple[int, Any]]:
+    """(line number, value) for each non-blank line of a JSON-lines file; a BenchmarkDataError naming `what` it
+    is on an unreadable file, and the file, line and column of the first line that is not JSON (`hint` is added:
+    what the format expects)."""
+    import json
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise BenchmarkDataError(f"cannot read {what} {path}: {err}") from None
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((n, json.loads(line)))
+        except json.JSONDecodeError as err:
+            raise BenchmarkDataError(f"{path}:{n}: not valid JSON: {err.msg} at column {err.colno}"
+                                     + (f" ({hint})" if hint else "")) from None
+    return out
+
+
 def task_id(record_id: str) -> str:
     """A TaskSpec id for a record id: characters a spec id cannot hold become '-', at most 128 of them."""
     out = re.sub(r"[^A-Za-z0-9_.\-]", "-", record_id).lstrip("_.-")[:128]

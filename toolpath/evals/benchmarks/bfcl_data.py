@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import json
 from functools import lru_cache
 from pathlib import Path
 
-from . import BenchmarkDataError
+from . import BenchmarkDataError, read_json_lines
 
 PACKAGE = "bfcl-eval"
 INSTALL = "pip install --no-deps bfcl-eval==2026.3.23 (`make setup` does it)"
@@ -69,13 +68,7 @@ def _lines(path: Path, key: str = "id") -> list[dict]:
     if not path.is_file():
         raise BenchmarkDataError(f"BFCL data file not found: {path} (reinstall {INSTALL})")
     out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise BenchmarkDataError(f"{path}:{n}: not valid JSON: {err.msg}") from None
+    for n, row in read_json_lines(path, "BFCL data file"):
         if not isinstance(row, dict) or not isinstance(row.get(key), str):
             raise BenchmarkDataError(f"{path}:{n}: expected an object with a{'n' if key == 'id' else ''} {key}")
         out.append(row)

@@ -36,14 +36,13 @@ scenes carry no such labels, so no question is written about them.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Iterable
 
 from ...spec import TaskSpec
 from ..scorers import SCORERS, mindcube_letter
-from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, require, task_id
+from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, read_json_lines, require, task_id
 
 FILE_ENV, DIR_ENV, AGENT_ENV = "TOOLPATH_MINDCUBE_FILE", "TOOLPATH_MINDCUBE_DIR", "TOOLPATH_MINDCUBE_AGENT"
 SAMPLE_FILE = Path(__file__).parent / "data" / "mindcube_sample.jsonl"
@@ -92,18 +91,8 @@ def read_questions(path: Path, root: Path) -> list[tuple[int, dict]]:
 
     Raises BenchmarkDataError naming the file and line of the first bad line, a repeated id, or an image
     that is not under `root`."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise BenchmarkDataError(f"cannot read MindCube question file {path}: {err}") from None
     items, first_line = [], {}
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise BenchmarkDataError(f"{path}:{n}: not valid JSON: {err.msg} at column {err.colno}") from None
+    for n, item in read_json_lines(path, "MindCube question file"):
         problem = _problem(item)
         if problem:
             raise BenchmarkDataError(f"{path}:{n}: {problem}")

@@ -22,13 +22,12 @@ question_id or a missing image stops the load with the file, line and what is wr
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from . import BenchmarkDataError, Record
+from . import BenchmarkDataError, Record, read_json_lines
 from .pope_sources import SOURCES, KnownImage, known_images, vocabulary
 
 SPLITS = ("random", "popular", "adversarial")
@@ -106,19 +105,8 @@ def read_pope_file(path: Path, images: Path | None = None) -> list[Record]:
     env = os.environ.get(IMAGES_ENV, "").strip()
     root = images or (Path(env).expanduser() if env else path.parent)
     split = split_of(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise BenchmarkDataError(f"cannot read POPE file {path}: {err}") from None
     out, seen = [], {}
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise BenchmarkDataError(f"{path}:{n}: not valid JSON: {err.msg} at column {err.colno} (POPE files "
-                                     "are JSON lines: one object a line)") from None
+    for n, item in read_json_lines(path, "POPE file", "POPE files are JSON lines: one object a line"):
         problem = _problem(item)
         if problem:
             raise BenchmarkDataError(f"{path}:{n}: {problem}")
