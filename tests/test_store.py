@@ -1,3 +1,4 @@
+import subprocess
 from pathlib import Path
 
 from conftest import write_old_runs_table

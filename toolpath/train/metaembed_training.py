@@ -27,9 +27,13 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..tools.retrieval import model as M
 from .folders import replaced_folder
+
+if TYPE_CHECKING:
+    import torch
 
 NAME = "metaembed"
 BUILD_COMMAND = "toolpath models build metaembed"

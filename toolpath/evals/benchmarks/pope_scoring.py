@@ -71,7 +71,6 @@ def pope_figures(samples: list[dict[str, float]]) -> dict[str, float]:
     rows = [m for m in samples if "label_yes" in m]
     tp = sum(1 for m in rows if m["label_yes"] and m["said_yes"])
     fp = sum(1 for m in rows if not m["label_yes"] and m["said_yes"])
-    tn = sum(1 for m in rows if not m["label_yes"] and m["said_no"])
     fn = sum(1 for m in rows if m["label_yes"] and not m["said_yes"])  # an unread reply misses the object too
     n = len(rows)
     precision = tp / (tp + fp) if tp + fp else 0.0

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..image.ops import _open, _result
 from ..registry import ToolContext, ToolError, ToolResult, tool
+
+if TYPE_CHECKING:
+    from . import scene as S
 
 # numpy and the geometry load with the first call, not with the tool list (`toolpath tools list` stays light).
 
