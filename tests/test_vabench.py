@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from toolpath.evals.benchmarks import BenchmarkDataError
-from toolpath.evals.benchmarks.vabench import (VABench, dtw, point_accuracy, read_records, resample_by_index,
-                                                task_of, trace_errors)
+from toolpath.evals.benchmarks.vabench import VABench, read_records, task_of
+from toolpath.evals.benchmarks.vabench_metrics import dtw, point_accuracy, resample_by_index, trace_errors
 from toolpath.coords import CoordinateSpace
 from toolpath.policies.formats.fsd import QUESTIONS, format_points, question_kind
 from toolpath.tools.spatial import Box

@@ -97,7 +97,7 @@ class Tabletop(Benchmark):
         return Score(1.0 if ok else 0.0, explanation=f"judged by {final_state.get('judged_by') or 'nobody'}")
 
     def final_metrics(self, record: Record, answer: str | None, final_state: dict) -> dict[str, float]:
-        from .vabench import trace_errors
+        from .vabench_metrics import trace_errors
 
         truth = final_state.get("truth") or {}
         out: dict[str, float] = {}

@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 
 from . import Record, Score, check_scoring
-from .vabench import dtw, points_inside, resample_by_index
+from .vabench_metrics import dtw, points_inside, resample_by_index
 
 GRID = 1000                 # the grid our questions ask for
 OFFICIAL_SCALE = 1000 - 1   # the official code's pixel → grid factor (x / width * 999)
