@@ -23,35 +23,15 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from .classic_options import Options, options_from
 from .pairs import _normalized, _prepare, _tracks, _verified_pairs, _View
 from .scene import Reconstruction
 
 GUESSED_FOCAL = 1.2  # × the longer image side, when no intrinsics are given: COLMAP's default prior (≈ 45° FOV)
-
-
-@dataclass
-class Options:
-    max_side: int = 640  # working size: longer side in pixels (SIFT on more pixels is slower, rarely better here)
-    max_features: int = 4000
-    ratio: float = 0.75  # Lowe's ratio test
-    ransac_px: float = 1.0  # essential-matrix inlier threshold (working pixels)
-    pnp_px: float = 3.0  # PnP inlier threshold (working pixels)
-    inlier_px: float = 2.0  # reprojection that counts as agreeing with the final model (confidence)
-    min_pair_inliers: int = 40  # essential-matrix inliers for two views to count as seeing the same scene
-    min_pose_inliers: int = 30  # supporting observations a registered view needs, first pair included
-    min_evidence: float = 30.0  # how much better a pair's pose must fit than its rivals (see _verify)
-    max_spread_deg: float = 5.0  # a pair's pose may wobble this much over half-samples (5× for direction)
-    min_angle_deg: float = 1.0  # triangulation angle below which a point's depth is noise
-    bundle_adjust: bool = True
-    max_ba_points: int = 3000  # points bundle-adjusted (a spread subset): time grows with them, accuracy barely
-    affine: str = "never"  # ASIFT features: "never", "always", or "auto" (again with them if a view is left out)
-    affine_features: int = 1500  # per simulated tilt
-    affine_max_views: int = 6  # the fallback costs about 1–2 s a view; beyond this many views it is skipped
-    seed: int = 0
 
 
 @dataclass
@@ -69,8 +49,9 @@ def reconstruct_classic(images: list[np.ndarray], intrinsics: list[np.ndarray] |
     """Reconstruct cameras and a coloured point cloud from RGB images (HxWx3 uint8).
 
     `intrinsics`: one 3x3 K per image in its own pixels; when None, a pinhole with focal
-    GUESSED_FOCAL × the longer side and the principal point at the centre. `options`: fields of Options."""
-    opts = _options(options)
+    GUESSED_FOCAL × the longer side and the principal point at the centre. `options`: fields of
+    classic_options.Options."""
+    opts = options_from(options)
     started = time.perf_counter()
     images = _check_images(images)
     Ks = _check_intrinsics(intrinsics, images)
@@ -110,15 +91,6 @@ def _attempt(images, Ks, opts: Options, affine: bool, info: dict) -> tuple[_Mode
 
 
 # ---------------------------------------------------------------------------------------------- inputs
-
-
-def _options(given: dict) -> Options:
-    known = {f.name for f in fields(Options)}
-    unknown = sorted(set(given) - known)
-    if unknown:
-        raise TypeError(f"reconstruct_classic: unknown option(s) {', '.join(unknown)}; "
-                        f"known: {', '.join(sorted(known))}")
-    return Options(**given)
 
 
 def _check_images(images) -> list[np.ndarray]:

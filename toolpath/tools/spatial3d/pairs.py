@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .classic import Options
+from .classic_options import Options
 
 
 @dataclass
