@@ -9,6 +9,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from toolpath.tools.image import features as F
+from toolpath.tools.image import preconditions as P
 from toolpath.tools.image import quality as Q
 from toolpath.tools.image import text as T
 from toolpath.tools.image.edit_base import (COLORS, STAGES, EditError, EditState, Subtask, Target, edit_tools,
@@ -581,23 +582,23 @@ def test_every_usable_tool_runs_its_stage_and_check():
 
 def test_image_features():
     img, masks = scene("uniform")
-    f = F.image_features(img, SUBTASKS["recolor"])
-    assert set(f) == set(F.FEATURES) and all(isinstance(v, float) for v in f.values())
+    f = P.image_features(img, SUBTASKS["recolor"])
+    assert set(f) == set(P.FEATURES) and all(isinstance(v, float) for v in f.values())
     assert f["target_area"] == pytest.approx(masks["red circle"].mean(), rel=0.15)
     assert f["target_components"] == 1 and f["touches_border"] == 0 and f["image_pixels"] == W * H
     assert f["background_uniformity"] > 0.95 and f["crowding"] < 0.05
-    assert F.image_features(img, Subtask("s1", "recolor", target("orange circle")))["target_area"] == 0.0
-    striped = F.image_features(scene("stripes")[0], SUBTASKS["recolor"])
+    assert P.image_features(img, Subtask("s1", "recolor", target("orange circle")))["target_area"] == 0.0
+    striped = P.image_features(scene("stripes")[0], SUBTASKS["recolor"])
     assert striped["background_uniformity"] < f["background_uniformity"]
     assert striped["background_texture"] > f["background_texture"]
     edge = background("uniform")
     draw(edge, "circle", "red", (10, 190), 50)
-    assert F.image_features(edge, SUBTASKS["recolor"])["touches_border"] == 1.0
-    t = F.image_features(text_scene(), SUBTASKS["text_remove"])
+    assert P.image_features(edge, SUBTASKS["recolor"])["touches_border"] == 1.0
+    t = P.image_features(text_scene(), SUBTASKS["text_remove"])
     assert 20 <= t["text_height"] <= 34  # the two lines are 32 and 22 px tall
-    assert F.image_features(img, SUBTASKS["text_remove"])["text_height"] == 0.0
+    assert P.image_features(img, SUBTASKS["text_remove"])["text_height"] == 0.0
     with pytest.raises(EditError, match="H×W×3 uint8"):
-        F.image_features(np.zeros((0, 0, 3), np.uint8), SUBTASKS["recolor"])
+        P.image_features(np.zeros((0, 0, 3), np.uint8), SUBTASKS["recolor"])
 
 
 def test_shape_scores_classify_drawn_shapes():

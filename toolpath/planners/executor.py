@@ -72,7 +72,7 @@ class FastSlow:
     """Runs subtasks the FaSTA* way and keeps the library learning. One instance per library and settings.
 
     `library=None` (or use_fast=False) is pure A*. `features` computes the precondition features of an image
-    for a subtask (default: toolpath.tools.image.features.image_features). Held-out samples for induction's
+    for a subtask (default: toolpath.tools.image.preconditions.image_features). Held-out samples for induction's
     A/B are the inputs of logged subtasks, saved under the library's folder."""
 
     def __init__(self, library: Library | None = None, *, alpha: float = 1.0, threshold: float = 0.8,
@@ -86,7 +86,7 @@ class FastSlow:
         self.learn = learn and library is not None
         self.keep_samples = keep_samples
         if features is None:
-            from ..tools.image.features import image_features as features
+            from ..tools.image.preconditions import image_features as features
         self.features = features
 
     # ---- one subtask ------------------------------------------------------------------------------------

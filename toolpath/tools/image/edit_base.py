@@ -109,6 +109,14 @@ class Subtask:
         return f"{base} ({what})" if what else base
 
 
+def text_query(subtask: Subtask) -> str | None:
+    """The text a find step must match: params["old"] of a replacement, params["text"] of a removal; None
+    when the subtask means whatever text there is."""
+    key = {"text_replace": "old", "text_remove": "text"}.get(subtask.kind)
+    value = subtask.params.get(key) if key else None
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
 @dataclass
 class EditState:
     """The image being edited and what earlier stages of the current subtask found."""

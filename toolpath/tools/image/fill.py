@@ -18,19 +18,13 @@ import numpy as np
 
 from .edit_base import EditError, EditState, EditTool, Subtask, register_edit_tool
 from .features import delta_e_lab, kmeans, lab, require_image
-from .learned import fill_mask
+from .fill_area import GROW_PX, fill_mask
 from .quality import check_fill, dilate, ring, window
 
-GROW_PX = 2
 FILL_KINDS = ("remove", "replace", "text_remove", "text_replace")
 INPAINT_RADIUS = 5
 ALIEN_DE = 25.0  # a source pixel this far from every colour of the hole's ring is something else
 MAX_ALIEN = 0.03  # fill_offset_copy refuses a source with more of those
-
-
-def region_to_fill(state: EditState, grow: int = 0) -> np.ndarray:
-    """The pixels a fill repaints: the state's mask, else its text boxes, grown by `grow` px (EditError if none)."""
-    return fill_mask(state, grow=grow)
 
 
 def _done(state: EditState, image: np.ndarray, tool: str, **info) -> EditState:
@@ -39,7 +33,7 @@ def _done(state: EditState, image: np.ndarray, tool: str, **info) -> EditState:
 
 def _cv_inpaint(state: EditState, tool: str, flag: int) -> EditState:
     image = require_image(state, tool)
-    region = region_to_fill(state, GROW_PX)
+    region = fill_mask(state)
     if region.all():
         raise EditError(f"{tool}: the region covers the whole image; there is nothing to fill it from")
     # inpainting reads only pixels within its radius of the region: a crop around it gives the same fill
@@ -76,7 +70,7 @@ def push_pull(image: np.ndarray, known: np.ndarray) -> np.ndarray:
 
 def fill_surround(state: EditState, subtask: Subtask) -> EditState:
     image = require_image(state, "fill_surround")
-    region = region_to_fill(state, GROW_PX)
+    region = fill_mask(state)
     if region.all():
         raise EditError("fill_surround: the region covers the whole image; there is nothing to fill it from")
     filled = push_pull(image, ~region)
@@ -153,7 +147,7 @@ def best_offset(L: np.ndarray, region: np.ndarray) -> tuple[int, int]:
 
 def fill_offset_copy(state: EditState, subtask: Subtask) -> EditState:
     image = require_image(state, "fill_offset_copy")
-    region = region_to_fill(state, GROW_PX)
+    region = fill_mask(state)
     dy, dx = best_offset(lab(image), region)
     out = image.copy()
     ys, xs = np.nonzero(region)

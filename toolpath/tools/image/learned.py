@@ -27,6 +27,7 @@ import numpy as np
 
 from ...quiet import quiet_model_loading
 from .edit_base import COLORS, EditError, EditState, EditTool, Subtask, register_edit_tool
+from .fill_area import GROW_PX, fill_mask
 
 DETECTOR_ENV = "TOOLPATH_DETECTOR_MODEL"
 SAM_ENV = "TOOLPATH_SAM_MODEL"
@@ -36,7 +37,6 @@ STEPS_ENV = "TOOLPATH_INPAINT_STEPS"
 DEFAULT_THRESHOLD = 0.1  # OWL-ViT's usual cut-off; OWLv2 users often raise it to ~0.2
 DEFAULT_STEPS = 8  # few: this runs on a CPU, and a background fill needs little detail
 INPAINT_MAX_SIDE = 512  # Stable Diffusion's training size; larger images are filled at this size, then scaled back
-GROW_PX = 2  # the fill covers the mask plus this many pixels, so anti-aliased object edges leave no halo
 
 _MODELS: dict[tuple[str, str], Any] = {}  # (kind, real path) -> loaded model: loading is the slow part
 
@@ -311,29 +311,6 @@ def _locate_check(before: EditState, after: EditState, subtask: Subtask) -> floa
 
 
 # ---- inpainting ---------------------------------------------------------------------------------------
-
-def fill_mask(state: EditState, grow: int = GROW_PX) -> np.ndarray:
-    """The pixels a fill repaints: the located mask, else the union of the text boxes, grown by `grow` px."""
-    h, w = state.image.shape[:2]
-    if state.mask is not None:
-        if state.mask.shape != (h, w):
-            raise EditError(f"fill: the mask is {state.mask.shape}, the image {h}×{w}")
-        mask = state.mask.astype(bool)
-    else:
-        mask = np.zeros((h, w), bool)
-        for box in state.text_boxes:
-            try:
-                x0, y0, x1, y1 = (int(v) for v in box[:4])
-            except (TypeError, ValueError):
-                raise EditError(f"fill: text box {box!r} does not start with x0, y0, x1, y1 in pixels") from None
-            mask[max(0, y0):min(h, y1), max(0, x0):min(w, x1)] = True
-    if not mask.any():
-        raise EditError("fill: nothing to fill (no mask and no text boxes from an earlier stage)")
-    if grow > 0:
-        kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * grow + 1, 2 * grow + 1))
-        mask = cv2.dilate(mask.astype(np.uint8), kernel).astype(bool)
-    return mask
-
 
 def _work_size(w: int, h: int, max_side: int) -> tuple[int, int]:
     """The size the pipeline runs at: at most max_side, both sides multiples of 8 (the VAE's requirement)."""

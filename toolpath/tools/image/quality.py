@@ -17,10 +17,11 @@ import math
 import cv2
 import numpy as np
 
-from .edit_base import COLORS, POSITIONS, SHAPES, EditState, Subtask
+from .edit_base import COLORS, POSITIONS, SHAPES, EditState, Subtask, text_query
 from .features import (Background, delta_e_lab, background_distance, background_model, blobs, border_band, color_lab,
                        distance_to, color_names, hue_match, kmeans, HUE_TOL, lab, mask_box, named_share, color_mask,
                        shape_box, shape_coverage, shape_score, NAMES)
+from .fill_area import fill_mask
 
 INK_DE = 30.0  # a pixel this far (ΔE) from the background around it is ink
 UNCHANGED = 12  # a pixel whose channels all moved less than this is unchanged (JPEG-free, so tight)
@@ -330,10 +331,8 @@ def check_recolor(before: EditState, after: EditState, subtask: Subtask) -> floa
 
 def fill_region(state: EditState) -> np.ndarray | None:
     """What a fill step repaints (the mask, else the text boxes; see fill.py), or None when there is none."""
-    from .fill import region_to_fill
-
     try:
-        return region_to_fill(state)
+        return fill_mask(state, grow=0)
     except Exception:  # noqa: BLE001 — a check scores, it does not raise: no region means a score of 0
         return None
 
@@ -380,8 +379,6 @@ def check_find_text(before: EditState, after: EditState, subtask: Subtask) -> fl
     """Text-like boxes were found (each ink of one line that contrasts with its background, no box a large
     part of the image); when the subtask names the text, every box has that text's shape (its aspect in the
     writing font): a box of another text would be erased too."""
-    from .text import text_query
-
     boxes, mask = after.text_boxes, after.mask
     h, w = before.image.shape[:2]
     if not boxes or mask is None or mask.shape != (h, w) or not mask.any() or float(mask.mean()) > 0.3:

@@ -33,7 +33,7 @@ import cv2
 import numpy as np
 from PIL import Image, ImageDraw
 
-from .edit_base import COLORS, POSITIONS, EditError, EditState, EditTool, Subtask, register_edit_tool
+from .edit_base import COLORS, POSITIONS, EditError, EditState, EditTool, Subtask, register_edit_tool, text_query
 from .features import delta_e_lab, distance_to, lab, require_color, require_image
 from .fonts import font, font_path
 from .quality import INK_DE, box_text_match, case_variants, check_find_text, check_write, dilate
@@ -44,15 +44,7 @@ MATCH_MIN = 0.7  # normalised-text similarity for a read to count as the named t
 INK_GROW = 2
 
 
-# ---- what the subtask names ------------------------------------------------------------------------------
-
-def text_query(subtask: Subtask) -> str | None:
-    """The text a find step must match: params["old"] of a replacement, params["text"] of a removal; None
-    when the subtask means whatever text there is."""
-    key = {"text_replace": "old", "text_remove": "text"}.get(subtask.kind)
-    value = subtask.params.get(key) if key else None
-    return value.strip() if isinstance(value, str) and value.strip() else None
-
+# ---- matching what the subtask names -----------------------------------------------------------------------
 
 def _normal(text: str) -> str:
     return "".join(ch for ch in text.upper() if ch.isalnum())
