@@ -2,20 +2,22 @@
 
 Floors, lowest first (docs/architecture.md draws them): a module may import its own package and what the
 table below allows, nothing else. An upward or sideways import is how a layout decays, so it fails here,
-naming the file, the line and the rule.
+naming the file, the line and the rule. Within a unit, modules may import each other, but never round in a
+circle (test_no_module_import_cycles), and floor 0 never reaches a kind above it through the registry.
 """
 
 from __future__ import annotations
 
 import ast
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "toolpath"
 
-FLOOR0 = {"spec", "state", "coords", "registry", "observations", "deadline", "redact", "spec_reading", "graph_spec", "spec_secrets",
-          "progress", "paths", "quiet", "pydoc_text", "kinds"}
+FLOOR0 = {"spec", "state", "coords", "registry", "observations", "deadline", "redact", "spec_reading", "graph_spec",
+          "spec_secrets", "progress", "paths", "quiet", "pydoc_text", "kinds"}
 # What each unit may import besides itself. Floor 0 modules import only each other.
 ALLOWED: dict[str, set[str]] = {name: set(FLOOR0) for name in FLOOR0}
 ALLOWED["runs"] = set(FLOOR0)
@@ -32,11 +34,14 @@ ALLOWED["evals"] = ALLOWED["agents"] | {"agents"}
 # Training sits on the evals floor: the tiny VLM learns from the eval suites' generated scenes.
 ALLOWED["train"] = ALLOWED["evals"] | {"evals"}
 ALLOWED["viewer"] = ALLOWED["evals"] | {"evals"}
+# Curation sits beside evals: it reads the store, loads proxy models through the policies, embeds with the search
+# tools' MiniLM and reads JSON lines as the benchmarks do; only the CLI imports it.
+ALLOWED["curate"] = ALLOWED["evals"] | {"evals"}
 # The servers are entry points like the CLI: `toolpath serve` (models behind an OpenAI-compatible API) and
 # `toolpath mcp serve` (tools over MCP); only the CLI starts them.
 ALLOWED["serve"] = ALLOWED["viewer"] | {"viewer", "compress"}
 ALLOWED["mcp"] = ALLOWED["viewer"] | {"viewer"}
-ALLOWED["cli"] = ALLOWED["viewer"] | {"viewer", "compress", "train", "serve", "mcp"}
+ALLOWED["cli"] = ALLOWED["viewer"] | {"viewer", "compress", "train", "serve", "mcp", "curate"}
 ALLOWED["__main__"] = {"cli"}
 ALLOWED["__init__"] = set()
 
@@ -177,3 +182,133 @@ def test_the_checker_sees_imports_inside_functions(tmp_path: Path):
     src.write_text("def f():\n    from ..policies import base\n", encoding="utf-8")
     assert imported(src, tmp_path) == [(2, "toolpath.policies")]
     assert unit_of("toolpath.policies") not in ALLOWED["tools"]
+
+
+# ---- cycles between modules ------------------------------------------------------------------------------
+
+def module_edges(path: Path, root: Path = PACKAGE.parent) -> list[tuple[int, str]]:
+    """(line, module) for every module of the package this file imports, wherever the statement stands (at
+    the top, inside a function, under `if TYPE_CHECKING`). `from pkg import name` names pkg.name when that is
+    a submodule, else pkg (its __init__)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    out = [(node.lineno, a.name) for node in ast.walk(tree) if isinstance(node, ast.Import)
+           for a in node.names if a.name.split(".")[0] == "toolpath"]
+    for line, target, names in imported_names(path, root):
+        out += [(line, f"{target}.{name}" if _exists(f"{target}.{name}", root) else target) for name in names]
+    return out
+
+
+def import_cycles(sources: list[Path], root: Path = PACKAGE.parent) -> list[list[tuple[str, str, str]]]:
+    """Every knot of modules that import each other round in a circle (a strongly connected component of the
+    import graph of more than one module), each as its edges inside the knot: (importer, imported, file:line).
+
+    An import inside a function, or one only for type checking, counts like one at the top: Python tolerates
+    the circle at run time because the import is deferred, but each side still needs the other to be
+    understood, changed or tested, which is what the rule is about. Importing pkg.sub also runs pkg's
+    __init__; that implicit step is not an edge (a package's __init__ that imports its own submodules is
+    the usual way a package is put together, not a knot)."""
+    graph: dict[str, dict[str, str]] = defaultdict(dict)
+    for path in sources:
+        name = module_name(path, root)
+        for line, target in module_edges(path, root):
+            if target != name:
+                graph[name].setdefault(target, f"{path.relative_to(root)}:{line}")
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    knots = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm; the package's import depth is far below the recursion limit
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            members = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                members.add(w)
+                if w == v:
+                    break
+            if len(members) > 1:
+                knots.append(sorted((a, b, where) for a in members for b, where in graph[a].items() if b in members))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return knots
+
+
+# Cycles being removed: each entry goes once its knot is cut (an entry tolerates that knot, nothing else).
+KNOWN_CYCLES = [
+    {"toolpath.spec", "toolpath.graph_spec"},
+]
+
+
+def _modules_of(knot: list[tuple[str, str, str]]) -> set[str]:
+    return {a for a, _, _ in knot} | {b for _, b, _ in knot}
+
+
+def _describe(knot: list[tuple[str, str, str]]) -> str:
+    return "cycle " + ", ".join(f"{a} -> {b} ({where})" for a, b, where in knot)
+
+
+def test_no_module_import_cycles():
+    knots = [k for k in import_cycles(SOURCES) if not any(_modules_of(k) <= known for known in KNOWN_CYCLES)]
+    assert not knots, "modules that import each other round in a circle (cut one edge: move what both need " \
+                      "into a module of its own):\n" + "\n".join(_describe(k) for k in knots)
+
+
+def test_the_checker_sees_cycles_through_functions_and_type_checking(tmp_path: Path):
+    pkg = tmp_path / "toolpath" / "tools" / "probe"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from . import a\n", encoding="utf-8")
+    (pkg / "a.py").write_text("from .b import thing\n", encoding="utf-8")
+    (pkg / "b.py").write_text("def thing():\n    from . import c\n", encoding="utf-8")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import X\n",
+                              encoding="utf-8")
+    (pkg / "d.py").write_text("import toolpath.tools.probe.a\n", encoding="utf-8")
+    knots = import_cycles(sorted(tmp_path.rglob("*.py")), tmp_path)
+    assert [sorted(_modules_of(k)) for k in knots] == [["toolpath.tools.probe.a", "toolpath.tools.probe.b",
+                                                         "toolpath.tools.probe.c"]]
+    assert "toolpath/tools/probe/b.py:2" in _describe(knots[0])
+
+
+# ---- floor 0 and the registry ----------------------------------------------------------------------------
+
+def registry_loads(path: Path) -> list[int]:
+    """The lines of a module that call registry.load (or a `load` imported from the registry)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    local = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+             and (node.module or "").rpartition(".")[2] == "registry" for a in node.names if a.name == "load"}
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call) and (
+        (isinstance(node.func, ast.Attribute) and node.func.attr == "load"
+         and isinstance(node.func.value, ast.Name) and node.func.value.id == "registry")
+        or (isinstance(node.func, ast.Name) and node.func.id in local))]
+
+
+FLOOR0_SOURCES = [p for p in SOURCES if unit_of(module_name(p)) in FLOOR0 and p.stem != "registry"]
+
+
+@pytest.mark.xfail(any(registry_loads(p) for p in FLOOR0_SOURCES if p.stem == "spec"), strict=True,
+                   reason="spec.py still validates model-side kinds through registry.load (being removed)")
+def test_floor0_reaches_no_kind_through_the_registry():
+    """The registry's targets live on floors above; a floor-0 module that loads one imports upward through a
+    string, which the import check cannot see. Floor 0 may list what is declared, never load it."""
+    calls = [f"{p.relative_to(PACKAGE.parent)}:{line}" for p in FLOOR0_SOURCES for line in registry_loads(p)]
+    assert not calls, "floor-0 modules loading a registered kind: " + ", ".join(calls)
+
+
+def test_the_registry_check_sees_both_spellings(tmp_path: Path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("from . import registry\nfrom .registry import load as get\n"
+                     "def f():\n    registry.load('kv_cache', 'kivi')\n    get('decoder', 'vcd')\n"
+                     "    registry.declared('x')\n", encoding="utf-8")
+    assert sorted(registry_loads(probe)) == [4, 5]
