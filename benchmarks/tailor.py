@@ -32,7 +32,7 @@ from toolpath.compress import tailor, tailor_data  # noqa: E402
 from toolpath.compress.tailor_finetune import default_candidates  # noqa: E402
 from toolpath.compress.tailor_layers import (Composer, Plan, Workbench, angular_block, block_influence,  # noqa: E402
                                              evaluate, share)
-from toolpath.compress.tailor_options import parse_options  # noqa: E402
+from toolpath.kinds import options as kind_options  # noqa: E402
 
 WEIGHTS = {"ppl": 0.5, "acc": 0.5}
 
@@ -50,8 +50,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     log = (lambda t: print(f"tailor-bench: {t}", file=sys.stderr, flush=True))
-    opts = parse_options({"keep": args.keep, "trials": str(args.trials), "seed": str(args.seed),
-                          "finetune_steps": str(args.finetune_steps)})
+    opts = kind_options(tailor.KIND, {"keep": args.keep, "trials": args.trials, "seed": args.seed,
+                                      "finetune_steps": args.finetune_steps}, "compress")
     started = time.perf_counter()
     import torch
 

@@ -12,7 +12,6 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from toolpath.cli import main  # noqa: E402
-from toolpath.compress import METHODS  # noqa: E402
 from toolpath.compress.gptq import Hessian, gptq_quantize  # noqa: E402
 from toolpath.compress.quant import Quantized, pack_bits, quantize_rtn, unpack_bits  # noqa: E402
 from tiny_lm import save_tiny_byte_llama  # noqa: E402
@@ -153,12 +152,20 @@ def test_compressing_a_compressed_folder_reads_its_packed_weights(tiny_model, tm
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--method", "gptq", "--bits", "9"], "--bits for gptq must be a whole number from 1 to 8, got 9"),
-    (["--method", "rtn", "--bits", "2.5"], "--bits for rtn must be a whole number from 1 to 8, got 2.5"),
-    (["--method", "moe-bits", "--bits", "0.5"], "--bits for moe-bits must be a number from 1 to 8, got 0.5"),
+    (["--method", "gptq", "--bits", "9"], "gptq --bits: Input should be less than or equal to 8 (got '9')"),
+    (["--method", "rtn", "--bits", "2.5"], "rtn --bits: Input should be a valid integer"),
+    (["--method", "rtn", "--bits", "nan"], "rtn --bits: Input should be a valid integer"),
+    (["--method", "moe-bits", "--bits", "0.5"], "moe-bits --bits: Input should be greater than or equal to 1"),
+    (["--method", "moe-bits", "--bits", "inf"], "moe-bits --bits: Input should be a finite number"),
+    (["--method", "tailor", "--bits", "4"], "tailor --bits: tailor has no option 'bits'"),
     (["--method", "rtn", "--option", "group_size"], "--option 'group_size': expected KEY=VALUE"),
-    (["--method", "rtn", "--option", "colour=red"], "unknown option colour; options of this method: group_size"),
-    (["--method", "gptq", "--option", "nsamples=many"], "gptq nsamples='many': expected a whole number"),
+    (["--method", "rtn", "--option", "bits=3"], "--option 'bits=3': give the bit-width as --bits"),
+    (["--method", "rtn", "--option", "colour=red"], "rtn --option colour: rtn has no option 'colour'; its options: "
+                                                     "bits, group_size"),
+    (["--method", "gptq", "--option", "nsamples=many"], "gptq --option nsamples: Input should be a valid integer"),
+    (["--method", "gptq", "--option", "act_order=perhaps"], "gptq --option act_order: Input should be a valid "
+                                                             "boolean"),
+    (["--method", "zip"], "--method zip: unknown compressor 'zip'; available: gptq, moe-bits, "),
 ])
 def test_bad_arguments_are_clear_errors_and_leave_nothing(tiny_model, tmp_path, capsys, argv, message):
     out = tmp_path / "out"
@@ -186,9 +193,6 @@ def test_an_existing_output_is_never_overwritten(tiny_model, tmp_path, capsys):
     assert main(["compress", f"hf:{tiny_model}", "--method", "rtn", "--out", str(out)]) == 2
     assert "already exists and is not an empty folder" in capsys.readouterr().err
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
-    with pytest.raises(SystemExit):  # argparse: an unknown method lists the methods
-        main(["compress", f"hf:{tiny_model}", "--method", "zip", "--out", str(tmp_path / "x")])
-    assert "invalid choice: 'zip'" in capsys.readouterr().err
 
 
 def test_a_failure_during_the_work_leaves_nothing(tiny_model, tmp_path, monkeypatch, capsys):
@@ -204,9 +208,13 @@ def test_a_failure_during_the_work_leaves_nothing(tiny_model, tmp_path, monkeypa
     assert _leftovers(out) == []
 
 
-def test_the_registry_lists_the_methods_of_the_table():
-    from toolpath import registry
+def test_every_registered_method_is_a_compressor_kind():
+    from toolpath import kinds, registry
+    from toolpath.compress import compressor
 
-    declared = registry.declared("compressor")
-    assert {n for n, e in declared.items() if not e.meta.get("loader")} == set(METHODS)
-    assert all(declared[n].target == METHODS[n] for n in METHODS)
+    methods = [n for n, e in registry.declared("compressor").items() if not e.meta.get("loader")]
+    assert sorted(methods) == ["gptq", "moe-bits", "rtn", "tailor"]
+    for name in methods:
+        kind = compressor(name)
+        assert kind.name == name and isinstance(kind.packs, bool)
+        assert kinds.options(kind, {}, "compress")  # every option has a default

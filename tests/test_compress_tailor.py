@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("optuna")
 
+from toolpath import kinds  # noqa: E402
 from toolpath.compress import tailor, tailor_layers  # noqa: E402
 from toolpath.compress.tailor_finetune import default_candidates  # noqa: E402
 from toolpath.compress.tailor_layers import Composer, Plan, Workbench  # noqa: E402
@@ -75,6 +76,11 @@ def _lines():
     return out, out.append
 
 
+def _tailor(source: str, out: Path, options: dict[str, str], log=None) -> dict:
+    """The tailor kind run as `toolpath compress --method tailor --option ...` runs it: options validated first."""
+    return tailor.KIND.compress(source, out, options=kinds.options(tailor.KIND, options, "compress"), log=log)
+
+
 def test_tailor_removes_the_target_and_writes_a_loadable_folder(tiny, tmp_path, capsys):
     from toolpath.policies.hf import HFPolicy
     from toolpath.state import Message
@@ -83,7 +89,7 @@ def test_tailor_removes_the_target_and_writes_a_loadable_folder(tiny, tmp_path, 
     _, log = _lines()
     opts = {"remove": "2", "trials": "6", "seed": "1", "calib_blocks": "1",
             "candidates": ",".join(str(c) for c in tiny["cands"])}
-    info = tailor.compress(f"hf:{tiny['dir']}", out, bits=None, options=opts, log=log)
+    info = _tailor(f"hf:{tiny['dir']}", out, opts, log)
     assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == LAYERS - 2
     assert info["layers"]["after"] == LAYERS - 2 and len(info["layers"]["removed"]) == 2
     assert len(info["per_layer"]) == LAYERS - 2 and len(info["trials"]) == 6
@@ -100,7 +106,7 @@ def test_tailor_removes_the_target_and_writes_a_loadable_folder(tiny, tmp_path, 
 def test_keep_share_and_default_candidates_are_made_and_cached(tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("TOOLPATH_HOME", str(tmp_path / "home"))
     opts = {"keep": "0.75", "trials": "3", "finetune_steps": "1", "calib_blocks": "1"}
-    info = tailor.compress(f"hf:{tiny['dir']}", tmp_path / "a", bits=None, options=opts, log=lambda _t: None)
+    info = _tailor(f"hf:{tiny['dir']}", tmp_path / "a", opts, lambda _t: None)
     assert info["layers"]["after"] == 6
     made = sorted((tmp_path / "home" / "models").glob("tailor-*"))
     assert [p.name.split("-")[-2] for p in made] == ["english", "toolcalls"]
@@ -154,29 +160,29 @@ def test_merge_scale_zero_and_one_give_the_base_and_the_candidate(tiny):
 
 
 @pytest.mark.parametrize("options, named", [
-    ({"remove": "two"}, "remove"),
-    ({"remove": "8"}, "remove"),
-    ({"keep": "1.5"}, "keep"),
-    ({"keep": "0.75", "remove": "2"}, "keep"),
-    ({"trials": "0"}, "trials"),
-    ({"seed": "-1"}, "seed"),
-    ({"objective": "speed:1"}, "objective"),
-    ({"objective": "ppl:0,acc:0"}, "objective"),
-    ({"candidates": "/nonexistent/model"}, "candidates"),
-    ({"colour": "blue"}, "colour"),
+    ({"remove": "two"}, "compress.remove: Input should be a valid integer"),
+    ({"remove": "8"}, "tailor option 'remove': removing 8 of 8 layers is not possible"),
+    ({"keep": "1.5"}, "compress.keep: Input should be less than 1"),
+    ({"keep": "0.75", "remove": "2"}, "compress: remove and keep both name the target"),
+    ({"trials": "0"}, "compress.trials: Input should be greater than or equal to 1"),
+    ({"seed": "-1"}, "compress.seed: Input should be greater than or equal to 0"),
+    ({"objective": "speed:1"}, "compress.objective: .*not of speed"),
+    ({"objective": "ppl:0,acc:0"}, "compress.objective: .*at least one weight must be above 0"),
+    ({"candidates": "/nonexistent/model"}, "compress.candidates: .*/nonexistent/model is not a model folder"),
+    ({"colour": "blue"}, "compress.colour: tailor has no option 'colour'"),
 ])
 def test_bad_options_are_rejected_naming_the_option(tiny, tmp_path, options, named):
     out = tmp_path / "out"
     with pytest.raises(ValueError, match=named):
-        tailor.compress(f"hf:{tiny['dir']}", out, bits=None, options=options, log=lambda _t: None)
+        _tailor(f"hf:{tiny['dir']}", out, options, lambda _t: None)
     assert not out.exists()
 
 
 def test_bits_and_bad_sources_are_rejected(tiny, tmp_path):
-    with pytest.raises(ValueError, match="bits"):
-        tailor.compress(f"hf:{tiny['dir']}", tmp_path / "o", bits=4, options={}, log=None)
+    with pytest.raises(ValueError, match="compress.bits: tailor has no option 'bits'"):
+        _tailor(f"hf:{tiny['dir']}", tmp_path / "o", {"bits": "4"})
     with pytest.raises(ValueError, match="source"):
-        tailor.compress("openai:gpt-4o", tmp_path / "o", bits=None, options={}, log=None)
+        _tailor("openai:gpt-4o", tmp_path / "o", {})
     assert not (tmp_path / "o").exists()
 
 

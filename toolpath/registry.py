@@ -119,12 +119,11 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
              "capabilities": ("toolpath.agents.capabilities", {})},
     "edit_tool": {name: (f"toolpath.tools.image.{name}", {}) for name in
                   ("fill", "locate", "learned", "paint", "text")},
-    # `toolpath compress --method NAME` (toolpath/compress/__init__.py's METHODS, kept equal by its tests);
-    # `packed` is not a method but the loader of the folders they write (HFPolicy.from_path finds it here).
+    # `toolpath compress --method NAME` (toolpath/compress/): each entry is the kind (toolpath/kinds.py: name,
+    # Options, compress); `packed` is not a method but the loader of the folders they write (HFPolicy.from_path).
     "compressor": {
-        **{name: (f"toolpath.compress.{target}", {"packs": packs}) for name, target, packs in (
-            ("rtn", "gptq:compress_rtn", True), ("gptq", "gptq:compress_gptq", True),
-            ("moe-bits", "moe_bits:compress", True), ("tailor", "tailor:compress", False))},
+        **{name: (f"toolpath.compress.{module}:KIND", {}) for name, module in (
+            ("rtn", "rtn"), ("gptq", "gptq"), ("moe-bits", "moe_bits"), ("tailor", "tailor"))},
         "packed": ("toolpath.compress.packed:load_packed", {"loader": True}),
     },
     # KV caches (toolpath/policies/kvcache/): each entry is the kind's `validate`; `value` names the N of the

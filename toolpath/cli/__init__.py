@@ -206,12 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("-q", "--quiet", action="store_true", help="no line per request")
     sv.set_defaults(fn="serve:cmd_serve")
 
-    from ..compress import METHODS
-
     cp = sub.add_parser("compress", help="write a low-bit (or tailored) copy of a local model that hf:DIR loads")
     cp.add_argument("model", help="local, local:NAME or hf:PATH")
-    cp.add_argument("--method", required=True, choices=sorted(METHODS))
-    cp.add_argument("--bits", type=float, help="bit-width (rtn, gptq: 1-8, default 4; moe-bits: the average)")
+    cp.add_argument("--method", required=True, metavar="M",
+                    help="a registered compressor: rtn, gptq, moe-bits, tailor or a plugin's")
+    cp.add_argument("--bits", help="bit-width (rtn, gptq: 1-8, default 4; moe-bits: the average)")
     cp.add_argument("--option", action="append", metavar="KEY=VALUE", help="a method option (repeatable)")
     cp.add_argument("--out", required=True, metavar="DIR", help="the folder to write (must not exist, or be empty)")
     cp.add_argument("--json", action="store_true")

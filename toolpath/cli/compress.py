@@ -1,6 +1,6 @@
 """`toolpath compress MODEL --method M [--bits N] [--option KEY=VALUE ...] --out DIR [--json]`.
 
-Everything is checked before any work (method, bits, options' form, the output folder, the model); the method
+Everything is checked before any work (the method, its typed options, the output folder, the model); the method
 writes into a hidden sibling folder `.DIR.tmp-XXXX`, compression.json is added, and only then is it renamed to
 DIR, so a failure or an interrupt leaves nothing under DIR. The compress holds a lock on its temporary folder
 while it runs; one that nothing holds was left by a compress that was killed, and the next compress of the same
@@ -10,8 +10,8 @@ DIR removes it.
 from __future__ import annotations
 
 import json
-import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -29,8 +29,32 @@ def _options(pairs: list[str] | None) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise BadInput(f"--option {pair!r}: expected KEY=VALUE")
+        if key.strip() == "bits":
+            raise BadInput(f"--option {pair!r}: give the bit-width as --bits")
         out[key.strip()] = value.strip()
     return out
+
+
+# How kinds.options names a bad field of the compressor family ("compress.group_size: ..."), at the start of the
+# message or after the "; " between two problems; the command line's user wrote it as a flag.
+_FIELD = "compress"
+_NAMED = re.compile(rf"(^|; ){_FIELD}(?:\.(\w+))?: ")
+
+
+def typed_options(kind, bits: float | None, pairs: dict[str, str]):
+    """`--bits` and the `--option` pairs validated into the method's Options; one BadInput naming each bad one
+    as the flag that set it ("gptq --option nsamples: ...", "rtn --bits: ...")."""
+    from ..kinds import options
+
+    values = {**pairs, **({} if bits is None else {"bits": bits})}
+    try:
+        return options(kind, values, _FIELD)
+    except ValueError as err:
+        def flag(m: re.Match) -> str:
+            name = m.group(2)
+            where = "" if name is None else " --bits" if name == "bits" else f" --option {name}"
+            return f"{m.group(1)}{kind.name}{where}: "
+        raise BadInput(_NAMED.sub(flag, str(err))) from None
 
 
 def _out_dir(text: str) -> Path:
@@ -77,29 +101,30 @@ def remove_stale_temporaries(out: Path) -> list[Path]:
 
 
 def cmd_compress(args) -> int:
-    from ..compress import check_bits, method
+    from ..compress import compressor
     from ..compress.source import check_source
 
-    if args.bits is not None and not math.isfinite(args.bits):
-        raise BadInput(f"--bits must be a finite number, got {args.bits}")
     try:
-        check_bits(args.method, args.bits)
+        kind = compressor(args.method)
+    except ValueError as err:  # an unknown method, a plugin that cannot be loaded or is not a compressor
+        raise BadInput(f"--method {args.method}: {err}") from None
+    options = typed_options(kind, args.bits, _options(args.option))
+    try:
         check_source(args.model)
     except ValueError as err:
         raise BadInput(str(err)) from None
-    options = _options(args.option)
     out = _out_dir(args.out)
     for stale in remove_stale_temporaries(out):
         error(f"removed {stale}, left by an interrupted compress of {out}")
-    compress = method(args.method)
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     held = _lock(tmp)
     started = time.perf_counter()
     try:
-        result = compress(args.model, tmp, bits=args.bits, options=options, log=say)
-        record = {"method": args.method, "source": args.model, "bits": args.bits, "options": options,
-                  **(result or {}), "seconds": round(time.perf_counter() - started, 1)}
+        result = kind.compress(args.model, tmp, options=options, log=say)
+        record = {"method": args.method, "source": args.model, "bits": getattr(options, "bits", None),
+                  "options": options.model_dump(mode="json"), **(result or {}),
+                  "seconds": round(time.perf_counter() - started, 1)}
         (tmp / "compression.json").write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
         if out.exists():
             out.rmdir()  # checked empty above

@@ -18,13 +18,18 @@ get one Hessian per expert from the tokens the router sent to it (see moe_layout
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
+from pydantic import Field
 
+from .hessian import Hessian
+from .moe_layout import HessianHooks, decoder_layers, layer_targets
+from .options import Calibration, GroupSize, WholeBits
 from .quant import GROUP_SIZE, Quantized, check_bits, dequantize_with, group_params, quantize_rtn, quantize_with
+
+__all__ = ["Hessian", "gptq_quantize", "quantize_model_gptq", "quantize_model_rtn", "KIND"]
 
 BLOCK = 128
 DAMP = 0.01
@@ -94,23 +99,6 @@ def _inverse_cholesky(h: torch.Tensor, damp: float) -> torch.Tensor:
     raise ValueError("the Hessian is not positive definite even with 1000x dampening")
 
 
-class Hessian:
-    """Running H = 2/n Σ x xᵀ over the rows of every batch added (GPTQ's accumulation)."""
-
-    def __init__(self, cols: int):
-        self.h = torch.zeros(cols, cols)
-        self.n = 0
-
-    def add(self, x: torch.Tensor) -> None:
-        x = x.detach().reshape(-1, x.shape[-1]).float()
-        if not len(x):
-            return
-        self.h *= self.n / (self.n + len(x))
-        self.n += len(x)
-        x = math.sqrt(2 / self.n) * x
-        self.h += x.T @ x
-
-
 # ---- the whole model --------------------------------------------------------------------------------------
 # A plan says the bits of each quantized tensor: plan(name, expert) -> bits or None (left in float), where
 # `name` is the weight's state-dict name and `expert` the expert index of a fused 3-D tensor (else None).
@@ -124,8 +112,6 @@ def uniform_plan(bits: int) -> Plan:
 
 def quantize_model_rtn(model, plan: Plan, group_size: int = GROUP_SIZE) -> dict[str, Any]:
     """Round every planned weight to nearest; returns {name: Quantized or {expert: Quantized}}."""
-    from .moe_layout import layer_targets
-
     out: dict[str, Any] = {}
     layers = decoder_layers(model)
     with _progress("rtn", len(layers)) as line:
@@ -148,8 +134,6 @@ def _progress(label: str, layers: int):
 def quantize_model_gptq(model, calibration: torch.Tensor, plan: Plan, group_size: int = GROUP_SIZE,
                         act_order: bool = False, chunk: int = 8) -> dict[str, Any]:
     """GPTQ over every planned weight, layer by layer; `calibration` [n, seqlen] token ids."""
-    from .moe_layout import HessianHooks, layer_targets
-
     layers = decoder_layers(model)
     inputs = _first_layer_inputs(model, layers[0], calibration, chunk)
     out: dict[str, Any] = {}
@@ -189,15 +173,6 @@ def _quantize_param(name, param, experts, plan: Plan, fit) -> dict[str, Any]:
     return {name: parts} if parts else {}
 
 
-def decoder_layers(model) -> list:
-    inner = getattr(model, "model", model)
-    layers = getattr(inner, "layers", None)
-    if layers is None:
-        raise ValueError(f"{type(model).__name__} has no decoder layers at model.layers: not a causal LM of the "
-                         f"Llama/Qwen/Mixtral family")
-    return list(layers)
-
-
 class _Caught(Exception):
     pass
 
@@ -234,48 +209,37 @@ def _run_layer(layer, inputs) -> list[torch.Tensor]:
     return outs
 
 
-# ---- the `toolpath compress` methods ------------------------------------------------------------------------
-BITS = (1, 8)  # the bit-widths rtn and gptq accept
+# ---- `toolpath compress --method gptq` ----------------------------------------------------------------------
+class GPTQOptions(Calibration):
+    bits: WholeBits = 4
+    group_size: GroupSize = GROUP_SIZE
+    act_order: bool = Field(False, description="quantize columns in order of decreasing Hessian diagonal")
 
 
-def _int_bits(bits: float | None, default: int = 4) -> int:
-    if bits is None:
-        return default
-    if float(bits) != int(bits) or not BITS[0] <= int(bits) <= BITS[1]:
-        raise ValueError(f"--bits must be a whole number from {BITS[0]} to {BITS[1]} for rtn and gptq, got {bits}")
-    return int(bits)
+class GPTQ:
+    """GPTQ at one bit-width for every linear but the output head, calibrated on English text."""
+
+    name = "gptq"
+    packs = True  # writes packed low-bit weights (policies/packed_weights.py)
+    Options = GPTQOptions
+
+    def compress(self, source: str, out: Path, *, options: GPTQOptions, log) -> dict:
+        from .packed import save_packed
+        from .options import calibration_fits
+        from .source import load_source
+        from .text import DESCRIPTION, calibration_batches
+
+        model, tokenizer = load_source(source)
+        calibration_fits(self.name, options.nsamples, options.seqlen, model.config.get_text_config().hidden_size)
+        calib = calibration_batches(tokenizer, options.nsamples, options.seqlen, options.seed)
+        quantized = quantize_model_gptq(model, calib, uniform_plan(options.bits), options.group_size,
+                                        options.act_order)
+        info = {"bits": options.bits, "group_size": options.group_size, "act_order": options.act_order,
+                "damp": DAMP, "block": BLOCK, "quantized_tensors": len(quantized),
+                "calibration": {"text": DESCRIPTION, "nsamples": options.nsamples, "seqlen": options.seqlen,
+                                "seed": options.seed}}
+        save_packed(model, tokenizer, quantized, out, {"method": self.name, **info})
+        return info
 
 
-def compress_rtn(source: str, out: Path, *, bits: float | None, options: dict[str, str], log) -> dict:
-    from .options import read_options
-    from .packed import save_packed
-    from .source import load_source
-
-    opts = read_options(options, {"group_size": GROUP_SIZE}, "rtn")
-    b = _int_bits(bits)
-    model, tokenizer = load_source(source)
-    quantized = quantize_model_rtn(model, uniform_plan(b), opts["group_size"])
-    info = {"bits": b, "group_size": opts["group_size"], "calibration": None, "quantized_tensors": len(quantized)}
-    save_packed(model, tokenizer, quantized, out, {"method": "rtn", **info})
-    return info
-
-
-def compress_gptq(source: str, out: Path, *, bits: float | None, options: dict[str, str], log) -> dict:
-    from .options import calibration_fits, read_options
-    from .packed import save_packed
-    from .source import load_source
-    from .text import DESCRIPTION, calibration_batches
-
-    opts = read_options(options, {"group_size": GROUP_SIZE, "nsamples": 32, "seqlen": 256, "seed": 0,
-                                  "act_order": False}, "gptq")
-    b = _int_bits(bits)
-    model, tokenizer = load_source(source)
-    calibration_fits("gptq", opts["nsamples"], opts["seqlen"], model.config.get_text_config().hidden_size)
-    calib = calibration_batches(tokenizer, opts["nsamples"], opts["seqlen"], opts["seed"])
-    quantized = quantize_model_gptq(model, calib, uniform_plan(b), opts["group_size"], opts["act_order"])
-    info = {"bits": b, "group_size": opts["group_size"], "act_order": opts["act_order"], "damp": DAMP,
-            "block": BLOCK, "quantized_tensors": len(quantized),
-            "calibration": {"text": DESCRIPTION, "nsamples": opts["nsamples"], "seqlen": opts["seqlen"],
-                            "seed": opts["seed"]}}
-    save_packed(model, tokenizer, quantized, out, {"method": "gptq", **info})
-    return info
+KIND = GPTQ()

@@ -25,10 +25,14 @@ import random
 import re
 from pathlib import Path
 
+from typing import Annotated, Literal
+
 import torch
+from pydantic import BeforeValidator, Field, model_validator
 
 from .gptq import BLOCK, DAMP, quantize_model_gptq
 from .moe_layout import MoEBlock, expert_of, moe_blocks
+from .options import Calibration, GroupSize, Seed, calibration_fits
 from .quant import GROUP_SIZE
 
 ORDERS = ("combined", "router", "variance", "reversed", "random")
@@ -166,55 +170,80 @@ def allocation_plan(bits: dict[int, dict[int, int]], attn_bits: int):
     return plan
 
 
-def _levels(text: str) -> tuple[int, int, int]:
+# ---- `toolpath compress --method moe-bits` ------------------------------------------------------------------
+def _levels(value):
+    """Three equally spaced bit-widths from 1 to 8, given as "1,2,3" on the command line or as a sequence."""
+    text = value if isinstance(value, str) else ",".join(map(str, value))
     try:
         levels = tuple(sorted(int(x) for x in text.split(",")))
     except ValueError:
         levels = ()
     if len(levels) != 3 or not all(1 <= b <= 8 for b in levels) or levels[2] - levels[1] != levels[1] - levels[0] \
             or levels[0] == levels[1]:
-        raise ValueError(f"option levels={text!r}: expected three equally spaced bit-widths from 1 to 8, e.g. 1,2,3")
+        raise ValueError("expected three equally spaced bit-widths from 1 to 8, e.g. 1,2,3")
     return levels
 
 
-def compress(source: str, out: Path, *, bits: float | None, options: dict[str, str], log) -> dict:
-    from .options import read_options
-    from .packed import save_packed
-    from .source import load_source
-    from .text import DESCRIPTION, calibration_batches
+class MoEBitsOptions(Calibration):
+    bits: float = Field(2.5, ge=1, le=8, allow_inf_nan=False,
+                        description="the average bit-width over each MoE layer's experts")
+    levels: Annotated[tuple[int, int, int], BeforeValidator(_levels)] = Field(
+        (1, 2, 3), description="the three bit levels experts get, most sensitive first")
+    router_init: str = Field("", description="safetensors file of the routers at initialisation "
+                                             "(default: router_init.safetensors beside an hf: source)")
+    zeta: float = Field(3.0, ge=0, le=1000, allow_inf_nan=False,
+                        description="variance ratio that moves an expert ahead (beyond 1,000 none moves)")
+    order: Literal[ORDERS] = Field("combined", description="how experts are ranked")
+    order_seed: Seed = Field(0, description="seed of the random order")
+    attn_bits: int = Field(4, ge=0, le=8, description="bits of the other linears (0: left in float)")
+    group_size: GroupSize = GROUP_SIZE
 
-    from .options import calibration_fits
+    @model_validator(mode="after")
+    def _average_within_levels(self):
+        if not self.levels[0] <= self.bits <= self.levels[2]:
+            raise ValueError(f"bits {self.bits:g}: the average must lie between the levels {self.levels[0]} and "
+                             f"{self.levels[2]}")
+        return self
 
-    opts = read_options(options, {"levels": "1,2,3", "router_init": "", "zeta": 3.0, "order": "combined",
-                                  "order_seed": 0, "attn_bits": 4, "group_size": GROUP_SIZE, "nsamples": 32,
-                                  "seqlen": 256, "seed": 0}, "moe-bits")
-    levels = _levels(opts["levels"])
-    b_avg = 2.5 if bits is None else float(bits)
-    if not levels[0] <= b_avg <= levels[2]:
-        raise ValueError(f"--bits {b_avg:g}: the average must lie between the levels {levels[0]} and {levels[2]}")
-    if opts["order"] not in ORDERS:
-        raise ValueError(f"option order={opts['order']!r}: expected one of {', '.join(ORDERS)}")
-    init_path = Path(opts["router_init"]).expanduser() if opts["router_init"] else None
-    if init_path is None and source.startswith("hf:"):
-        beside = Path(source[3:]).expanduser() / "router_init.safetensors"
-        init_path = beside if beside.is_file() else None
-    if init_path is not None and not init_path.exists():
-        raise ValueError(f"option router_init={opts['router_init']!r}: no such file")
-    init = read_router_init(init_path) if init_path else None  # checked before the model is loaded
-    model, tokenizer = load_source(source)
-    calibration_fits("moe-bits", opts["nsamples"], opts["seqlen"], model.config.get_text_config().hidden_size)
-    allocation, orders = allocate(model, b_avg, levels, opts["order"], init, opts["zeta"], opts["order_seed"])
-    log(f"moe-bits: {len(allocation)} MoE layers, levels {levels}, average {b_avg:g}")
-    calib = calibration_batches(tokenizer, opts["nsamples"], opts["seqlen"], opts["seed"])
-    quantized = quantize_model_gptq(model, calib, allocation_plan(allocation, opts["attn_bits"]), opts["group_size"])
-    info = {"bits": b_avg, "levels": list(levels), "order": opts["order"], "zeta": opts["zeta"],
-            "attn_bits": opts["attn_bits"], "group_size": opts["group_size"], "damp": DAMP, "block": BLOCK,
-            "sensitivity": (f"router row norm change since initialisation ({init_path})" if init_path else
-                            "final router row norm (no router at initialisation given)"),
-            "allocation": {str(layer): {str(e): b for e, b in sorted(v.items())} for layer, v in allocation.items()},
-            "orders": {str(layer): o for layer, o in orders.items()},
-            "quantized_tensors": len(quantized),
-            "calibration": {"text": DESCRIPTION, "nsamples": opts["nsamples"], "seqlen": opts["seqlen"],
-                            "seed": opts["seed"]}}
-    save_packed(model, tokenizer, quantized, out, {"method": "moe-bits", **info})
-    return info
+
+class MoEBits:
+    """Expert-wise mixed precision by router sensitivity and weight variance, each expert quantized with GPTQ."""
+
+    name = "moe-bits"
+    packs = True  # writes packed low-bit weights
+    Options = MoEBitsOptions
+
+    def compress(self, source: str, out: Path, *, options: MoEBitsOptions, log) -> dict:
+        from .packed import save_packed
+        from .source import load_source
+        from .text import DESCRIPTION, calibration_batches
+
+        opts = options
+        init_path = Path(opts.router_init).expanduser() if opts.router_init else None
+        if init_path is None and source.startswith("hf:"):
+            beside = Path(source[3:]).expanduser() / "router_init.safetensors"
+            init_path = beside if beside.is_file() else None
+        if init_path is not None and not init_path.exists():
+            raise ValueError(f"option router_init={opts.router_init!r}: no such file")
+        init = read_router_init(init_path) if init_path else None  # checked before the model is loaded
+        model, tokenizer = load_source(source)
+        calibration_fits(self.name, opts.nsamples, opts.seqlen, model.config.get_text_config().hidden_size)
+        allocation, orders = allocate(model, opts.bits, opts.levels, opts.order, init, opts.zeta, opts.order_seed)
+        log(f"moe-bits: {len(allocation)} MoE layers, levels {opts.levels}, average {opts.bits:g}")
+        calib = calibration_batches(tokenizer, opts.nsamples, opts.seqlen, opts.seed)
+        quantized = quantize_model_gptq(model, calib, allocation_plan(allocation, opts.attn_bits), opts.group_size)
+        info = {"bits": opts.bits, "levels": list(opts.levels), "order": opts.order, "zeta": opts.zeta,
+                "attn_bits": opts.attn_bits, "group_size": opts.group_size, "damp": DAMP, "block": BLOCK,
+                "sensitivity": (f"router row norm change since initialisation ({init_path})" if init_path else
+                                "final router row norm (no router at initialisation given)"),
+                "allocation": {str(layer): {str(e): b for e, b in sorted(v.items())}
+                               for layer, v in allocation.items()},
+                "orders": {str(layer): o for layer, o in orders.items()},
+                "quantized_tensors": len(quantized),
+                "calibration": {"text": DESCRIPTION, "nsamples": opts.nsamples, "seqlen": opts.seqlen,
+                                "seed": opts.seed}}
+        save_packed(model, tokenizer, quantized, out, {"method": self.name, **info})
+        return info
+
+
+KIND = MoEBits()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .gptq import Hessian
+from .hessian import Hessian
 
 _ROUTER_NAMES = ("gate", "router")
 _EXPERT = re.compile(r"\.experts\.(\d+)\.")
@@ -23,6 +23,16 @@ _EXPERT = re.compile(r"\.experts\.(\d+)\.")
 def is_fused_experts(module: nn.Module) -> bool:
     gu, down = getattr(module, "gate_up_proj", None), getattr(module, "down_proj", None)
     return isinstance(gu, torch.Tensor) and isinstance(down, torch.Tensor) and gu.dim() == 3
+
+
+def decoder_layers(model) -> list:
+    """The decoder layers of a causal LM, in order (model.model.layers, or model.layers)."""
+    inner = getattr(model, "model", model)
+    layers = getattr(inner, "layers", None)
+    if layers is None:
+        raise ValueError(f"{type(model).__name__} has no decoder layers at model.layers: not a causal LM of the "
+                         f"Llama/Qwen/Mixtral family")
+    return list(layers)
 
 
 def _param_names(model) -> dict[int, str]:
@@ -116,8 +126,6 @@ class MoEBlock:
 
 def moe_blocks(model) -> list[MoEBlock]:
     """Every MoE layer of `model`, in order; an empty list for a dense model."""
-    from .gptq import decoder_layers
-
     names = _param_names(model)
     blocks = []
     for index, layer in enumerate(decoder_layers(model)):

@@ -1,71 +1,51 @@
-"""`--option KEY=VALUE` values of a compression method, read against the method's defaults (their types) and
-the bounds below, so an option the machine cannot carry out is refused before any model is loaded."""
+"""The option fields the quantizing compressors share, as pydantic constraints, and the calibration memory check.
+
+A compressor's `Options` model (see toolpath/kinds.py) is built from these: `toolpath compress --bits N
+--option KEY=VALUE` is validated into it before any model is loaded, so an option the machine cannot carry out
+is refused first, its error naming the option and the limit. The highest values are what one machine of the kind
+toolpath runs on (tens of GiB of memory, a few cores) can carry out in one sitting:
+- calibration (nsamples windows of seqlen tokens): GPTQ keeps one layer's inputs and outputs for every token in
+  float32, 8 bytes per token and hidden unit; MAX_CALIBRATION_TOKENS windows' worth at a 2,048-wide model is
+  16 GiB. calibration_fits() checks the real width once the model is loaded.
+- group_size: one group per row is the coarsest layout there is; rows longer than 65,536 do not occur.
+- seeds: what torch's and Python's generators take without folding.
+"""
 
 from __future__ import annotations
 
-import math
 import os
-from typing import Any
+from typing import Annotated
 
-# Every numeric option of every method, (lowest, highest). The highest values are what one machine of the kind
-# toolpath runs on (tens of GiB of memory, a few cores) can carry out in one sitting:
-# - calibration (nsamples windows of seqlen tokens): GPTQ keeps one layer's inputs and outputs for every token
-#   in float32, 8 bytes per token and hidden unit; MAX_CALIBRATION_TOKENS windows' worth at a 2,048-wide model
-#   is 16 GiB. calibration_fits() checks the real width once the model is loaded.
-# - group_size: one group per row is the coarsest layout there is; rows longer than 65,536 do not occur.
-# - seeds: what torch's and Python's generators take without folding.
-# - zeta: the reference's variance ratio is 3; beyond 1,000 no expert ever moves, so larger is meaningless.
-LIMITS: dict[str, tuple[float, float]] = {
-    "nsamples": (1, 4096), "seqlen": (1, 8192), "group_size": (1, 65536), "seed": (0, 2**32 - 1),
-    "order_seed": (0, 2**32 - 1), "zeta": (0.0, 1000.0), "attn_bits": (0, 8)}
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
 MAX_CALIBRATION_TOKENS = 4096 * 256
 BYTES_PER_TOKEN_AND_UNIT = 8  # a layer's input and output, float32 each
 
-
-def _bound(method: str, key: str, value: float) -> None:
-    low, high = LIMITS[key]
-    if not math.isfinite(value):
-        raise ValueError(f"{method} {key}: expected a finite number from {low} to {high}, got {value}")
-    if value < low:
-        raise ValueError(f"{method} {key}: at least {low}, got {value}")
-    if value > high:
-        raise ValueError(f"{method} {key}: at most {high}, got {value}")
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1, description="seed of the random choices")]
+GroupSize = Annotated[int, Field(ge=1, le=65536, description="input columns sharing a scale and zero point")]
+WholeBits = Annotated[int, Field(ge=1, le=8, description="bits per quantized weight")]
 
 
-def read_options(given: dict[str, str], defaults: dict[str, Any], method: str = "compress") -> dict[str, Any]:
-    """The defaults overridden by `given`, each converted to its default's type and held to LIMITS; an unknown
-    key, a value of the wrong kind or out of bounds is a ValueError naming the method and the option (and the
-    limit). A default of None takes the text as it is."""
-    unknown = sorted(set(given) - set(defaults))
-    if unknown:
-        raise ValueError(f"unknown option {', '.join(unknown)}; options of this method: "
-                         f"{', '.join(sorted(defaults)) or 'none'}")
-    out = dict(defaults)
-    for key, text in given.items():
-        kind = type(defaults[key])
-        try:
-            if kind is bool:
-                if text.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-                    raise ValueError
-                out[key] = text.lower() in ("1", "true", "yes", "on")
-            elif kind is int:
-                out[key] = int(text)
-            elif kind is float:
-                out[key] = float(text)
-            else:
-                out[key] = text
-        except ValueError:
-            expect = {bool: "true or false", int: "a whole number", float: "a number"}.get(kind, "text")
-            raise ValueError(f"{method} {key}={text!r}: expected {expect}") from None
-    for key, value in out.items():
-        if type(value) in (int, float):
-            if key not in LIMITS:  # a new numeric option must say how far it may go
-                raise ValueError(f"{method} {key}: no bounds declared in compress/options.py LIMITS")
-            _bound(method, key, value)
-    if "nsamples" in out and "seqlen" in out and out["nsamples"] * out["seqlen"] > MAX_CALIBRATION_TOKENS:
-        raise ValueError(f"{method} nsamples x seqlen: at most {MAX_CALIBRATION_TOKENS:,} calibration tokens, got "
-                         f"{out['nsamples']} x {out['seqlen']} = {out['nsamples'] * out['seqlen']:,}")
-    return out
+class MethodOptions(BaseModel):
+    """Every compressor's options: unknown ones are refused, values are checked when they are set too."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Calibration(MethodOptions):
+    """The calibration text a method quantizes against: nsamples windows of seqlen tokens of English text."""
+
+    nsamples: int = Field(32, ge=1, le=4096, description="calibration windows")
+    seqlen: int = Field(256, ge=1, le=8192, description="tokens per calibration window")
+    seed: Seed = 0
+
+    @model_validator(mode="after")
+    def _calibration_is_bounded(self):
+        tokens = self.nsamples * self.seqlen
+        if tokens > MAX_CALIBRATION_TOKENS:
+            raise ValueError(f"nsamples x seqlen: at most {MAX_CALIBRATION_TOKENS:,} calibration tokens, got "
+                             f"{self.nsamples} x {self.seqlen} = {tokens:,}")
+        return self
 
 
 def machine_memory() -> int:

@@ -6,7 +6,7 @@ comes from (a candidate or a task-arithmetic merge) and each kept layer's output
 the base model's score on calibration data (tailor_data, tailor_layers.share). The result is written as a plain
 transformers folder with fewer decoder layers, which `model: hf:OUT` loads.
 
-Options (all strings): remove=N or keep=SHARE (default keep=0.75), trials=N (40), seed=N (0),
+Options (tailor_options.py): remove=N or keep=SHARE (default keep=0.75), trials=N (40), seed=N (0),
 candidates=PATH,PATH, objective=ppl:W,acc:W (ppl:0.5,acc:0.5), finetune_steps=N (8), calib_blocks=N (2).
 """
 
@@ -19,7 +19,7 @@ from ..spec import ModelSpec
 from . import tailor_data
 from .tailor_finetune import default_candidates
 from .tailor_layers import Composer, Plan, Workbench, angular_block, block_influence, evaluate, share
-from .tailor_options import TailorOptions, parse_options
+from .tailor_options import TailorOptions
 from .tailor_search import Search
 
 CALIB_LENGTH = 128
@@ -96,11 +96,21 @@ def write(model, tokenizer, base, out: Path) -> None:
         base.generation_config.save_pretrained(str(out))
 
 
-def compress(source: str, out: Path, *, bits: float | None, options: dict[str, str], log) -> dict:
-    if bits is not None:
-        raise ValueError("tailor removes and recombines layers and does not quantize: leave --bits out")
-    opts = parse_options(options)
-    out = Path(out)
+class Tailor:
+    """GPTailor: decoder layers removed, the kept ones drawn from fine-tuned candidates and rescaled."""
+
+    name = "tailor"
+    packs = False  # writes a plain transformers folder with fewer layers, no packed weights
+    Options = TailorOptions
+
+    def compress(self, source: str, out: Path, *, options: TailorOptions, log) -> dict:
+        return _compress(source, Path(out), options, log)
+
+
+KIND = Tailor()
+
+
+def _compress(source: str, out: Path, opts: TailorOptions, log) -> dict:
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"tailor: output folder {out} is not empty")
     log = log or print
