@@ -95,7 +95,7 @@ def budgets_section(args, shared: dict) -> dict:
 
     from toolpath.tools.retrieval.scoring import late_interaction
     from toolpath.tools.search import rerank
-    from toolpath.tools.search.text_index import _bm25s, _stemmer, _tokenize
+    from toolpath.tools.search.text_index import _bm25s, _tokenize, english_stemmer
 
     model, texts, queries, targets = shared["model"], shared["texts"], shared["queries"], shared["targets"]
     cfg = model.config
@@ -141,7 +141,7 @@ def budgets_section(args, shared: dict) -> dict:
         rows[name]["query_encode_ms"] = ms
 
     log("BM25 (bm25s, Snowball stemming)")
-    bm25s, stemmer = _bm25s(), _stemmer()
+    bm25s, stemmer = _bm25s(), english_stemmer()
     retriever = bm25s.BM25()
     retriever.index(_tokenize(texts, stemmer), show_progress=False)
     ranks, score_s = [], 0.0

@@ -18,7 +18,8 @@ import pytest
 
 from conftest import ROOT, toolpath_cli, write
 from toolpath.tools import search as S
-from toolpath.tools.search import cache as search_cache, documents, index_secrets, rerank
+from toolpath.tools import corpus_text
+from toolpath.tools.search import cache as search_cache, index_secrets, rerank
 from toolpath.tools.registry import ToolContext, ToolError, get_tool
 
 CORPUS = ROOT / "examples" / "corpus"
@@ -102,7 +103,7 @@ def test_long_document_is_split_and_the_snippet_is_the_matching_passage(tmp_path
 
 def test_passages_are_100_to_200_words_and_lose_nothing():
     text = "\n\n".join(" ".join(f"w{p}_{i}" for i in range(n)) for p, n in enumerate([30, 90, 50, 500, 20, 10]))
-    parts = documents._passages(text)
+    parts = corpus_text.split_passages(text)
     assert all(len(p.split()) <= 200 for p in parts) and all(len(p.split()) >= 30 for p in parts[:-1])
     assert set(" ".join(parts).split()) == set(text.split())
 

@@ -52,6 +52,19 @@ def max_file_bytes() -> int:
     return int(mb * (1 << 20))
 
 
+def corpus_root(var: str, what: str, suffixes: tuple[str, ...], instead: str = "") -> Path:
+    """The corpus folder a tool reads, from the environment variable `var`; a ToolError naming the variable when
+    it is unset or names nothing (`instead`: what the tool could be given in its place, said in that error)."""
+    value = os.environ.get(var, "").strip()
+    if not value:
+        raise ToolError(f"{what} has no corpus: set {var} to a folder of {' '.join(suffixes)} files"
+                        + (f" (or {instead})" if instead else ""))
+    path = Path(value).expanduser().resolve()
+    if not path.exists():
+        raise ToolError(f"{what}: {var}={value!r} does not exist")
+    return path
+
+
 def _too_large(size: int, limit: int) -> str:
     return f"{size / (1 << 20):.1f} MiB, over the {limit / (1 << 20):g} MiB bound ({MAX_MB_VAR})"
 

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..tools.search.documents import _parse_markdown, _passages
+from ..tools.corpus_text import parse_markdown, split_passages
 
 HELDOUT_PERCENT = 20
 _RST_UNDERLINE = re.compile(r"^(\S[^\n]*)\n([=\-*~^\"+#])\2{2,}[ \t]*$", re.M)
@@ -86,7 +86,7 @@ def _sections_markdown(text: str) -> list[tuple[str, str]]:
     out = []
     for i, h in enumerate(heads):
         body = text[h.end():heads[i + 1].start() if i + 1 < len(heads) else len(text)]
-        out.append((re.sub(r"[`*_]", "", h.group(1)).strip(), _parse_markdown(body, "")[1]))
+        out.append((re.sub(r"[`*_]", "", h.group(1)).strip(), parse_markdown(body, "")[1]))
     return out
 
 
@@ -127,7 +127,7 @@ class _Builder:
 
     def section(self, source: str, doc: str, query: str, body: str, min_words: int = 20) -> None:
         query = _clean(query).strip(" .:")
-        parts = _passages(body)
+        parts = split_passages(body)
         if not parts or not 2 <= len(query) <= 200 or len(parts[0].split()) < min_words:
             return
         first = None

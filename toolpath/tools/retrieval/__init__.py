@@ -24,9 +24,8 @@ import os
 from pathlib import Path
 
 from ..registry import ToolError, ToolResult, tool
-from ..corpus import Corpus, walk
-from ..search.cache import _env_path
-from ..search.documents import TEXT_SUFFIXES
+from ..corpus import Corpus, corpus_root, walk
+from ..corpus_text import TEXT_SUFFIXES
 from ..search.images import IMAGE_SUFFIXES
 from .model import MetaEmbedConfig
 from .scoring import late_interaction, parse_budget
@@ -86,7 +85,7 @@ def retrieve(query: str, k: int = 5, budget: str = DEFAULT_BUDGET) -> ToolResult
         raise ToolError(f"retrieve: k must be between 1 and {MAX_K}, got {k}")
     # A malformed budget fails before any model loads; the trained model's own limits are checked again after.
     parse_budget(budget, MetaEmbedConfig.nq, MetaEmbedConfig.nd)
-    root = _env_path(CORPUS_VAR, "retrieve", TEXT_SUFFIXES + IMAGE_SUFFIXES)
+    root = corpus_root(CORPUS_VAR, "retrieve", TEXT_SUFFIXES + IMAGE_SUFFIXES)
     texts, images = walk(root, TEXT_SUFFIXES), walk(root, IMAGE_SUFFIXES)
     text_files, image_files = texts.files, images.files
     if not text_files and not image_files:
@@ -112,14 +111,14 @@ def retrieve(query: str, k: int = 5, budget: str = DEFAULT_BUDGET) -> ToolResult
 
 def _format(query: str, budget: str, root: Path, hits: list[dict], pictures: list[dict], notes: list[str],
             searched_text: bool = True) -> ToolResult:
-    from ..search.text_index import _snippet, _stemmer
+    from ..search.text_index import best_snippet, english_stemmer
 
-    stemmer = _stemmer()
+    stemmer = english_stemmer()
     lines = [f"{len(hits)} passage{'s' if len(hits) != 1 else ''} for {query!r} in {root} (MetaEmbed, budget {budget}):"
              if hits else f"no passages for {query!r} in {root}" if searched_text else f"{query!r} in {root}:"]
     data = []
     for n, h in enumerate(hits, 1):
-        snippet = _snippet(h["text"], query, stemmer)
+        snippet = best_snippet(h["text"], query, stemmer)
         lines += [f"{n}. {h['title']}", f"   {h['url']}", f"   {snippet}"]
         data.append({"kind": "text", "title": h["title"], "url": h["url"], "snippet": snippet,
                      "score": round(h["score"], 4)})

@@ -16,6 +16,10 @@ ranks degraded copies of such pictures; it is not calibrated against human ratin
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # numpy is imported where an image is measured, not when the tool registers
+    import numpy as np
 
 SHARPNESS_SCALE = 0.002  # Laplacian variance at which sharpness is 0.5 (luminance in [0, 1])
 NOISE_SCALE = 0.04  # residual sigma at which the noise score is 0.5
@@ -35,7 +39,7 @@ class ImageQuality:
         return {k: round(v, 4) for k, v in asdict(self).items()}
 
 
-def luminance(image) -> "np.ndarray":
+def luminance(image) -> np.ndarray:
     """H×W float luminance in [0, 1] of an H×W×3 (or H×W) uint8 array or a PIL image."""
     import numpy as np
 

@@ -19,7 +19,7 @@ from typing import Callable
 from ...paths import home
 from ...redact import redact_data, redactor
 from ..corpus import Corpus
-from ..search.cache import _cache_dir, cached_index
+from ..search.cache import cache_dir, cached_index
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def vector_index(kind: str, corpus: Corpus, fingerprint: str, shape: tuple[int, 
                  what: str = "retrieve") -> VectorIndex:
     """The index of the corpus's files: from memory, else from disk, else built incrementally and cached.
     `encode_file(path)` -> (items, vectors (len(items), *shape), notes) for one file."""
-    folder = _cache_dir(kind, corpus, {"model": fingerprint, "shape": list(shape), **(params or {})})
+    folder = cache_dir(kind, corpus, {"model": fingerprint, "shape": list(shape), **(params or {})})
 
     return cached_index(folder, MANIFEST, _load,
                         lambda tmp: _build(tmp, folder, corpus, fingerprint, shape, encode_file), what)

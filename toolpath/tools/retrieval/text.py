@@ -10,7 +10,7 @@ from ...redact import redactor
 from ..corpus import walk
 from ..registry import ToolError
 from ...paths import models_dir
-from ..search.documents import PASSAGE_WORDS, TEXT_SUFFIXES, file_passages
+from ..corpus_text import PASSAGE_WORDS, TEXT_SUFFIXES, file_passages
 from . import model as M
 from .index import VectorIndex, vector_index
 

@@ -40,14 +40,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..image.ops import _open as _open_named_image
+from ..image.ops import open_image
 from ..registry import ToolContext, ToolError, ToolResult, tool
-from .cache import _env_path
-from .documents import TEXT_SUFFIXES
+from ..corpus import corpus_root
+from ..corpus_text import TEXT_SUFFIXES
 from .images import IMAGE_SUFFIXES, _SIDE, _describe, _load_small, _refine, image_index
 from .rerank import RERANK_POOL, RerankUnavailable, _rerank, _wants_rerank
 from .searxng import _http_search
-from .text_index import _snippet, text_index
+from .text_index import best_snippet, text_index
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +71,11 @@ def _local_hits(root: Path, query: str, k: int, rerank: bool) -> tuple[list[dict
 
 def _metaembed_hits(root: Path, query: str, k: int, rerank: bool) -> tuple[list[dict], list[str], Any]:
     from ..retrieval import DEFAULT_BUDGET, rank_passages
-    from .text_index import _stemmer
+    from .text_index import english_stemmer
 
     pool = max(RERANK_POOL if rerank else 0, 4 * k)
     hits, notes = rank_passages(root, query, DEFAULT_BUDGET, pool, what="search")
-    return hits, list(notes), _stemmer()
+    return hits, list(notes), english_stemmer()
 
 
 def _one_per_document(hits: list[dict], k: int) -> list[dict]:
@@ -121,7 +121,8 @@ def search(query: str, k: int = 5) -> ToolResult:
     else:
         from ..retrieval import search_backend
 
-        root = _env_path("TOOLPATH_SEARCH_CORPUS", "search", TEXT_SUFFIXES)
+        root = corpus_root("TOOLPATH_SEARCH_CORPUS", "search", TEXT_SUFFIXES,
+                           instead="TOOLPATH_SEARCH_URL to a SearxNG-compatible search API")
         source = f"local corpus {root}"
         if search_backend() == "metaembed":
             hits, notes, stemmer = _metaembed_hits(root, query, k, rerank)
@@ -138,14 +139,14 @@ def search(query: str, k: int = 5) -> ToolResult:
             log.warning("search: re-ranking unavailable: %s", err)
     hits = _one_per_document(hits, k)
     for h in hits:
-        h["snippet"] = _snippet(h["text"], query, stemmer)
+        h["snippet"] = best_snippet(h["text"], query, stemmer)
     return _format(query, hits, notes, source)
 
 
 def _query_image(ctx: ToolContext, image: str):
     """The query as a small RGB image: an image name of the episode (image_1, crop_2, …) or one of its input files."""
     if image in ctx.images:
-        im = _open_named_image(ctx, image).convert("RGB")
+        im = open_image(ctx, image).convert("RGB")
         im.thumbnail((_SIDE, _SIDE))
         return im
     inputs = {p.resolve() for p in ctx.inputs}  # like read_file: only the task's own files, by name or full path
@@ -176,7 +177,7 @@ def image_search(image: str, ctx: ToolContext, k: int = 5) -> ToolResult:
     import numpy as np
 
     _check_k(k)
-    root = _env_path("TOOLPATH_IMAGE_CORPUS", "image_search", IMAGE_SUFFIXES)
+    root = corpus_root("TOOLPATH_IMAGE_CORPUS", "image_search", IMAGE_SUFFIXES)
     query = _query_image(ctx, image)
     index, notes = image_index(root)
     qvec = _describe(query, [(0, 0, query.width, query.height)])[0]

@@ -18,9 +18,7 @@ from typing import Any
 from ...paths import home
 from ...redact import known_secrets
 from ..corpus import Corpus
-from ..registry import ToolError
 from . import index_secrets
-
 
 _INDEX_VERSION = 5  # bump when the index layout, the parsing (redaction included) or the image descriptor changes: old caches go
 
@@ -46,22 +44,10 @@ def clear_memory_cache() -> None:
         _LOADED.clear()
 
 
-# Configuration and the on-disk cache
+# The on-disk cache
 
 
-def _env_path(var: str, what: str, suffixes: tuple[str, ...]) -> Path:
-    value = os.environ.get(var, "").strip()
-    if not value:
-        raise ToolError(f"{what} has no corpus: set {var} to a folder of {' '.join(suffixes)} files"
-                        + (" (or TOOLPATH_SEARCH_URL to a SearxNG-compatible search API)" if var.endswith("SEARCH_CORPUS")
-                           else ""))
-    path = Path(value).expanduser().resolve()
-    if not path.exists():
-        raise ToolError(f"{what}: {var}={value!r} does not exist")
-    return path
-
-
-def _cache_dir(kind: str, corpus: Corpus, params: dict) -> Path:
+def cache_dir(kind: str, corpus: Corpus, params: dict) -> Path:
     """The index's folder, named by a key that changes when any file is added, removed, resized, touched or
     skipped (the skipped files are the index's notes)."""
     entries = []

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..registry import ToolError
 from ...redact import redact
 from ..corpus import Corpus, open_image, walk
-from .cache import _cache_dir, cached_index, stats
+from .cache import cache_dir, cached_index, stats
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ def image_index(root: Path) -> tuple[_ImageIndex, list[str]]:
                         + (f" (skipped: {'; '.join(corpus.skipped[:3])})" if corpus.skipped else ""))
     params = {"side": _SIDE, "fractions": _WINDOW_FRACTIONS, "bins": [_H_BINS, _S_BINS, _V_BINS], "thumb": _THUMB,
               "grid": [_GRID, _ORIENT], "weights": _WEIGHTS}
-    folder = _cache_dir("image", corpus, params)
+    folder = cache_dir("image", corpus, params)
     return cached_index(folder, "images.json", _load_image_index, lambda tmp: _build_image_index(corpus, tmp),
                         "image_search")
 

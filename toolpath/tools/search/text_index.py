@@ -10,8 +10,8 @@ from pathlib import Path
 from ...redact import redactor
 from ..corpus import Corpus, walk
 from ..registry import ToolError
-from .cache import _cache_dir, cached_index, stats
-from .documents import PASSAGE_WORDS, TEXT_SUFFIXES, file_passages
+from .cache import cache_dir, cached_index, stats
+from ..corpus_text import PASSAGE_WORDS, TEXT_SUFFIXES, file_passages
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ def _bm25s():
     return bm25s
 
 
-def _stemmer():
+def english_stemmer():
     try:
         import Stemmer  # PyStemmer
     except ImportError:
@@ -101,8 +101,8 @@ def text_index(root: Path) -> _TextIndex:
     if not corpus.files:
         raise ToolError(f"search: {root} has no {' '.join(TEXT_SUFFIXES)} files to search"
                         + (f" (skipped: {'; '.join(corpus.skipped[:3])})" if corpus.skipped else ""))
-    stemmer = _stemmer()
-    folder = _cache_dir("text", corpus, {"stem": stemmer is not None, "passage": PASSAGE_WORDS})
+    stemmer = english_stemmer()
+    folder = cache_dir("text", corpus, {"stem": stemmer is not None, "passage": PASSAGE_WORDS})
     return cached_index(folder, "passages.json", lambda f: _load_text_index(f, stemmer),
                         lambda tmp: _build_text_index(corpus, tmp, stemmer), "search")
 
@@ -110,7 +110,7 @@ def text_index(root: Path) -> _TextIndex:
 # Snippets, re-ranking, the HTTP backend
 
 
-def _snippet(text: str, query: str, stemmer) -> str:
+def best_snippet(text: str, query: str, stemmer) -> str:
     """The run of sentences (at most SNIPPET_CHARS) that holds the most distinct query terms."""
     if len(text) <= SNIPPET_CHARS:
         return text

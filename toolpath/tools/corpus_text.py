@@ -1,4 +1,6 @@
-"""Reading a text corpus: Markdown, HTML, plain text and JSONL files into documents and passages."""
+"""Reading a text corpus: Markdown, HTML, plain text and JSONL files into documents and passages, as `search`
+(its BM25 index) and `retrieve` (its MetaEmbed index) both read them, so a hit names its file the same way in
+either; MetaEmbed's training pairs cut Python's and the repository's text with the same functions."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Callable
 
-from ..corpus import read_bytes
+from .corpus import read_bytes
 
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".jsonl")
@@ -80,7 +82,7 @@ def _parse_html(raw: str, fallback: str) -> tuple[str, str]:
 _MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 
 
-def _parse_markdown(raw: str, fallback: str) -> tuple[str, str]:
+def parse_markdown(raw: str, fallback: str) -> tuple[str, str]:
     lines = raw.splitlines()
     first = next((i for i, line in enumerate(lines) if line.startswith("# ")), None)
     if first is None:
@@ -130,7 +132,7 @@ def _read_document(path: Path) -> tuple[list[_Doc], list[str]]:
     if suffix in (".html", ".htm"):
         title, text = _parse_html(raw, path.stem)
     elif suffix in (".md", ".markdown"):
-        title, text = _parse_markdown(raw, path.stem)
+        title, text = parse_markdown(raw, path.stem)
     else:
         title, text = path.stem.replace("_", " "), raw
     if not text.strip():
@@ -157,14 +159,14 @@ def file_passages(path: Path, redact_text: Callable[[str], str]) -> tuple[list[d
         docs, notes = [], [f"{path.name}: cannot read ({err.strerror or err})"]
     out = []
     for doc in docs:
-        parts = _passages(redact_text(doc.text))
+        parts = split_passages(redact_text(doc.text))
         title, url = redact_text(doc.title), redact_text(doc.url)
         for n, text in enumerate(parts, 1):
             out.append({"doc": url, "title": title, "url": _passage_url(url, n, len(parts)), "text": text})
     return out, [redact_text(note) for note in notes]
 
 
-def _passages(text: str) -> list[str]:
+def split_passages(text: str) -> list[str]:
     """Split a document into passages of about 100–200 words at paragraph breaks; long paragraphs by words."""
     low, high = PASSAGE_WORDS
     paragraphs = [p.split() for p in re.split(r"\n\s*\n", text)]
