@@ -312,3 +312,51 @@ def test_the_registry_check_sees_both_spellings(tmp_path: Path):
                      "def f():\n    registry.load('kv_cache', 'kivi')\n    get('decoder', 'vcd')\n"
                      "    registry.declared('x')\n", encoding="utf-8")
     assert sorted(registry_loads(probe)) == [4, 5]
+
+
+# ---- private names ---------------------------------------------------------------------------------------
+
+# Private names still imported across packages, being given public names by the modules' owners.
+KNOWN_PRIVATE_IMPORTS = {
+    ("toolpath.evals.benchmarks.pope_scoring", "toolpath.evals.scorers"),
+    ("toolpath.mcp.sessions", "toolpath.agents.episode"),
+    ("toolpath.policies.engines.ort", "toolpath.policies.hf"),
+    ("toolpath.tools.search.index_secrets", "toolpath.redact"),
+}
+
+
+def private_imports(path: Path, root: Path = PACKAGE.parent) -> list[tuple[int, str, list[str]]]:
+    """(line, module, names) for each import of a module's private names (one leading underscore) from a module
+    outside the importer's own package (its folder)."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = []
+    for line, target, names in imported_names(path, root):
+        private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+        home = target if (root / Path(*target.split("."))).is_dir() else target.rpartition(".")[0]
+        if private and home != package:
+            out.append((line, target, private))
+    return out
+
+
+def test_no_private_name_is_imported_from_another_package():
+    """An underscore says "this module's own business": its owner may change it without looking further than its
+    package. A module elsewhere that imports it is a dependency nobody can see; what two packages share gets a
+    public name, in a module both may import."""
+    wrong = [f"{p.relative_to(PACKAGE.parent)}:{line} imports {', '.join(names)} from {target}"
+             for p in SOURCES for line, target, names in private_imports(p)
+             if (module_name(p), target) not in KNOWN_PRIVATE_IMPORTS]
+    assert not wrong, "private names imported from another package:\n" + "\n".join(wrong)
+
+
+def test_the_private_name_check_allows_the_own_package(tmp_path: Path):
+    pkg = tmp_path / "toolpath" / "tools" / "probe"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from ._impl import _helper\n", encoding="utf-8")
+    (pkg / "_impl.py").write_text("def _helper(): ...\n", encoding="utf-8")
+    (pkg / "user.py").write_text("from . import _helper\nfrom ._impl import _helper as h\n", encoding="utf-8")
+    other = tmp_path / "toolpath" / "tools" / "other.py"
+    other.write_text("from .probe._impl import _helper, public\n", encoding="utf-8")
+    for path in (pkg / "__init__.py", pkg / "user.py"):
+        assert private_imports(path, tmp_path) == []
+    assert private_imports(other, tmp_path) == [(1, "toolpath.tools.probe._impl", ["_helper"])]

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .image.ops import _open, _result
+from .image.ops import image_result, open_image
 from .registry import ToolContext, ToolError, ToolResult, tool
 
 BACKEND = "classic"
@@ -42,7 +42,7 @@ def _paths(ctx: ToolContext, names: list[str], what: str) -> list[Path]:
     if len(set(names)) != len(names):
         raise ToolError(f"{what}: an image is named twice ({', '.join(names)})")
     for n in names:
-        _open(ctx, n)  # an unknown name or an unreadable file is an error naming it
+        open_image(ctx, n)  # an unknown name or an unreadable file is an error naming it
     return [Path(ctx.images[ctx.image_name(n)]) for n in names]
 
 
@@ -204,7 +204,7 @@ def novel_view(reconstruction: str, ctx: ToolContext, camera: int = 1, turn_deg:
     covered = float((a < 250).any(axis=2).mean())
     words = (f"from camera {camera}, turned {'left' if turn_deg >= 0 else 'right'} {abs(turn_deg):g}°, "
              f"moved {forward:g} forward; {covered:.0%} of the view shows reconstructed points")
-    return _result(ctx, "view", im, words)
+    return image_result(ctx, "view", im, words)
 
 
 def _json(data: dict) -> str:

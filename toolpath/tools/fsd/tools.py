@@ -18,7 +18,7 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from ..image.ops import _open, _result
+from ..image.ops import image_result, open_image
 from ..registry import ToolContext, ToolError, ToolResult, tool
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def _scene(ctx: ToolContext, image: str) -> S.Scene:
 
     from .detect import detect_scene
 
-    rgb = np.asarray(_open(ctx, image).convert("RGB"))
+    rgb = np.asarray(open_image(ctx, image).convert("RGB"))
     if min(rgb.shape[:2]) < 4:
         raise ToolError(f"image {image!r} is too small to look at ({rgb.shape[1]}x{rgb.shape[0]})")
     return detect_scene(rgb)
@@ -83,8 +83,8 @@ def _answer(data: dict, ctx: ToolContext, image: str, show: bool, **drawn) -> To
 
     from ..spatial import draw
 
-    im = Image.open(io.BytesIO(draw(_open(ctx, image), **drawn)))
-    shown = _result(ctx, "marked", im, "")
+    im = Image.open(io.BytesIO(draw(open_image(ctx, image), **drawn)))
+    shown = image_result(ctx, "marked", im, "")
     return ToolResult(content=f"{text}\n{shown.content}", artifacts=shown.artifacts, data=data)
 
 

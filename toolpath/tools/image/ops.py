@@ -15,7 +15,8 @@ from ..registry import ToolContext, ToolError, ToolResult, tool
 _MAX_SIDE = 4096  # no operation makes an image larger than this on either side
 
 
-def _open(ctx: ToolContext, name: str):
+def open_image(ctx: ToolContext, name: str):
+    """The episode's image of that name (image_1, crop_2, …), loaded, in RGB or L; unknown names are a ToolError."""
     from PIL import Image
 
     im = Image.open(ctx.images[ctx.image_name(name)])
@@ -23,7 +24,8 @@ def _open(ctx: ToolContext, name: str):
     return im.convert("RGB") if im.mode not in ("RGB", "L") else im
 
 
-def _result(ctx: ToolContext, kind: str, im, text: str) -> ToolResult:
+def image_result(ctx: ToolContext, kind: str, im, text: str) -> ToolResult:
+    """A new image of the episode, named KIND_N and stored as an artifact, with `text` after its size."""
     n = sum(1 for k in ctx.images if k.startswith(kind + "_")) + 1
     name = f"{kind}_{n}"
     buf = io.BytesIO()
@@ -50,8 +52,8 @@ def crop(image: str, box: list[int], ctx: ToolContext) -> ToolResult:
         image: the image's name, e.g. image_1
         box: [left, top, right, bottom] in pixels; right and bottom are exclusive
     """
-    im = _open(ctx, image)
-    return _result(ctx, "crop", im.crop(_box(box, im.width, im.height)), f"cropped {image} to {box}.")
+    im = open_image(ctx, image)
+    return image_result(ctx, "crop", im.crop(_box(box, im.width, im.height)), f"cropped {image} to {box}.")
 
 
 @tool(timeout=20.0, cost=0.05, quality=0.9, tags=("image",))
@@ -68,7 +70,7 @@ def zoom(image: str, factor: float, ctx: ToolContext, x: int | None = None, y: i
 
     if not 1.0 < factor <= 8.0:
         raise ToolError(f"factor must be more than 1 and at most 8, got {factor}")
-    im = _open(ctx, image)
+    im = open_image(ctx, image)
     cx = im.width // 2 if x is None else x
     cy = im.height // 2 if y is None else y
     if not (0 <= cx < im.width and 0 <= cy < im.height):
@@ -78,7 +80,7 @@ def zoom(image: str, factor: float, ctx: ToolContext, x: int | None = None, y: i
     y0 = min(max(0, cy - h // 2), im.height - h)
     part = im.crop((x0, y0, x0 + w, y0 + h))
     size = (min(_MAX_SIDE, round(w * factor)), min(_MAX_SIDE, round(h * factor)))
-    return _result(ctx, "zoom", part.resize(size, Image.LANCZOS),
+    return image_result(ctx, "zoom", part.resize(size, Image.LANCZOS),
                    f"{factor:g}x around ({cx}, {cy}); shows [{x0}, {y0}, {x0 + w}, {y0 + h}] of {image}.")
 
 
@@ -92,8 +94,8 @@ def rotate(image: str, degrees: float, ctx: ToolContext) -> ToolResult:
     """
     if not -360 <= degrees <= 360:
         raise ToolError(f"degrees must be between -360 and 360, got {degrees}")
-    im = _open(ctx, image)
-    return _result(ctx, "rotate", im.rotate(degrees, expand=True, fillcolor="white" if im.mode == "RGB" else 255),
+    im = open_image(ctx, image)
+    return image_result(ctx, "rotate", im.rotate(degrees, expand=True, fillcolor="white" if im.mode == "RGB" else 255),
                    f"{image} rotated {degrees:g} degrees.")
 
 
@@ -109,8 +111,9 @@ def contrast(image: str, factor: float, ctx: ToolContext) -> ToolResult:
 
     if not 0.1 <= factor <= 5.0:
         raise ToolError(f"factor must be between 0.1 and 5, got {factor}")
-    im = _open(ctx, image)
-    return _result(ctx, "contrast", ImageEnhance.Contrast(im).enhance(factor), f"{image} with contrast x{factor:g}.")
+    im = open_image(ctx, image)
+    return image_result(ctx, "contrast", ImageEnhance.Contrast(im).enhance(factor),
+                        f"{image} with contrast x{factor:g}.")
 
 
 _COLORS = {"red": (220, 30, 30), "green": (30, 160, 60), "blue": (30, 60, 220), "black": (0, 0, 0),
@@ -130,7 +133,7 @@ def measure(image: str, ctx: ToolContext, color: str | None = None, tolerance: i
 
     if not 0 <= tolerance <= 255:
         raise ToolError(f"tolerance must be between 0 and 255, got {tolerance}")
-    im = _open(ctx, image).convert("RGB")
+    im = open_image(ctx, image).convert("RGB")
     a = np.asarray(im).astype(int)
     mean = [round(float(v), 1) for v in a.reshape(-1, 3).mean(axis=0)]
     lines = [f"{image}: {im.width}x{im.height} pixels, mean RGB {mean}"]
