@@ -106,7 +106,7 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
         "webarena_lite": "webarena:WebArenaLite", "webarena_lite_v2": "webarena:WebArenaLiteV2",
         "webarena_verified": "webarena:WebArenaVerified", "webarena_verified_hard": "webarena:WebArenaVerifiedHard",
         "tabletop": "tabletop:Tabletop", "vabench": "vabench:VABench", "pope": "pope:POPE",
-        "chair": "chair:CHAIR", "bfcl": "bfcl:BFCL"}.items()},
+        "chair": "chair:CHAIR", "bfcl": "bfcl:BFCL", "dag_math": "dag_math:DagMath"}.items()},
     "format": {
         "json": ("toolpath.policies.formats.json:JSONFormat", {}),
         "deepeyes": ("toolpath.policies.formats.deepeyes:DeepEyesFormat", {}),

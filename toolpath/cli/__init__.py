@@ -100,7 +100,18 @@ def build_parser() -> argparse.ArgumentParser:
     rsh = runs.add_parser("show", help="every step of one run (id or unique prefix)")
     rsh.add_argument("run_id")
     rsh.add_argument("--json", action="store_true")
+    rsh.add_argument("--dag", action="store_true",
+                     help="the run as a reasoning graph: its tool results, which later steps use each, and closeness")
     rsh.set_defaults(fn="runs:cmd_runs_show")
+
+    dag = sub.add_parser("dag", help="DAG-MATH trajectories").add_subparsers(dest="sub", metavar="SUBCOMMAND",
+                                                                           required=True)
+    dc = dag.add_parser("check", help="check a trajectory (a JSON list of steps) against the format's rules; "
+                                      "exit 0 when valid, 1 when not")
+    dc.add_argument("file", help="the trajectory: [step, ...], {\"steps\": [...]} or a formatted-set problem file")
+    dc.add_argument("--json", action="store_true", help="print valid, closed, closeness, violations, answer, depth, "
+                                                        "width (and branching, nodes, edges, facts) as one object")
+    dc.set_defaults(fn="dag:cmd_dag_check")
 
     tools = sub.add_parser("tools", help="registered tools").add_subparsers(dest="sub", metavar="SUBCOMMAND",
                                                                            required=True)

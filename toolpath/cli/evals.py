@@ -170,7 +170,7 @@ def cmd_eval(args) -> int:
     summary = result.summary()
     keys = ("eval_id", "benchmark", "n", "weights", "score", "scoring", "scores", "by_category", "tokens", "seconds",
             "overall_excludes", "n_overall",
-            "metrics", "cost_usd", "unpriced", "retries", "timed_out")
+            "metrics", "closeness", "cost_usd", "unpriced", "retries", "timed_out")
     if args.json:
         echo_json({k: summary[k] for k in keys if k in summary})
         return EXIT_OK
@@ -189,6 +189,10 @@ def cmd_eval(args) -> int:
            + f"   tokens {summary['tokens']}  {summary['seconds']:.1f} s" + _cost_text(summary))
     other = [f"{mode} {value:.3f}" for mode, value in summary["scores"].items() if mode != summary["scoring"]]
     echo(f"scores are {summary['scoring']} scoring; the same answers scored otherwise: {', '.join(other)}")
+    if summary.get("closeness"):
+        from ..evals.dag.runs import closeness_text
+
+        echo(closeness_text(summary["closeness"]))
     if summary.get("overall_excludes"):
         echo(f"(all leaves out {', '.join(summary['overall_excludes'])}, as {summary['benchmark']} reports it)")
     return EXIT_OK

@@ -43,6 +43,8 @@ def cmd_runs_show(args) -> int:
     run = store.find_run(args.run_id)
     if run is None:
         raise BadInput(f"no run with id {args.run_id!r} in {store.db_path}")
+    if getattr(args, "dag", False):
+        return _show_dag(store, run, args.json)
     if args.json:
         echo_json(_tree_json(store, run), ensure_ascii=False)
         return EXIT_OK
@@ -58,6 +60,20 @@ def cmd_runs_show(args) -> int:
     if run["error"]:
         echo(f"note: {run['error']}")
     _show_steps(store, run["id"], "")
+    return EXIT_OK
+
+
+def _show_dag(store, run: dict, as_json: bool) -> int:
+    """`runs show --dag`: the run's tool results as a reasoning graph (evals/dag/runs.py) and its closeness."""
+    from ..evals.dag.runs import run_graph
+
+    graph = run_graph(store.steps(run["id"]))
+    if as_json:
+        echo_json({"run_id": run["id"], **graph.to_json()}, ensure_ascii=False)
+    else:
+        echo(f"run {run['id']}  task {run['task_id']}  status {run['status']}")
+        for line in graph.lines():
+            echo(line)
     return EXIT_OK
 
 

@@ -134,7 +134,7 @@ def eval_numbers(store, ev: dict, viewer_url: str | None = None) -> dict:
     out = {"id": ev["id"], "benchmark": ev["benchmark"], "model": ev["model"], "params": ev.get("params") or {},
            "planned": ev.get("n"), "finished": bool(ev.get("finished")), "created": ev.get("created"),
            "samples": len(rows), "overall_excludes": excludes, "ci_level": LEVEL, "resamples": N_RESAMPLES,
-           "wall_seconds": summary.get("seconds")}
+           "wall_seconds": summary.get("seconds"), "closeness": summary.get("closeness")}
     out["scoring"] = scoring = (ev.get("params") or {}).get("scoring", "toolpath")
     kept = [i for i, r in enumerate(rows) if r["category"] not in excludes]
     out["overall"] = _scored([rows[i] for i in kept], [details[i] for i in kept], scoring)
@@ -377,6 +377,12 @@ def _token_line(n: dict) -> str:
             f"retries {n['retries']}, timed out {n['timed_out']}")
 
 
+def _closeness_line(n: dict) -> str:
+    from .dag.runs import closeness_text
+
+    return closeness_text(n["closeness"])
+
+
 def _modes(v: dict) -> list[str]:
     return [_f(v.get("scores", {}).get(m)) for m in MODES]
 
@@ -419,7 +425,8 @@ def _markdown(nums: list[dict], plots: list[dict], created: str) -> str:
         o = n["overall"]
         out += [f"| **{md(_overall_name(n))}** | {o['n']} | **{_f(o['score'])}** | {_ci(o['ci'])} | "
                 f"{' | '.join(_modes(o))} | {md(usd(n['cost_per_sample']))} |", ""]
-        out += [f"- {md(_cost_line(n))}", f"- {md(_time_line(n))}", f"- {md(_token_line(n))}", ""]
+        out += [f"- {md(_cost_line(n))}", f"- {md(_time_line(n))}", f"- {md(_token_line(n))}"]
+        out += [f"- {md(_closeness_line(n))}"] * bool(n["closeness"]) + [""]
         out += [f"![{md(p['title'])}]({p['file']})" for p in plots if p["eval_id"] == n["id"]] + [""]
         out += [f"### Failures ({n['n_failures']})", ""]
         if not n["failures"]:
@@ -490,7 +497,8 @@ def _html(nums: list[dict], plots: list[dict], created: str) -> str:
         o = n["overall"]
         out.append(row([("", h(_overall_name(n))), ("n", str(o["n"])), ("n", _f(o["score"])), ("", _ci(o["ci"])),
                         *[("n", x) for x in _modes(o)], ("", h(usd(n["cost_per_sample"])))], "all") + "</table>")
-        out.append(f"<ul><li>{h(_cost_line(n))}</li><li>{h(_time_line(n))}</li><li>{h(_token_line(n))}</li></ul>")
+        out.append(f"<ul><li>{h(_cost_line(n))}</li><li>{h(_time_line(n))}</li><li>{h(_token_line(n))}</li>"
+                   + (f"<li>{h(_closeness_line(n))}</li>" if n["closeness"] else "") + "</ul>")
         out += [img(p) for p in plots if p["eval_id"] == n["id"]]
         out.append(f"<h3>Failures ({n['n_failures']})</h3>")
         if not n["failures"]:

@@ -29,6 +29,7 @@ from ..runs import Store
 from ..spec import WEIGHTS
 from .benchmarks import SCORING_MODES, Record, check_scoring, get_benchmark
 from .benchmarks.base import mean_metrics
+from .dag.runs import runs_closeness
 from .sample import SAMPLE_KEY, SampleResult, check_agent_params
 
 EXECUTORS = ("local", "ray")
@@ -85,6 +86,7 @@ class EvalResult:
     scoring: str = "toolpath"  # the mode of `score`; `scores` has both
     weights: str | None = None  # every task's model.options.weights when the eval set it (--weights)
     aggregate: Callable[[list[dict]], dict] = mean_metrics  # the benchmark's: per-sample metrics → its figures
+    closeness: dict | None = None  # its runs read as reasoning graphs (evals/dag/runs.py), beside the score
 
     def summary(self) -> dict:
         by_cat: dict[str, list[SampleResult]] = defaultdict(list)
@@ -114,6 +116,8 @@ class EvalResult:
             out["metrics"] = _figures(self.aggregate, kept)
         if self.weights:
             out["weights"] = self.weights
+        if self.closeness is not None:
+            out["closeness"] = self.closeness
         if self.overall_excludes:  # say what the overall score is over, when it is not every sample
             out.update(overall_excludes=list(self.overall_excludes), n_overall=len(kept))
         return out
@@ -258,6 +262,7 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
             on_sample(count, len(records), sample)
     result.samples = [done[r.id] for r in records if r.id in done]
     abandon_left_behind(store, eval_id)
+    result.closeness = runs_closeness(store, [s.run_id for s in result.samples if s.run_id])
     previous = (store.get_eval(eval_id) or {}).get("summary") or {}
     result.seconds = time.perf_counter() - started + float(previous.get("seconds") or 0.0)
     store.finish_eval(eval_id, result.summary())
