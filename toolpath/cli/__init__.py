@@ -1,4 +1,4 @@
-"""`toolpath`: run | resume | runs | tools | models | eval | compress | mcp | serve.
+"""`toolpath`: run | resume | runs | tools | models | eval | compress | mcp | serve | curate.
 
 Exit codes: 0 the agent finished, 1 it failed or ran out of budget, 2 bad input (spec, arguments, ids).
 Only argparse and the standard library load while the arguments are parsed: each command is named by
@@ -6,8 +6,8 @@ Only argparse and the standard library load while the arguments are parsed: each
 of pydantic, torch, transformers or langgraph (tests/test_cli_startup.py checks it).
 
 The parser and the dispatch live here; each command is in the module of its group: run.py (run, resume),
-runs.py, tools.py, evals.py (models, eval, report, view), mcp.py (mcp serve), serve.py; common.py holds what
-they share.
+runs.py, tools.py, evals.py (models, eval, report, view), mcp.py (mcp serve), serve.py, curate.py; common.py holds
+what they share.
 """
 
 from __future__ import annotations
@@ -216,6 +216,30 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a Host name clients may use besides 127.0.0.1, localhost and [::1] (repeatable)")
     sv.add_argument("-q", "--quiet", action="store_true", help="no line per request")
     sv.set_defaults(fn="serve:cmd_serve")
+
+    cu = sub.add_parser("curate", help="score texts or stored runs for training (AskLLM, density, perplexity), "
+                                       "keep the best or a covering sample, export a fine-tuning file")
+    cu.add_argument("source", metavar="SOURCE", help="runs:FILTER (e.g. runs:status=finished,benchmark=arith,"
+                    "score>=1; keys: status, benchmark, eval, model, agent, task, score, limit), a folder of text "
+                    "files, or a JSONL file (a string, {\"text\"} or {\"messages\"} per line)")
+    cu.add_argument("--score", choices=("askllm", "density", "perplexity"), default="askllm",
+                    help="askllm: the proxy model's P(yes) that the text is informative (default); density: its "
+                         "kernel density among the texts (MiniLM embeddings); perplexity: the proxy model's mean "
+                         "log-likelihood of it (the classic baseline)")
+    cu.add_argument("--select", metavar="top:K|fraction:F|density:F",
+                    help="keep the K or the share F best, or a share F drawn by inverse density (coverage)")
+    cu.add_argument("--min-score", type=float, metavar="X", help="keep only items scoring at least X (before --select)")
+    cu.add_argument("--export", metavar="FILE.jsonl", help="write the kept items as a chat fine-tuning file "
+                    "(messages with tool calls and tool results; plain texts as {\"text\"})")
+    cu.add_argument("--model", default="local", help="the proxy model of askllm and perplexity: local, local:NAME or "
+                                                     "hf:PATH (default local)")
+    cu.add_argument("--engine", metavar="NAME", help=ENGINE_HELP)
+    cu.add_argument("--weights", choices=WEIGHTS, help=WEIGHTS_HELP)
+    cu.add_argument("--batch-size", type=int, default=8, help="prompts per forward pass on torch (default 8)")
+    cu.add_argument("--seed", type=int, default=0, help="the seed of a density sample (default 0)")
+    cu.add_argument("--json", action="store_true", help='print {"items": [{"source", "score", "selected"}, ...], ...}')
+    cu.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    cu.set_defaults(fn="curate:cmd_curate")
 
     cp = sub.add_parser("compress", help="write a low-bit (or tailored) copy of a local model that hf:DIR loads")
     cp.add_argument("model", help="local, local:NAME or hf:PATH")
