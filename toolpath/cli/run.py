@@ -89,47 +89,22 @@ def _finish(result, args, score: float | None) -> int:
 
 
 def _score_run(store, result, spec) -> float | None:
-    from ..evals.scorers import SCORERS, score
+    from ..evals.scoring import score_task_run
 
-    if spec.evaluator is not None and spec.evaluator.name not in SCORERS:
-        # WebArena, MiniWoB++: scored from the world's final state by their benchmark (`toolpath eval`)
-        echo(f"note: evaluator {spec.evaluator.name!r} is scored by its benchmark (toolpath eval); "
-               "this run is not scored", file=sys.stderr)
-        return None
-    value = score(spec.evaluator, result.answer)
-    if value is not None:
-        store.update_run(result.run_id, score=value)
+    value, note = score_task_run(store, result.run_id, spec, result.answer)
+    if note:
+        echo(f"note: {note}", file=sys.stderr)
     return value
-
-
-def _known_evaluators() -> dict[str, str]:
-    """Evaluator names a spec may use, and who scores each: a scorer of toolpath.evals.scorers, or a benchmark
-    that scores the world's final state (`score_final`: WebArena, MiniWoB++, tabletop), named after it."""
-    from .. import registry
-    from ..evals.scorers import SCORERS
-
-    known = dict.fromkeys(SCORERS, "scorer")
-    for name in registry.names("benchmark"):
-        try:
-            if registry.load("benchmark", name).scores_final_state:
-                known.setdefault(name, "benchmark")
-        except registry.RegistryError:  # a benchmark whose optional packages are missing scores nothing here
-            continue
-    return known
 
 
 def _check_evaluator(spec, source: str) -> None:
     """An evaluator no scorer or benchmark knows is a typo: refuse it before the run, not after it."""
-    from ..evals.scorers import SCORERS
+    from ..evals.scoring import unknown_evaluator
     from ..spec import SpecError
 
-    name = spec.evaluator.name if spec.evaluator is not None else None
-    if name is None or name in SCORERS:
-        return
-    known = _known_evaluators()
-    if name not in known:
-        raise BadInput(str(SpecError(source, [("evaluator.name", f"unknown evaluator {name!r}; expected one of "
-                                                                  f"{', '.join(sorted(known))}")])))
+    problem = unknown_evaluator(spec)
+    if problem:
+        raise BadInput(str(SpecError(source, [("evaluator.name", problem)])))
 
 
 def cmd_run(args) -> int:

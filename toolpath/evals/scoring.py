@@ -3,12 +3,17 @@
     recorded_final_state(store, run_id) -> dict | None
     score_run(bench, record, store, run_id, answer) -> Score (its metrics include the final-state ones; its
                                                       `scores` hold its value in every scoring mode)
+    score_task_run(store, run_id, spec, answer) -> (value | None, note | None)
+                                                      a single task's run (`toolpath run`, `resume`) scored by
+                                                      its spec's evaluator, the value kept on the run
+    unknown_evaluator(spec) -> str | None             why a spec's evaluator names nothing that scores, if so
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .. import registry
 from ..runs import Store
 from ..state import StepRecord
 from .benchmarks import SCORING_MODES, Benchmark, Record, Score, as_score
@@ -46,3 +51,45 @@ def score_run(bench: Benchmark, rec: Record, store: Store, run_id: str, answer: 
     score's own plus those measured on the final state (tabletop: trace errors)."""
     state = recorded_final_state(store, run_id) if bench.scores_final_state else None
     return score_answer(bench, rec, answer, state)
+
+
+def known_evaluators() -> dict[str, str]:
+    """Evaluator names a spec may use, and who scores each: "scorer" (a scorer of evals/scorers.py, from the
+    answer) or "benchmark" (a benchmark that scores the world's final state: WebArena, MiniWoB++, tabletop)."""
+    from .scorers import SCORERS
+
+    known = dict.fromkeys(SCORERS, "scorer")
+    for name in registry.names("benchmark"):
+        try:
+            if registry.load("benchmark", name).scores_final_state:
+                known.setdefault(name, "benchmark")
+        except registry.RegistryError:  # a benchmark whose optional packages are missing scores nothing here
+            continue
+    return known
+
+
+def unknown_evaluator(spec) -> str | None:
+    """What is wrong with a spec's evaluator name when nothing scores it (a typo, refused before the run), else
+    None."""
+    from .scorers import SCORERS
+
+    name = spec.evaluator.name if spec.evaluator is not None else None
+    if name is None or name in SCORERS:
+        return None  # the common case answers without loading every benchmark
+    known = known_evaluators()
+    return None if name in known else f"unknown evaluator {name!r}; expected one of {', '.join(sorted(known))}"
+
+
+def score_task_run(store: Store, run_id: str, spec, answer: Any) -> tuple[float | None, str | None]:
+    """(value, note) of a single task's run: its answer scored by the spec's evaluator and the value stored on
+    the run; (None, None) without an evaluator. An evaluator that is a benchmark scoring the world's final
+    state is not scored here, since its records and environment are the benchmark's: the note says so."""
+    from .scorers import SCORERS, score
+
+    if spec.evaluator is not None and spec.evaluator.name not in SCORERS:
+        return None, (f"evaluator {spec.evaluator.name!r} is scored by its benchmark (toolpath eval); "
+                      "this run is not scored")
+    value = score(spec.evaluator, answer)
+    if value is not None:
+        store.update_run(run_id, score=value)
+    return value, None
