@@ -34,14 +34,14 @@ def auto(monkeypatch, tmp_path):
 
     monkeypatch.delenv("TOOLPATH_ENGINE", raising=False)
     monkeypatch.setenv("TOOLPATH_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(ort, "missing", lambda: "")
+    monkeypatch.setattr(ort.KIND, "missing", lambda: "")
     loads = []
 
-    def load(folder, spec, name):
+    def load(folder, spec, name, options):
         loads.append(name)
         return "engine policy"
 
-    monkeypatch.setattr(ort, "load", load)
+    monkeypatch.setattr(ort.KIND, "load", load)
     return loads
 
 
@@ -71,7 +71,7 @@ def test_a_folder_the_engine_refuses_runs_on_torch_with_the_reason(tiny, monkeyp
 
     monkeypatch.delenv("TOOLPATH_ENGINE", raising=False)
     monkeypatch.setenv("TOOLPATH_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(ort, "missing", lambda: "")
+    monkeypatch.setattr(ort.KIND, "missing", lambda: "")
     assert _load(tiny).engine == "torch"
     err = capsys.readouterr().err
     assert f"runs on engine torch: onnxruntime cannot run hf:{tiny}: its attention heads have 8 dimensions" in err
@@ -82,10 +82,10 @@ def test_a_folder_the_engine_refuses_runs_on_torch_with_the_reason(tiny, monkeyp
 def test_a_failed_export_runs_on_torch(tiny, auto, monkeypatch, capsys):
     from toolpath.policies.engines import ort
 
-    def fails(folder, spec, name):
+    def fails(folder, spec, name, options):
         raise PolicyError(f"engine onnxruntime cannot export {folder}: NotImplementedError: no such architecture")
 
-    monkeypatch.setattr(ort, "load", fails)
+    monkeypatch.setattr(ort.KIND, "load", fails)
     assert _load(tiny).engine == "torch"
     assert "runs on engine torch: engine onnxruntime cannot export" in capsys.readouterr().err
 
@@ -93,9 +93,9 @@ def test_a_failed_export_runs_on_torch(tiny, auto, monkeypatch, capsys):
 def test_torch_when_the_engine_is_not_installed_or_the_default_is_pinned(tiny, auto, monkeypatch, capsys):
     from toolpath.policies.engines import ort
 
-    monkeypatch.setattr(ort, "missing", lambda: "missing: onnxruntime_genai")
+    monkeypatch.setattr(ort.KIND, "missing", lambda: "missing: onnxruntime_genai")
     assert _load(tiny).engine == "torch"
-    monkeypatch.setattr(ort, "missing", lambda: "")
+    monkeypatch.setattr(ort.KIND, "missing", lambda: "")
     monkeypatch.setenv("TOOLPATH_ENGINE", "torch")
     assert _load(tiny).engine == "torch"
     assert auto == [] and "runs on engine" not in capsys.readouterr().err
@@ -120,7 +120,7 @@ def test_a_bad_default_is_named(tiny, monkeypatch):
 def test_models_list_says_what_runs_when_none_is_named(monkeypatch):
     from toolpath.policies.engines import default_choice, ort
 
-    monkeypatch.setattr(ort, "missing", lambda: "")
+    monkeypatch.setattr(ort.KIND, "missing", lambda: "")
     assert default_choice().startswith("torch (TOOLPATH_ENGINE=torch")
     monkeypatch.delenv("TOOLPATH_ENGINE")
     assert default_choice().startswith("onnxruntime for a text model it can run") and "--engine torch" in default_choice()

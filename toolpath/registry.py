@@ -130,13 +130,13 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
     # short form `KIND:N` (bits of a quantized cache, token budget of a sparse one).
     "kv_cache": {name: (f"toolpath.policies.kvcache.{name}:validate", {"value": value, "form": f"{name}[:{value.upper()}]"})
                  for name, value in (("kivi", "bits"), ("chanmix", "bits"), ("quest", "budget"), ("icecache", "budget"))},
-    # Decoding methods (toolpath/policies/decoding/): each entry is the kind's `validate`.
-    "decoder": {name: (f"toolpath.policies.decoding.{name}:validate", {}) for name in ("vcd", "shield")},
+    # Decoding methods (toolpath/policies/decoding/): each entry is the kind (toolpath/kinds.py: name, Options, build).
+    "decoder": {name: (f"toolpath.policies.decoding.{name}:KIND", {}) for name in ("vcd", "shield")},
     "embedder": {},
-    # What runs a local text model (toolpath/policies/engines/): each entry is the engine's `validate` (its typed
-    # Options); `torch` is transformers, where kv caches and decoding methods hook in.
-    "engine": {"torch": ("toolpath.policies.engines.torch_engine:validate", {}),
-               "onnxruntime": ("toolpath.policies.engines.ort:validate", {})},
+    # What runs a local text model (toolpath/policies/engines/): each entry is the engine (toolpath/kinds.py: name,
+    # Options, load); `torch` is transformers, where kv caches and decoding methods hook in.
+    "engine": {"torch": ("toolpath.policies.engines.torch_engine:KIND", {}),
+               "onnxruntime": ("toolpath.policies.engines.ort:KIND", {})},
 }
 
 _LOCK = threading.RLock()

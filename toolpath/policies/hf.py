@@ -190,16 +190,23 @@ class HFPolicy:
         name = tool_choice.get("name") if isinstance(tool_choice, dict) else None
         return opener(family(self.template) if self.native(fmt) else "hermes", name)
 
-    def _decoding_setting(self) -> dict | None:
-        """model.options.decoding (policies/decoding): contrastive and encoder-side decoding act on an image, so a
-        text-only model is refused when it loads, before a run starts."""
-        setting = self.spec.options.get("decoding")
-        if not setting:
+    def _decoding_setting(self):
+        """model.options.decoding (policies/decoding) as its kind and typed Options, read once for every call:
+        contrastive and encoder-side decoding act on an image, so a text-only model is refused when it loads,
+        before a run starts."""
+        value = self.spec.options.get("decoding")
+        if not value:
             return None
+        from .decoding import setting
+
+        try:
+            chosen = setting(value)
+        except ValueError as err:  # a policy built from an unchecked spec (Python callers)
+            raise PolicyError(f"model.options.{err}") from None
         if not self.is_vlm:
-            raise PolicyError(f"model.options.decoding: {setting.get('kind')} needs a vision-language model; "
+            raise PolicyError(f"model.options.decoding: {chosen.kind.name} needs a vision-language model; "
                               f"{self.name} is text-only")
-        return setting
+        return chosen
 
     def _prefix_cache_setting(self):
         """model.options.prefix_cache_mb (prefix_cache.py): earlier calls' KV state, kept for the next prompt that

@@ -2,53 +2,74 @@
 `vcd` (Visual Contrastive Decoding) and `shield` (SHIELD's three encoder-side defences). Both act through
 transformers' own extension points, never a patched `generate`:
 
-    decoding = prepare(model, processor, inputs, {"kind": "vcd"}, home)   # inputs: the processor's output
-    with decoding.hooks():                                               # forward hooks, removed after the call
+    chosen = setting({"kind": "vcd"})                     # the registered kind and its typed Options, checked once
+    decoding = prepare(model, processor, inputs, chosen, home)   # inputs: the processor's output
+    with decoding.hooks():                                      # forward hooks, removed after the call
         out = model.generate(**inputs, logits_processor=decoding.logits_processor, ...)
     record["decoding"] = decoding.stats()        # {"kind", "settings", "extra_forward_passes", "seconds", ...}
 
-Each kind is one module (imported lazily: validating costs no torch import) exposing
-    OPTIONS                 its option names -> a description
-    validate(options)       the options normalised; ValueError naming the field ("decoding.alpha: ...")
+Each kind is a `decoder` of the registry: an object (`KIND` in its module; toolpath/kinds.py) with
+    name, Options          its name and its options as a pydantic model (ranges as field constraints)
     build(model, processor, inputs, options, home) -> a session.Decoding
 A call without an image (no pixel_values) is left alone: its stats say "skipped": "no image".
 """
 
 from __future__ import annotations
 
-import importlib
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from ... import spec
+from pydantic import BaseModel
 
-KINDS = {"vcd": "toolpath.policies.decoding.vcd", "shield": "toolpath.policies.decoding.shield"}
-
-
-def kind_module(kind: str) -> ModuleType:
-    """The module of a kind; ValueError naming the known kinds on an unknown one."""
-    if kind not in KINDS:
-        raise ValueError(f"decoding.kind: unknown kind {kind!r}; known: {', '.join(KINDS)}")
-    return importlib.import_module(KINDS[kind])
+from ... import kinds, registry
 
 
-def validate(setting: Any) -> dict[str, Any]:
-    """`model.options.decoding` (a mapping with `kind`, or a kind's name alone) -> {"kind": ..., every option
-    normalised}; ValueError naming the field. The spec validates through the same function."""
-    return spec.decoding_setting(setting)
+@dataclass(frozen=True)
+class Setting:
+    """A decoding kind and its validated Options: what a policy keeps from its spec for every call."""
+
+    kind: Any
+    options: BaseModel
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind.name, **self.options.model_dump()}
 
 
-def prepare(model: Any, processor: Any, inputs: dict, setting: Any, home: Path | str):
-    """The decoding for one generate call on `inputs` (input_ids, attention_mask, pixel_values, ...)."""
+def setting(value: Any) -> Setting:
+    """`model.options.decoding` (a mapping with `kind`, or a kind's name alone) -> the registered kind and its
+    Options; ValueError naming the field ("decoding.alpha: ...")."""
+    known = registry.declared("decoder")
+    if isinstance(value, str):
+        value = {"kind": value.strip()}
+    if not isinstance(value, dict):
+        raise ValueError(f"decoding: expected a mapping with 'kind' or a kind's name ({', '.join(known)}), "
+                         f"got {type(value).__name__}")
+    name = value.get("kind")
+    if name is None:
+        raise ValueError(f"decoding.kind: missing; known: {', '.join(known)}")
+    if name not in known:
+        raise ValueError(f"decoding.kind: unknown kind {name!r}; known: {', '.join(known)}")
+    kind = kinds.check_kind(registry.load("decoder", name), "decoder", name)
+    return Setting(kind, kinds.options(kind, {k: v for k, v in value.items() if k != "kind"}, "decoding"))
+
+
+def validate(value: Any) -> dict[str, Any]:
+    """`model.options.decoding` -> {"kind": ..., every option normalised}; ValueError naming the field."""
+    return setting(value).as_dict()
+
+
+def prepare(model: Any, processor: Any, inputs: dict, chosen: Setting | dict | str, home: Path | str):
+    """The decoding for one generate call on `inputs` (input_ids, attention_mask, pixel_values, ...); `chosen` is
+    a Setting, or a spec's setting checked here."""
     from .session import Decoding
 
-    options = validate(setting)
-    kind = options.pop("kind")
+    if not isinstance(chosen, Setting):
+        chosen = setting(chosen)
     if inputs.get("pixel_values") is None:
-        return Decoding(kind, options, skipped="no image")
+        return Decoding(chosen.kind.name, chosen.options, skipped="no image")
     started = time.perf_counter()
-    decoding = kind_module(kind).build(model, processor, inputs, options, Path(home))
+    decoding = chosen.kind.build(model, processor, inputs, chosen.options, Path(home))
     decoding.details.setdefault("prepare_seconds", round(time.perf_counter() - started, 4))
     return decoding

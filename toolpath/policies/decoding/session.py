@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from pydantic import BaseModel
+
 
 class Tally:
     """The extra work a decoding did for one call: forward passes of the model beyond generate's own, and seconds."""
@@ -52,12 +54,13 @@ PreHook = tuple[Any, Callable[[Any, tuple], Any]]
 class Decoding:
     """`.logits_processor` (pass to generate), `.hooks()` (wrap generate in it), `.stats()` (for the run record)."""
 
-    def __init__(self, kind: str, setting: dict, *, processors: list | None = None, pre_hooks: list[PreHook] | None = None,
-                 tally: Tally | None = None, details: dict | None = None, skipped: str | None = None):
+    def __init__(self, kind: str, options: BaseModel, *, processors: list | None = None,
+                 pre_hooks: list[PreHook] | None = None, tally: Tally | None = None, details: dict | None = None,
+                 skipped: str | None = None):
         from transformers import LogitsProcessorList
 
         self.kind = kind
-        self.setting = dict(setting)
+        self.setting = options.model_dump()
         self.logits_processor = LogitsProcessorList(processors or [])
         self._pre_hooks = list(pre_hooks or [])
         self.tally = tally or Tally()

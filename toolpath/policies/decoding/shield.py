@@ -11,72 +11,63 @@ threshold 0.011, 32 noise images, ε 0.14, 30 steps, Adam lr 0.14, scale c 12.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from .options import boolean, integer, known_only, number, text
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from .options import STRICT, Text, field_error
 
 PARTS = ("statistical", "inherent", "vulnerability")
-OPTIONS = {
-    "statistical": "re-weight visual tokens by the first caption (true)",
-    "inherent": "subtract the encoder's output on noise images (true)",
-    "vulnerability": "contrast with an adversarially perturbed image (true)",
-    "parts": "the parts on, as a list (the others off): an alternative to the three booleans",
-    "alpha": "weight of the contrast with the perturbed image (2.0)",
-    "beta": "plausibility cut of the contrast (0.35)",
-    "gamma": "power that stretches the patch weights (3.0)",
-    "gain": "stretched patch weights (in [0, 1]) at or below it are zeroed (0.5)",
-    "bias_weight": "weight of the inherent bias subtracted from the features (0.1)",
-    "threshold": "similarity a caption token needs to be kept (0.011)",
-    "noise_images": "uniform-noise images averaged into the inherent bias (32)",
-    "epsilon": "bound of the attack's δ (0.14; the perturbation is at most scale·ε)",
-    "steps": "Adam steps of the attack (30)",
-    "attack_lr": "Adam learning rate of the attack (0.14)",
-    "attack_scale": "c: the image moves by c·δ (12)",
-    "clip": "a CLIPModel folder for the caption's text features (default: <model folder>/clip)",
-    "caption_prompt": f"prompt of the first caption ({'Describe the image.'!r})",
-    "caption_tokens": "most tokens of the first caption (48)",
-    "seed": "seed of the noise images (0)",
-}
+Part = Literal["statistical", "inherent", "vulnerability"]
 
 
-def validate(options: dict[str, Any]) -> dict[str, Any]:
-    known_only(options, OPTIONS, "shield")
-    parts = _parts(options)
-    if not any(parts.values()):
-        raise ValueError(f"decoding.parts: shield needs at least one part on ({', '.join(PARTS)})")
-    return {**parts,
-            "alpha": number(options, "alpha", 2.0, above=0),
-            "beta": number(options, "beta", 0.35, above=0, at_most=1),
-            "gamma": number(options, "gamma", 3.0, above=0),
-            "gain": number(options, "gain", 0.5, at_least=0, at_most=1),
-            "bias_weight": number(options, "bias_weight", 0.1, at_least=0),
-            "threshold": number(options, "threshold", 0.011, at_least=-1, at_most=1),
-            "noise_images": integer(options, "noise_images", 32, minimum=1, maximum=4096),
-            "epsilon": number(options, "epsilon", 0.14, above=0),
-            "steps": integer(options, "steps", 30, minimum=1, maximum=10_000),
-            "attack_lr": number(options, "attack_lr", 0.14, above=0),
-            "attack_scale": number(options, "attack_scale", 12.0, above=0),
-            "clip": text(options, "clip", None),
-            "caption_prompt": text(options, "caption_prompt", "Describe the image."),
-            "caption_tokens": integer(options, "caption_tokens", 48, minimum=1, maximum=1024),
-            "seed": integer(options, "seed", 0, minimum=0)}
+class Options(BaseModel):
+    """model.options.decoding: {kind: shield, ...}; the parts on either as three booleans or as `parts`."""
 
+    model_config = STRICT
+    statistical: bool = Field(True, description="re-weight visual tokens by the first caption")
+    inherent: bool = Field(True, description="subtract the encoder's output on noise images")
+    vulnerability: bool = Field(True, description="contrast with an adversarially perturbed image")
+    # read into the three booleans and left out of the settings a run records
+    parts: list[Part] | None = Field(None, exclude=True, description="the parts on, as a list (the others off): an "
+                                                                     "alternative to the three booleans")
+    alpha: float = Field(2.0, gt=0, description="weight of the contrast with the perturbed image")
+    beta: float = Field(0.35, gt=0, le=1, description="plausibility cut of the contrast")
+    gamma: float = Field(3.0, gt=0, description="power that stretches the patch weights")
+    gain: float = Field(0.5, ge=0, le=1, description="stretched patch weights (in [0, 1]) at or below it are zeroed")
+    bias_weight: float = Field(0.1, ge=0, description="weight of the inherent bias subtracted from the features")
+    threshold: float = Field(0.011, ge=-1, le=1, description="similarity a caption token needs to be kept")
+    noise_images: int = Field(32, ge=1, le=4096, description="uniform-noise images averaged into the inherent bias")
+    epsilon: float = Field(0.14, gt=0, description="bound of the attack's δ (the perturbation is at most scale·ε)")
+    steps: int = Field(30, ge=1, le=10_000, description="Adam steps of the attack")
+    attack_lr: float = Field(0.14, gt=0, description="Adam learning rate of the attack")
+    attack_scale: float = Field(12.0, gt=0, description="c: the image moves by c·δ")
+    clip: Text | None = Field(None, description="a CLIPModel folder for the caption's text features (default: "
+                                                "<model folder>/clip)")
+    caption_prompt: Text = Field("Describe the image.", description="prompt of the first caption")
+    caption_tokens: int = Field(48, ge=1, le=1024, description="most tokens of the first caption")
+    seed: int = Field(0, ge=0, description="seed of the noise images")
 
-def _parts(options: dict[str, Any]) -> dict[str, bool]:
-    if "parts" not in options:
-        return {part: boolean(options, part, True) for part in PARTS}
-    listed = options["parts"]
-    if isinstance(listed, str):
-        listed = [p.strip() for p in listed.split(",") if p.strip()]
-    if not isinstance(listed, (list, tuple)) or not all(isinstance(p, str) for p in listed):
-        raise ValueError(f"decoding.parts: expected a list of part names ({', '.join(PARTS)}), got {listed!r}")
-    for part in listed:
-        if part not in PARTS:
-            raise ValueError(f"decoding.parts: unknown part {part!r}; parts: {', '.join(PARTS)}")
-    both = [p for p in PARTS if p in options]
-    if both:
-        raise ValueError(f"decoding.{both[0]}: give the parts either as `parts` or as booleans, not both")
-    return {part: part in listed for part in PARTS}
+    @field_validator("parts", mode="before")
+    @classmethod
+    def _listed(cls, value: Any) -> Any:
+        # `--decoding` and short specs write the list as "statistical,inherent"
+        return [p.strip() for p in value.split(",") if p.strip()] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _parts_on(self) -> "Options":
+        if self.parts is not None:
+            both = [p for p in PARTS if p in self.model_fields_set]
+            if both:
+                raise field_error("shield", both[0], "give the parts either as `parts` or as booleans, not both",
+                                  getattr(self, both[0]))
+            listed = self.parts
+            for part in PARTS:
+                setattr(self, part, part in listed)
+            self.parts = None  # read as the three booleans from here on, so the settings validate to themselves
+        if not any(getattr(self, p) for p in PARTS):
+            raise field_error("shield", "parts", f"shield needs at least one part on ({', '.join(PARTS)})", [])
+        return self
 
 
 def find_projector(model: Any):
@@ -109,7 +100,7 @@ class FeatureHook:
     """Forward pre-hook on the projector: the real image's features become f − w_b·bias + f·w. The contrastive
     branch's features are left alone, as in the reference."""
 
-    def __init__(self, branch: Any, details: dict, *, text: Any = None, bias: Any = None, options: dict):
+    def __init__(self, branch: Any, details: dict, *, text: Any = None, bias: Any = None, options: Options):
         self.branch, self.details, self.text, self.bias, self.options = branch, details, text, bias, options
         self.fired = 0
 
@@ -121,8 +112,8 @@ class FeatureHook:
         features = args[0]
         weights = None
         if self.text is not None:
-            weights, kept, fell_back = patch_weights(features, self.text, threshold=self.options["threshold"],
-                                                     gamma=self.options["gamma"], gain=self.options["gain"])
+            weights, kept, fell_back = patch_weights(features, self.text, threshold=self.options.threshold,
+                                                     gamma=self.options.gamma, gain=self.options.gain)
             self.details["kept_caption_tokens"] = [int(k) for k in kept.sum(dim=-1)]
             self.details["caption_tokens"] = int(self.text.shape[0])
             self.details["reweighted_patches"] = [int(k) for k in (weights > 0).sum(dim=-1)]
@@ -132,7 +123,7 @@ class FeatureHook:
             raise ValueError(f"decoding.shield: the inherent bias has shape {tuple(self.bias.shape[1:])}, the image "
                              f"features {tuple(features.shape[1:])}")
         self.fired += 1
-        return (reshape_features(features, weights, self.bias, self.options["bias_weight"]), *args[1:])
+        return (reshape_features(features, weights, self.bias, self.options.bias_weight), *args[1:])
 
 
 def _hooks_guard(hook: FeatureHook):
@@ -153,50 +144,62 @@ def _hooks_guard(hook: FeatureHook):
     return HooksGuard()
 
 
-def build(model: Any, processor: Any, inputs: dict, options: dict, home: Path):
-    from .session import Branch, Decoding, Tally
+class Shield:
+    name = "shield"
+    Options = Options
 
-    tally, branch, details = Tally(), Branch(), {}
-    pixels = inputs["pixel_values"]
-    with tally.timed():
-        projector = find_projector(model) if options["statistical"] or options["inherent"] else None
-        mean, std = _normalisation(processor)
-        clip = caption = None
-        if options["statistical"] or options["vulnerability"]:
-            from .caption import find_clip, first_caption, load_clip
+    def __call__(self, options: dict) -> dict:  # transitional: spec.py calls its registry target to validate
+        from ... import kinds
 
-            clip, clip_tokenizer = load_clip(find_clip(model, options["clip"]), pixels.device)
-            caption = first_caption(model, processor, inputs, prompt=options["caption_prompt"],
-                                    max_new_tokens=options["caption_tokens"], tally=tally)
-            details["caption"] = caption
-        text_features = bias = None
-        if options["statistical"]:
-            from .caption import caption_features
+        return kinds.options(self, options, "decoding").model_dump()
 
-            text_features = caption_features(clip, clip_tokenizer, caption)
-        if options["inherent"]:
-            from .inherent import inherent_bias
+    def build(self, model: Any, processor: Any, inputs: dict, options: Options, home: Path):
+        from .session import Branch, Decoding, Tally
 
-            bias, cached = inherent_bias(model, projector, _vision_tower(model), tuple(pixels.shape[1:]),
-                                         count=options["noise_images"], seed=options["seed"], mean=mean, std=std,
-                                         home=home)
-            details["inherent_bias"] = "cached" if cached else f"computed from {options['noise_images']} noise images"
-        adversarial = None
-        if options["vulnerability"]:
-            from .attack import adversarial_image
+        tally, branch, details = Tally(), Branch(), {}
+        pixels = inputs["pixel_values"]
+        with tally.timed():
+            projector = find_projector(model) if options.statistical or options.inherent else None
+            mean, std = _normalisation(processor)
+            clip = caption = None
+            if options.statistical or options.vulnerability:
+                from .caption import find_clip, first_caption, load_clip
 
-            adversarial, taken = adversarial_image(clip, clip_tokenizer, pixels, caption, epsilon=options["epsilon"],
-                                                   steps=options["steps"], lr=options["attack_lr"],
-                                                   scale=options["attack_scale"], mean=mean, std=std)
-            details["attack_steps"] = taken
-    processors, pre_hooks = [], []
-    if projector is not None:
-        hook = FeatureHook(branch, details, text=text_features, bias=bias, options=options)
-        pre_hooks.append((projector, hook))
-        processors.append(_hooks_guard(hook))
-    if adversarial is not None:
-        from .contrast import ContrastiveLogits
+                clip, clip_tokenizer = load_clip(find_clip(model, options.clip), pixels.device)
+                caption = first_caption(model, processor, inputs, prompt=options.caption_prompt,
+                                        max_new_tokens=options.caption_tokens, tally=tally)
+                details["caption"] = caption
+            text_features = bias = None
+            if options.statistical:
+                from .caption import caption_features
 
-        processors.append(ContrastiveLogits(model, inputs, adversarial, alpha=options["alpha"], beta=options["beta"],
-                                            on_branch=branch.contrastive_branch, tally=tally))
-    return Decoding("shield", options, processors=processors, pre_hooks=pre_hooks, tally=tally, details=details)
+                text_features = caption_features(clip, clip_tokenizer, caption)
+            if options.inherent:
+                from .inherent import inherent_bias
+
+                bias, cached = inherent_bias(model, projector, _vision_tower(model), tuple(pixels.shape[1:]),
+                                             count=options.noise_images, seed=options.seed, mean=mean, std=std,
+                                             home=home)
+                details["inherent_bias"] = "cached" if cached else f"computed from {options.noise_images} noise images"
+            adversarial = None
+            if options.vulnerability:
+                from .attack import adversarial_image
+
+                adversarial, taken = adversarial_image(clip, clip_tokenizer, pixels, caption, epsilon=options.epsilon,
+                                                       steps=options.steps, lr=options.attack_lr,
+                                                       scale=options.attack_scale, mean=mean, std=std)
+                details["attack_steps"] = taken
+        processors, pre_hooks = [], []
+        if projector is not None:
+            hook = FeatureHook(branch, details, text=text_features, bias=bias, options=options)
+            pre_hooks.append((projector, hook))
+            processors.append(_hooks_guard(hook))
+        if adversarial is not None:
+            from .contrast import ContrastiveLogits
+
+            processors.append(ContrastiveLogits(model, inputs, adversarial, alpha=options.alpha, beta=options.beta,
+                                                on_branch=branch.contrastive_branch, tally=tally))
+        return Decoding(self.name, options, processors=processors, pre_hooks=pre_hooks, tally=tally, details=details)
+
+
+KIND = Shield()

@@ -1,8 +1,14 @@
 """Policy engines: what runs a local text model's forward passes. `torch` is transformers (hf.py, where the
 research hooks live: kv caches, decoding methods); another engine (ort.py) runs the same folder exported
 once (export.py), prompted by the same HFPolicy code, so templates, grammars, stop rules, token counts and
-Response fields are the torch backend's. An engine is one `engine` entry of the registry whose target is its
-`validate(options) -> options` (its typed `Options`), and whose module has `load(folder, spec, name) -> Policy`.
+Response fields are the torch backend's. An engine is one `engine` entry of the registry, an object
+(`KIND` in its module; toolpath/kinds.py) with
+
+    name, Options                       its name and its options (`model.options.engine: {kind: NAME, ...}`)
+    load(folder, spec, name, options)   a Policy over a checked local text-model folder; None when transformers
+                                        (hf.py, which asked) runs it
+    missing() -> str                    what is not installed for it here, "" when it can run (optional: an
+                                        engine without it is taken to be installed)
 
 When a run names no engine, the fast one runs the model if it is installed, nothing torch-only is asked and it
 can run the folder; torch otherwise. The choice is said in one line when the model loads. TOOLPATH_ENGINE sets
@@ -12,11 +18,12 @@ that default for a whole process: `auto` (unset), or an engine's name, which run
 
 from __future__ import annotations
 
-import importlib
-
 import os
+from typing import Any
 
-from ... import registry
+from pydantic import BaseModel
+
+from ... import kinds, registry
 from ...progress import say
 from ..base import PolicyError
 
@@ -31,9 +38,20 @@ AUTO = "auto"
 FAST = "onnxruntime"  # what `auto` tries first: the engine whose measured decode and prefill beat torch here
 
 
-def kind_module(kind: str):
-    """The module of an engine kind (its registry entry's target module)."""
-    return importlib.import_module(registry.entry("engine", kind).target.partition(":")[0])
+def engine(name: str) -> Any:
+    """The registered engine `name`, checked to be one (an unknown name is refused by the spec before this)."""
+    return kinds.check_kind(registry.load("engine", name), "engine", name)
+
+
+def engine_options(kind: Any, setting: Any) -> BaseModel:
+    """`model.options.engine` (a name, or {kind, options}) as the engine's typed Options."""
+    values = {k: v for k, v in setting.items() if k != "kind"} if isinstance(setting, dict) else {}
+    return kinds.options(kind, values, "engine")
+
+
+class Transitional:
+    def __call__(self, options: dict) -> dict:  # transitional: spec.py calls its registry target to validate
+        return engine_options(self, {"kind": self.name, **options}).model_dump()
 
 
 def engine_of(options: dict) -> str | None:
@@ -80,31 +98,28 @@ def load_engine_policy(folder, spec, name: str):
         policy = _load(kind, folder, spec, name)
     except PolicyError as err:
         # the engine's one-line refusal (or failed export), less its advice to name torch: torch is what runs it
-        say(f"{name} runs on engine torch: {str(err).removeprefix('model.options.engine: ').removesuffix('; use engine torch')}")
+        why = str(err).removeprefix("model.options.engine: ").removesuffix("; use engine torch")
+        say(f"{name} runs on engine torch: {why}")
         return None
     say(f"{name} runs on engine {kind} (the default; --engine torch for transformers)")
     return policy
 
 
-def _not_installed(kind: str) -> str:
-    return kind_module(kind).missing()
+def _not_installed(name: str) -> str:
+    check = getattr(engine(name), "missing", None)
+    return check() if callable(check) else ""
 
 
-def _load(kind: str, folder, spec, name: str):
-    missing = _not_installed(kind)
+def _load(kind_name: str, folder, spec, model_name: str):
+    missing = _not_installed(kind_name)
     if missing:
-        raise PolicyError(f"model.options.engine: {kind} is not installed ({missing})")
-    return kind_module(kind).load(folder, spec, name)
-
-
-def checked(options_model, options: dict) -> dict:
-    """An engine's options through its typed model; ValueError naming each bad one as `engine.FIELD`."""
-    from pydantic import ValidationError
-
+        raise PolicyError(f"model.options.engine: {kind_name} is not installed ({missing})")
+    kind = engine(kind_name)
     try:
-        return options_model(**options).model_dump()
-    except ValidationError as err:
-        raise ValueError("; ".join(f"engine.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())) from None
+        options = engine_options(kind, spec.options.get("engine"))
+    except ValueError as err:  # a policy built from an unchecked spec (Python callers)
+        raise PolicyError(f"model.options.{err}") from None
+    return kind.load(folder, spec, model_name, options)
 
 
 def engines() -> list[tuple[str, str]]:
@@ -112,8 +127,8 @@ def engines() -> list[tuple[str, str]]:
     rows = []
     for kind in registry.declared("engine"):
         try:
-            rows.append((kind, kind_module(kind).missing()))
-        except ImportError as err:  # a plugin engine whose module cannot be imported
+            rows.append((kind, _not_installed(kind)))
+        except (ImportError, registry.RegistryError, kinds.NotAKind) as err:  # a plugin engine that is not one
             rows.append((kind, f"cannot be imported: {err}"))
     return rows
 

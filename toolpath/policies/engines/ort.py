@@ -24,7 +24,7 @@ from ..base import PolicyError
 from ...progress import Progress
 from ...paths import models_dir
 from ..hf import HFPolicy
-from . import checked
+from . import Transitional
 from . import packed_codes
 from .export import export_key, exported, source_digest
 
@@ -47,15 +47,18 @@ class Options(BaseModel):
     threads: int | None = Field(None, ge=1, le=512, description="intra-op threads; all cores when unset")
 
 
-def validate(options: dict) -> dict:
-    return checked(Options, options)
+class OnnxRuntime(Transitional):
+    name = NAME
+    Options = Options
 
+    def load(self, folder: Path, spec: ModelSpec, name: str, options: Options) -> "EnginePolicy":
+        return _load(folder, spec, name, options)
 
-def missing() -> str:
-    import importlib.util
+    def missing(self) -> str:
+        import importlib.util
 
-    absent = [m for m in ("onnxruntime_genai", "onnx", "onnx_ir") if importlib.util.find_spec(m) is None]
-    return f"missing: {', '.join(absent)} (pip install 'toolpath[engine]')" if absent else ""
+        absent = [m for m in ("onnxruntime_genai", "onnx", "onnx_ir") if importlib.util.find_spec(m) is None]
+        return f"missing: {', '.join(absent)} (pip install 'toolpath[engine]')" if absent else ""
 
 
 def version() -> str:
@@ -144,7 +147,7 @@ def _refusal(folder: Path) -> str:
     return ""
 
 
-def load(folder: Path, spec: ModelSpec, name: str) -> "EnginePolicy":
+def _load(folder: Path, spec: ModelSpec, name: str, options: Options) -> "EnginePolicy":
     started = time.perf_counter()
     for option in ("kv_cache", "decoding"):
         if spec.options.get(option):
@@ -157,8 +160,7 @@ def load(folder: Path, spec: ModelSpec, name: str) -> "EnginePolicy":
 
     weights = _weights(folder, spec, name)
     out = export(folder, weights)
-    setting = spec.options.get("engine")
-    threads = (setting.get("threads") if isinstance(setting, dict) else None) or os.cpu_count() or 1
+    threads = options.threads or os.cpu_count() or 1
     try:
         config = og.Config(str(out))
         config.clear_providers()  # the CPU
@@ -337,3 +339,6 @@ class State:
 
     def keep(self, generator, capacity: int, length: int) -> None:
         self.generator, self.capacity, self.length = generator, capacity, length
+
+
+KIND = OnnxRuntime()
