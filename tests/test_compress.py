@@ -13,7 +13,10 @@ pytest.importorskip("transformers")
 
 from toolpath.cli import main  # noqa: E402
 from toolpath.compress.gptq import Hessian, gptq_quantize  # noqa: E402
-from toolpath.compress.quant import Quantized, pack_bits, quantize_rtn, unpack_bits  # noqa: E402
+from toolpath.compress.quant import quantize_rtn  # noqa: E402
+from toolpath.policies.bitpack import pack as pack_bits  # noqa: E402
+from toolpath.policies.bitpack import unpack as unpack_bits  # noqa: E402
+from toolpath.policies.packed_weights import Quantized  # noqa: E402
 from tiny_lm import save_tiny_byte_llama  # noqa: E402
 
 
@@ -165,7 +168,7 @@ def test_compressing_a_compressed_folder_reads_its_packed_weights(tiny_model, tm
     (["--method", "gptq", "--option", "nsamples=many"], "gptq --option nsamples: Input should be a valid integer"),
     (["--method", "gptq", "--option", "act_order=perhaps"], "gptq --option act_order: Input should be a valid "
                                                              "boolean"),
-    (["--method", "zip"], "--method zip: unknown compressor 'zip'; available: gptq, moe-bits, "),
+    (["--method", "zip"], "--method zip: unknown compressor 'zip'; available: gptq, moe-bits, rtn, tailor"),
 ])
 def test_bad_arguments_are_clear_errors_and_leave_nothing(tiny_model, tmp_path, capsys, argv, message):
     out = tmp_path / "out"

@@ -35,7 +35,7 @@ class Coarse:
     def compress(self, source, out, *, options, log):
         from toolpath.compress.gptq import quantize_model_rtn
         from toolpath.compress.source import load_source
-        from toolpath.compress.packed import save_packed
+        from toolpath.policies.packed_weights import save_packed
 
         model, tokenizer = load_source(source)
         plan = lambda name, expert: None if options.skip_mlp and ".mlp." in name else options.bits

@@ -120,12 +120,9 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
     "edit_tool": {name: (f"toolpath.tools.image.{name}", {}) for name in
                   ("fill", "locate", "learned", "paint", "text")},
     # `toolpath compress --method NAME` (toolpath/compress/): each entry is the kind (toolpath/kinds.py: name,
-    # Options, compress); `packed` is not a method but the loader of the folders they write (HFPolicy.from_path).
-    "compressor": {
-        **{name: (f"toolpath.compress.{module}:KIND", {}) for name, module in (
-            ("rtn", "rtn"), ("gptq", "gptq"), ("moe-bits", "moe_bits"), ("tailor", "tailor"))},
-        "packed": ("toolpath.compress.packed:load_packed", {"loader": True}),
-    },
+    # Options, compress). The folders they write are read by policies/packed_weights.py, not through here.
+    "compressor": {name: (f"toolpath.compress.{module}:KIND", {}) for name, module in (
+        ("rtn", "rtn"), ("gptq", "gptq"), ("moe-bits", "moe_bits"), ("tailor", "tailor"))},
     # KV caches (toolpath/policies/kvcache/): each entry is the kind's `validate`; `value` names the N of the
     # short form `KIND:N` (bits of a quantized cache, token budget of a sparse one).
     "kv_cache": {name: (f"toolpath.policies.kvcache.{name}:validate", {"value": value, "form": f"{name}[:{value.upper()}]"})

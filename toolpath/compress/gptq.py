@@ -24,10 +24,12 @@ from typing import Any, Callable
 import torch
 from pydantic import Field
 
+from ..policies.bitpack import check_bits
+from ..policies.packed_weights import Quantized
 from .hessian import Hessian
 from .moe_layout import HessianHooks, decoder_layers, layer_targets
 from .options import Calibration, GroupSize, WholeBits
-from .quant import GROUP_SIZE, Quantized, check_bits, dequantize_with, group_params, quantize_rtn, quantize_with
+from .quant import GROUP_SIZE, dequantize_with, group_params, quantize_rtn, quantize_with
 
 __all__ = ["Hessian", "gptq_quantize", "quantize_model_gptq", "quantize_model_rtn", "KIND"]
 
@@ -224,7 +226,7 @@ class GPTQ:
     Options = GPTQOptions
 
     def compress(self, source: str, out: Path, *, options: GPTQOptions, log) -> dict:
-        from .packed import save_packed
+        from ..policies.packed_weights import save_packed
         from .options import calibration_fits
         from .source import load_source
         from .text import DESCRIPTION, calibration_batches

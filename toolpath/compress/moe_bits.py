@@ -214,7 +214,7 @@ class MoEBits:
     Options = MoEBitsOptions
 
     def compress(self, source: str, out: Path, *, options: MoEBitsOptions, log) -> dict:
-        from .packed import save_packed
+        from ..policies.packed_weights import save_packed
         from .source import load_source
         from .text import DESCRIPTION, calibration_batches
 

@@ -1,25 +1,19 @@
-"""Group-wise asymmetric integer quantization of a weight matrix, and the bit packing that stores it.
+"""Group-wise asymmetric integer quantization of a weight matrix, the quantizer of rtn, gptq and moe-bits.
 
 A row of W is cut into groups of `group_size` input columns; each group has a scale and an integer zero point:
     code = clamp(round(w / scale) + zero, 0, 2**bits - 1),     w ≈ scale * (code - zero)
-Codes of any width 1..8 are packed densely into a uint8 bit stream (code i takes bits i*b … i*b+b-1, lowest
-first), so 3-bit codes cost 3 bits, not 4; the zero points are packed the same way, the scales kept as float16.
+the convention of the packed-weights format that stores them (policies/packed_weights.py: Quantized, the codes
+packed by policies/bitpack.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
 import torch
 
+from ..policies.bitpack import check_bits
+from ..policies.packed_weights import Quantized
+
 GROUP_SIZE = 128
-
-
-def check_bits(bits: int) -> int:
-    if not isinstance(bits, (int, np.integer)) or not 1 <= int(bits) <= 8:
-        raise ValueError(f"bits must be an integer from 1 to 8, got {bits!r}")
-    return int(bits)
 
 
 def group_params(w: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -46,43 +40,6 @@ def dequantize_with(codes: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor
     return scale[:, None] * (codes - zero[:, None])
 
 
-@dataclass
-class Quantized:
-    """A quantized matrix: codes [rows, cols] (uint8 values < 2**bits), scales and zeros [rows, groups]."""
-
-    codes: torch.Tensor
-    scales: torch.Tensor
-    zeros: torch.Tensor
-    bits: int
-    group_size: int
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return tuple(self.codes.shape)
-
-    def dequantize(self, dtype=torch.float32) -> torch.Tensor:
-        rows, cols = self.codes.shape
-        g = self.group_size
-        index = torch.arange(cols) // g  # the group of each column
-        scales = self.scales.to(dtype)[:, index]
-        zeros = self.zeros.to(dtype)[:, index]
-        return scales * (self.codes.to(dtype) - zeros)
-
-    def pack(self) -> dict[str, torch.Tensor]:
-        """The tensors stored in safetensors: packed codes and zeros (uint8 bit streams), float16 scales."""
-        return {"codes": pack_bits(self.codes, self.bits), "zeros": pack_bits(self.zeros, self.bits),
-                "scales": self.scales.to(torch.float16).contiguous()}
-
-    @classmethod
-    def unpack(cls, tensors: dict[str, torch.Tensor], shape: tuple[int, int], bits: int,
-               group_size: int) -> "Quantized":
-        rows, cols = shape
-        groups = -(-cols // group_size)
-        codes = unpack_bits(tensors["codes"], bits, rows * cols).reshape(rows, cols)
-        zeros = unpack_bits(tensors["zeros"], bits, rows * groups).reshape(rows, groups)
-        return cls(codes, tensors["scales"].float(), zeros, bits, group_size)
-
-
 def quantize_rtn(w: torch.Tensor, bits: int, group_size: int = GROUP_SIZE) -> Quantized:
     """Round-to-nearest, group by group: the baseline GPTQ improves on."""
     check_bits(bits)
@@ -99,28 +56,3 @@ def quantize_rtn(w: torch.Tensor, bits: int, group_size: int = GROUP_SIZE) -> Qu
         scales.append(scale)
         zeros.append(zero)
     return Quantized(codes, torch.stack(scales, 1), torch.stack(zeros, 1).to(torch.uint8), bits, group_size)
-
-
-def pack_bits(values: torch.Tensor, bits: int) -> torch.Tensor:
-    """Pack integers 0 … 2**bits-1 densely into a flat uint8 tensor (little-endian bit order)."""
-    check_bits(bits)
-    v = values.reshape(-1).to(torch.uint8).numpy()
-    if v.size and int(v.max()) >= 2 ** bits:
-        raise ValueError(f"a value {int(v.max())} does not fit in {bits} bits")
-    if bits == 8:
-        return torch.from_numpy(v.copy())
-    stream = np.unpackbits(v[:, None], axis=1, bitorder="little")[:, :bits]  # [n, bits], lowest bit first
-    return torch.from_numpy(np.packbits(stream.reshape(-1), bitorder="little"))
-
-
-def unpack_bits(packed: torch.Tensor, bits: int, count: int) -> torch.Tensor:
-    """The first `count` integers of a stream pack_bits wrote, as uint8."""
-    check_bits(bits)
-    p = packed.reshape(-1).to(torch.uint8).numpy()
-    if p.size * 8 < count * bits:
-        raise ValueError(f"packed stream of {p.size} bytes is too short for {count} values of {bits} bits")
-    if bits == 8:
-        return torch.from_numpy(p[:count].copy())
-    stream = np.unpackbits(p, bitorder="little")[:count * bits].reshape(count, bits)
-    weights = (1 << np.arange(bits, dtype=np.uint16)).astype(np.uint16)
-    return torch.from_numpy((stream.astype(np.uint16) @ weights).astype(np.uint8))

@@ -22,7 +22,7 @@ class RTN:
     Options = RTNOptions
 
     def compress(self, source: str, out: Path, *, options: RTNOptions, log) -> dict:
-        from .packed import save_packed
+        from ..policies.packed_weights import save_packed
         from .source import load_source
 
         model, tokenizer = load_source(source)

@@ -296,9 +296,9 @@ class HFPolicy:
             else:
                 tok = AutoTokenizer.from_pretrained(str(folder))
                 if (folder / "compression.json").is_file():  # written by `toolpath compress`: maybe packed weights
-                    from ..registry import load as load_entry
+                    from .packed_weights import load_packed
 
-                    model = load_entry("compressor", "packed")(folder)
+                    model = load_packed(folder)
                 else:
                     model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=load_dtype(spec),
                                                                  use_safetensors=True)

@@ -103,7 +103,9 @@ class Int8Linear(_module_base()):
 
 class Int4Linear(_module_base()):
     """Group-wise asymmetric int4: w ≈ (q - 8) * scale + zero per group of `group` input columns, the codes in
-    the CPU kernel's packed layout (uint8, two codes a byte) and scales/zeros as [in / group, out, 2]."""
+    the CPU kernel's packed layout (uint8, two codes a byte) and scales/zeros as [in / group, out, 2]. Not the
+    packed-weights format's codes (bitpack.py, an integer zero point): `aten._weight_int4pack_mm_for_cpu` reads
+    only its own layout, made by `_convert_weight_to_int4pack_for_cpu`, with a float zero point."""
 
     def __init__(self, packed, scales_zeros, bias, in_features, out_features, group, dtype):
         super().__init__()

@@ -1,6 +1,6 @@
 """A `toolpath compress` folder on the onnxruntime engine, its stored integer codes used as they are.
 
-The folder (compress/packed.py) keeps each quantized weight as codes, integer zero points and float16 scales in
+The folder (policies/packed_weights.py) keeps each quantized weight as codes, integer zero points and float16 scales in
 groups of input columns, w = scale * (code - zero): exactly what ONNX Runtime's MatMulNBits kernel computes from
 its B, zero_points and scales inputs. So the export is the model builder's float32 graph of the folder, with every
 packed weight's MatMul replaced by a MatMulNBits whose initializers are the folder's own codes, zero points and
@@ -14,11 +14,10 @@ naming what the folder has and that engine torch runs it (de-quantized).
 from __future__ import annotations
 
 import hashlib
-import importlib
 import shutil
 from pathlib import Path
 
-from ...registry import load as load_entry
+from .. import packed_weights
 from ..base import PolicyError
 
 BITS = (4, 8)
@@ -26,14 +25,9 @@ BITS = (4, 8)
 SEPARATE = ["fuse_qkv=false", "fuse_mlp_gate_up=false"]
 
 
-def packed_module():
-    """compress/packed.py, reached through the registry's `packed` loader (the compress floor sits above this one)."""
-    return importlib.import_module(load_entry("compressor", "packed").__module__)
-
-
 def layout(folder: Path) -> dict | None:
     """The folder's packed-weights entry (config.json toolpath_compression), or None for float weights."""
-    return packed_module().packing(folder)
+    return packed_weights.packing(folder)
 
 
 def refusal(entry: dict) -> str:
@@ -88,7 +82,7 @@ def _float_source(folder: Path, source: Path) -> None:
     for f in folder.iterdir():
         if f.is_file() and not f.name.endswith(".safetensors"):
             shutil.copy2(f, source / f.name)
-    model = load_entry("compressor", "packed")(folder)
+    model = packed_weights.load_packed(folder)
     model.save_pretrained(str(source))  # config.json without toolpath_compression, float32 weights
 
 
@@ -96,12 +90,11 @@ def _matrices(folder: Path):
     """(name, Quantized) for each packed weight, read from the folder's codes (not from the floats)."""
     from safetensors.torch import load_file
 
-    packed = packed_module()
-    entry = packed.packing(folder)
-    stored = load_file(str(folder / packed.WEIGHTS))
+    entry = packed_weights.packing(folder)
+    stored = load_file(str(folder / packed_weights.WEIGHTS))
     for name, spec in entry["tensors"].items():
         parts = {k: stored[f"{name}.{k}"] for k in ("codes", "zeros", "scales")}
-        yield name, packed.Quantized.unpack(parts, tuple(spec["shape"]), int(spec["bits"]), int(spec["group_size"]))
+        yield name, packed_weights.Quantized.unpack(parts, tuple(spec["shape"]), int(spec["bits"]), int(spec["group_size"]))
 
 
 def _digest(array) -> str:
@@ -152,19 +145,18 @@ def _replace(model, folder: Path, accuracy_level: int) -> int:
 
 def _matmulnbits_inputs(q):
     """MatMulNBits' B [N, blocks, group*bits/8], scales [N, blocks] and zero_points [N, ceil(blocks*bits/8)] from a
-    Quantized's codes [N, K], scales and zeros [N, blocks]: the same integers, packed low bits first."""
+    Quantized's codes [N, K], scales and zeros [N, blocks]: the same integers, packed low bits first (bitpack.py's
+    layout is the kernel's)."""
     import numpy as np
+    import torch
+
+    from ..bitpack import pack
 
     rows, cols = q.shape
     g, blocks = q.group_size, q.scales.shape[1]
-    codes = np.zeros((rows, blocks * g), dtype=np.uint8)
-    codes[:, :cols] = q.codes.numpy()  # the last group's padding columns meet no input and are never read
-    codes = codes.reshape(rows, blocks, g)
-    zeros = q.zeros.numpy().astype(np.uint8)
-    if q.bits == 4:
-        codes = codes[..., 0::2] | (codes[..., 1::2] << 4)
-        if blocks % 2:
-            zeros = np.concatenate([zeros, np.zeros((rows, 1), dtype=np.uint8)], axis=1)
-        zeros = zeros[:, 0::2] | (zeros[:, 1::2] << 4)
-    return (np.ascontiguousarray(codes), q.scales.numpy().astype(np.float32).reshape(rows, blocks),
-            np.ascontiguousarray(zeros))
+    codes = torch.zeros(rows, blocks * g, dtype=torch.uint8)
+    codes[:, :cols] = q.codes  # the last group's padding columns meet no input and are never read
+    b = pack(codes.reshape(rows, blocks, g), q.bits)
+    zeros = pack(q.zeros.to(torch.uint8), q.bits)
+    return (np.ascontiguousarray(b.numpy()), q.scales.numpy().astype(np.float32).reshape(rows, blocks),
+            np.ascontiguousarray(zeros.numpy()))

@@ -1,69 +1,30 @@
-"""Asymmetric integer quantization and bit packing, the pieces both quantized caches are made of.
+"""Asymmetric integer quantization of keys and values, the pieces both quantized caches are made of.
 
 A codec turns a block of keys or values `[batch, heads, tokens, channels]` into stored tensors whose axis 2
 grows with the tokens (so blocks are appended by concatenation, never re-quantized) and back:
     ChannelCodec  per channel, over groups of G tokens   (KIVI's keys: outlier channels keep their own range)
     TokenCodec    per token, over groups of G channels   (KIVI's values)
     FP8Codec      float8_e4m3fn with a per-channel scale over groups of G tokens
-Integers are packed as bit planes: b-bit codes take exactly b bits each (b = 1..8), so 3-bit classes cost
-3 bits, not a byte; `pack_stream` puts codes of several widths into one stream per token, so classes of
-mixed widths share the padding to a whole byte. Scales and zero points are float16.
+Integers are packed by the one bit codec (policies/bitpack.py): b-bit codes take exactly b bits each (b =
+1..8), so 3-bit classes cost 3 bits, not a byte; `pack_stream` puts codes of several widths into one stream per
+token, so classes of mixed widths share the padding to a whole byte. Scales and zero points are float16.
+
+Why not the weights' convention (policies/packed_weights.py, an integer zero point and a range that always holds
+0): keys and values are activations, often far from 0 on one side (a key channel's outlier sits at +25, never
+near 0), so stretching the range to 0 would waste levels; the zero is the group's float16 minimum, x ≈ code *
+scale + min, stored beside the scale, and never needs to be exact at 0.
 """
 
 from __future__ import annotations
 
 import torch
 
+from ..bitpack import pack, pack_stream, unpack, unpack_stream
+
+__all__ = ["ChannelCodec", "FP8Codec", "TokenCodec", "dequantize", "nbytes", "pack", "pack_stream", "quantize",
+           "unpack", "unpack_stream"]
+
 EPS = 1e-6  # the smallest step, so a constant group does not divide by zero
-
-
-def _weights(device: torch.device) -> torch.Tensor:
-    return (1 << torch.arange(8, device=device, dtype=torch.int32)).to(torch.uint8)
-
-
-def pack(q: torch.Tensor, bits: int) -> torch.Tensor:
-    """Codes `[..., n]` (uint8, each < 2^bits) -> `[..., bits * ceil(n / 8)]` uint8: plane i holds bit i of
-    eight codes per byte."""
-    n = q.shape[-1]
-    pad = (-n) % 8
-    if pad:
-        q = torch.nn.functional.pad(q, (0, pad))
-    planes = torch.stack([(q >> i) & 1 for i in range(bits)], dim=-2)  # [..., bits, n8*8]
-    planes = planes.reshape(*planes.shape[:-1], -1, 8)
-    packed = (planes * _weights(q.device)).sum(-1, dtype=torch.int32).to(torch.uint8)  # [..., bits, n8]
-    return packed.reshape(*packed.shape[:-2], -1)
-
-
-def unpack(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
-    """The inverse of pack: `[..., bits * ceil(n / 8)]` -> codes `[..., n]` uint8."""
-    planes = packed.reshape(*packed.shape[:-1], bits, -1)
-    bitsets = (planes.unsqueeze(-1) & _weights(packed.device)) != 0  # [..., bits, n8, 8]
-    bitsets = bitsets.reshape(*bitsets.shape[:-2], -1)[..., :n].to(torch.uint8)  # [..., bits, n]
-    out = bitsets[..., 0, :].clone()
-    for i in range(1, bits):
-        out |= bitsets[..., i, :] << i
-    return out
-
-
-def pack_stream(codes: list[torch.Tensor], bits: list[int]) -> torch.Tensor:
-    """Codes of several widths (`codes[i]`: `[..., n_i]`, each < 2^bits[i]) -> one `[..., ceil(sum(bits_i *
-    n_i) / 8)]` uint8 stream: every code's bits, class after class, eight to a byte."""
-    planes = [torch.stack([(q >> i) & 1 for i in range(b)], dim=-2).flatten(-2) for q, b in zip(codes, bits)]
-    return pack(torch.cat(planes, dim=-1), 1)
-
-
-def unpack_stream(packed: torch.Tensor, bits: list[int], sizes: list[int]) -> list[torch.Tensor]:
-    """The inverse of pack_stream: the codes of each class, `[..., sizes[i]]` uint8."""
-    flat = unpack(packed, 1, sum(b * n for b, n in zip(bits, sizes)))
-    out, at = [], 0
-    for b, n in zip(bits, sizes):
-        planes = flat[..., at:at + b * n].unflatten(-1, (b, n))
-        q = planes[..., 0, :].clone()
-        for i in range(1, b):
-            q |= planes[..., i, :] << i
-        out.append(q)
-        at += b * n
-    return out
 
 
 def quantize(x: torch.Tensor, bits: int, dim: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

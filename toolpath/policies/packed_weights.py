@@ -1,10 +1,18 @@
-"""A model folder whose quantized weights are stored packed: integer codes, zero points and scales, not floats.
+"""The packed-weights folder format: a model whose quantized weights are stored as integer codes, zero points and
+scales, not floats. `toolpath compress` writes it (save_packed), the hf backend reads it (load_packed) and the
+onnxruntime engine places its codes as they are (engines/packed_codes.py).
+
+A quantized matrix W [rows, cols] is cut into groups of `group_size` input columns; each group of a row has a
+float16 scale and an integer zero point, w = scale * (code - zero), codes and zero points 1-8 bits wide. Why an
+integer zero point, where the kv caches (kvcache/quant.py) and the int4 kernel (quant.py) keep a float one: it is
+stored in as few bits as the codes, the group's range always holds 0 so a zero weight stays exact (as GPTQ's
+quantizer does), and it is what MatMulNBits reads, so a folder runs on the engine without being rounded again.
 
 Layout (what `model: hf:DIR` loads through HFPolicy.from_path):
   config.json          the model's config plus `toolpath_compression`: format, version, and for each packed
                        weight its shape, bits and group size (per expert for a fused 3-D expert tensor)
   model.safetensors    every other weight as saved by transformers; a packed weight NAME as NAME.codes,
-                       NAME.zeros (uint8 bit streams, see quant.py) and NAME.scales (float16); a fused expert
+                       NAME.zeros (uint8 bit streams, bitpack.py) and NAME.scales (float16); a fused expert
                        tensor per expert as NAME.<e>.codes / .zeros / .scales
   tokenizer files, generation_config.json
 
@@ -18,16 +26,54 @@ while fast low-bit inference is the business of the backends' `weights` option (
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from .quant import Quantized
+from .bitpack import pack, unpack
 
 FORMAT = "toolpath-packed"
 VERSION = 1
 WEIGHTS = "model.safetensors"
+
+
+@dataclass
+class Quantized:
+    """A quantized matrix: codes [rows, cols] (uint8 values < 2**bits), scales and zeros [rows, groups]."""
+
+    codes: torch.Tensor
+    scales: torch.Tensor
+    zeros: torch.Tensor
+    bits: int
+    group_size: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.codes.shape)
+
+    def dequantize(self, dtype=torch.float32) -> torch.Tensor:
+        rows, cols = self.codes.shape
+        g = self.group_size
+        index = torch.arange(cols) // g  # the group of each column
+        scales = self.scales.to(dtype)[:, index]
+        zeros = self.zeros.to(dtype)[:, index]
+        return scales * (self.codes.to(dtype) - zeros)
+
+    def pack(self) -> dict[str, torch.Tensor]:
+        """The tensors stored in safetensors: packed codes and zeros (uint8 bit streams), float16 scales."""
+        return {"codes": pack(self.codes.reshape(-1), self.bits), "zeros": pack(self.zeros.reshape(-1), self.bits),
+                "scales": self.scales.to(torch.float16).contiguous()}
+
+    @classmethod
+    def unpack(cls, tensors: dict[str, torch.Tensor], shape: tuple[int, int], bits: int,
+               group_size: int) -> "Quantized":
+        rows, cols = shape
+        groups = -(-cols // group_size)
+        codes = unpack(tensors["codes"].reshape(-1), bits, rows * cols).reshape(rows, cols)
+        zeros = unpack(tensors["zeros"].reshape(-1), bits, rows * groups).reshape(rows, groups)
+        return cls(codes, tensors["scales"].float(), zeros, bits, group_size)
 
 
 def save_packed(model, tokenizer, quantized: dict[str, Any], out: Path, info: dict[str, Any]) -> None:
