@@ -11,8 +11,7 @@ import pytest
 from toolpath import paths
 
 PACKAGE = Path(__file__).resolve().parents[1] / "toolpath"
-# The CLI's --home flag shows the variable as its default in --help; it is the one other reader.
-READERS = {"paths.py", "cli/__init__.py"}
+READERS = {"paths.py"}
 
 
 def test_home_is_the_variable_else_dot_toolpath(monkeypatch, tmp_path):
@@ -39,6 +38,24 @@ def test_no_other_module_reads_the_variable():
     readers = {str(f.relative_to(PACKAGE)) for f in PACKAGE.rglob("*.py")
                if re.search(r"""environ(\.get\(|\[)\s*["']TOOLPATH_HOME""", f.read_text())}
     assert readers <= READERS, f"resolve $TOOLPATH_HOME with toolpath.paths.home(), not in {sorted(readers - READERS)}"
+
+
+def test_the_cli_without_home_opens_the_home_paths_resolves(monkeypatch, tmp_path):
+    """--home unset is no path of its own: the store opens paths.home(), a leading ~ expanded as everywhere."""
+    from toolpath.cli import build_parser
+    from toolpath.cli.common import store_from_args
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("TOOLPATH_HOME", "~/th")
+    args = build_parser().parse_args(["runs", "list"])
+    assert args.home is None
+    store = store_from_args(args, readonly=True)
+    try:
+        assert store.home == paths.home() == tmp_path / "th"
+    finally:
+        store.close()
+    given = build_parser().parse_args(["--home", str(tmp_path / "other"), "runs", "list"])
+    assert given.home == str(tmp_path / "other")
 
 
 KEPT = {  # what is kept under the home, found through its module: (module, how to get the folder, expected relative)

@@ -68,7 +68,7 @@ def _argument_problem(args) -> str | None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="toolpath", description="Run, resume, inspect and evaluate tool-using agents.")
-    p.add_argument("--home", default=os.environ.get("TOOLPATH_HOME"),
+    p.add_argument("--home",  # unset: the commands open toolpath.paths.home(), the one reader of $TOOLPATH_HOME
                    help="where runs.db and artifacts live (default $TOOLPATH_HOME or ~/.toolpath)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
