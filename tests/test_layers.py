@@ -17,7 +17,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "toolpath"
 
 FLOOR0 = {"spec", "state", "coords", "registry", "observations", "deadline", "redact", "spec_reading", "graph_spec",
-          "spec_secrets", "progress", "paths", "quiet", "pydoc_text", "kinds"}
+          "spec_secrets", "progress", "paths", "quiet", "pydoc_text", "kinds", "loaded_once"}
 # What each unit may import besides itself. Floor 0 modules import only each other.
 ALLOWED: dict[str, set[str]] = {name: set(FLOOR0) for name in FLOOR0}
 ALLOWED["runs"] = set(FLOOR0)
@@ -266,15 +266,21 @@ def test_no_module_import_cycles():
                       "into a module of its own):\n" + "\n".join(_describe(k) for k in knots)
 
 
-def test_the_checker_sees_cycles_through_functions_and_type_checking(tmp_path: Path):
-    pkg = tmp_path / "toolpath" / "tools" / "probe"
+def probe_package(root: Path, files: dict[str, str]) -> Path:
+    """A package toolpath/tools/probe under root holding `files` (name -> source); its folder."""
+    pkg = root / "toolpath" / "tools" / "probe"
     pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("from . import a\n", encoding="utf-8")
-    (pkg / "a.py").write_text("from .b import thing\n", encoding="utf-8")
-    (pkg / "b.py").write_text("def thing():\n    from . import c\n", encoding="utf-8")
-    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import X\n",
-                              encoding="utf-8")
-    (pkg / "d.py").write_text("import toolpath.tools.probe.a\n", encoding="utf-8")
+    for name, source in files.items():
+        (pkg / name).write_text(source, encoding="utf-8")
+    return pkg
+
+
+def test_the_checker_sees_cycles_through_functions_and_type_checking(tmp_path: Path):
+    probe_package(tmp_path, {
+        "__init__.py": "from . import a\n", "a.py": "from .b import thing\n",
+        "b.py": "def thing():\n    from . import c\n",
+        "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import X\n",
+        "d.py": "import toolpath.tools.probe.a\n"})
     knots = import_cycles(sorted(tmp_path.rglob("*.py")), tmp_path)
     assert [sorted(_modules_of(k)) for k in knots] == [["toolpath.tools.probe.a", "toolpath.tools.probe.b",
                                                          "toolpath.tools.probe.c"]]
@@ -350,11 +356,8 @@ def test_no_private_name_is_imported_from_another_package():
 
 
 def test_the_private_name_check_allows_the_own_package(tmp_path: Path):
-    pkg = tmp_path / "toolpath" / "tools" / "probe"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("from ._impl import _helper\n", encoding="utf-8")
-    (pkg / "_impl.py").write_text("def _helper(): ...\n", encoding="utf-8")
-    (pkg / "user.py").write_text("from . import _helper\nfrom ._impl import _helper as h\n", encoding="utf-8")
+    pkg = probe_package(tmp_path, {"__init__.py": "from ._impl import _helper\n", "_impl.py": "def _helper(): ...\n",
+                                   "user.py": "from . import _helper\nfrom ._impl import _helper as h\n"})
     other = tmp_path / "toolpath" / "tools" / "other.py"
     other.write_text("from .probe._impl import _helper, public\n", encoding="utf-8")
     for path in (pkg / "__init__.py", pkg / "user.py"):
