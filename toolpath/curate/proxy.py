@@ -89,10 +89,9 @@ class Proxy:
         return chosen[:, 0].tolist()
 
 
-def load_proxy(name: str, options: dict, every_position: bool = False) -> Proxy:
-    """The proxy model `name` with model.options `options`. `every_position`: its scorer reads every token's
-    logits, so torch runs it (the engine's export keeps the last position's only)."""
-    from ..policies.base import PolicyError, load
+def checked_spec(name: str, options: dict, every_position: bool = False):
+    """The ModelSpec of a proxy model, checked before anything is read or loaded. `every_position`: its scorer
+    reads every token's logits, so torch runs it (the engine's export keeps the last position's only)."""
     from ..policies.engines import engine_of
 
     if every_position:
@@ -103,6 +102,14 @@ def load_proxy(name: str, options: dict, every_position: bool = False) -> Proxy:
     spec = model_spec(name, options)
     if spec.name.partition(":")[0] not in ("local", "hf"):
         raise CurateError(f"--model {name}: curation reads a local model's logits; name {LOCAL_FORMS}")
+    return spec
+
+
+def load_proxy(name: str, options: dict, every_position: bool = False) -> Proxy:
+    """The proxy model `name` with model.options `options` (see checked_spec)."""
+    from ..policies.base import PolicyError, load
+
+    spec = checked_spec(name, options, every_position)
     try:
         policy = load(spec)
     except PolicyError as err:

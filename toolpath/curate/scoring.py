@@ -13,9 +13,17 @@ def score_items(items: list[Item], kind: str, model: str = "local", options: dic
     """Each item's score by `kind` (higher: keep), also stored in item.scores; askllm and perplexity load the
     proxy model `model` with `options` (model.options: engine, weights)."""
     texts = [item.text for item in items]
+    if kind not in SCORES:
+        raise CurateError(f"--score {kind!r}: expected one of {', '.join(SCORES)}")
+    if kind != "density":
+        from .proxy import checked_spec
+
+        checked_spec(model, options or {}, every_position=kind == "perplexity")  # a bad model fails, items or not
+    if not items:
+        return []
     if kind == "density":
         scores = [float(d) for d in densities(items)]
-    elif kind in ("askllm", "perplexity"):
+    else:
         from .proxy import load_proxy
 
         proxy = load_proxy(model, options or {}, every_position=kind == "perplexity")
@@ -28,8 +36,6 @@ def score_items(items: list[Item], kind: str, model: str = "local", options: dic
                 from .perplexity import score
 
                 scores = score(proxy, texts, stage=stage)
-    else:
-        raise CurateError(f"--score {kind!r}: expected one of {', '.join(SCORES)}")
     for item, value in zip(items, scores):
         item.scores[kind] = value
     return scores
