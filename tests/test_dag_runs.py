@@ -4,12 +4,14 @@ eval reports beside its score."""
 from __future__ import annotations
 
 import json
+from urllib.request import urlopen
 
 from conftest import toolpath_cli, write
 
 from toolpath.evals.dag.runs import closeness_text, run_graph, runs_closeness
 from toolpath.evals.report import _markdown, eval_numbers
 from toolpath.evals.runner import run_eval
+from toolpath.viewer import serve
 
 
 def task(instruction):
@@ -92,6 +94,13 @@ def test_runs_show_dag_on_a_scripted_run(tmp_path, home):
     data = json.loads(toolpath_cli("runs", "show", run_id, "--dag", "--json", home=home).stdout)
     assert (data["run_id"], data["closeness"], data["closed"], data["final"]) == (run_id, 1.0, True, 3)
     assert [n["parents"] for n in data["nodes"]] == [[], [1], [2]]
+    server, url = serve(home, port=0)  # the viewer draws the same graph on the run's page
+    try:
+        page = urlopen(f"{url}runs/{run_id}", timeout=30).read().decode()
+    finally:
+        server.shutdown()
+    assert "<h2>Reasoning graph</h2><p>Closeness 1.00 (closed)" in page and "<svg class=dag" in page
+    assert page.count("<circle") == 3 and page.count("<path") == 2 and "[3] answer: 63" in page
 
 
 def test_an_eval_reports_closeness_beside_its_score(store):

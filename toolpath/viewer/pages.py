@@ -145,7 +145,7 @@ def _nested_tree(children: list[dict]) -> str:
 
 
 @page
-def run(r: dict, first: dict, page_size: int, nested: list[dict] = ()) -> str:
+def run(r: dict, first: dict, page_size: int, nested: list[dict] = (), dag: str = "") -> str:
     """A run's header, then its steps: the first page is inlined (no second round trip before the first
     screen), the rest comes from /api/runs/<id>/steps as the reader scrolls."""
     tokens = f"{r['tokens_in']} in / {r['tokens_out']} out"
@@ -162,7 +162,7 @@ def run(r: dict, first: dict, page_size: int, nested: list[dict] = ()) -> str:
     ])
     tree = f"<h2>Nested runs</h2>{_nested_tree(list(nested))}" if nested else ""
     api = f"/api/runs/{quote(r['id'], safe='')}/steps"
-    body = (f"<h1>Run {e(r['id'])}</h1>{header}{tree}<h2>Steps <span id=step-count></span></h2>"
+    body = (f"<h1>Run {e(r['id'])}</h1>{header}{tree}{dag}<h2>Steps <span id=step-count></span></h2>"
             f"<div id=steps data-api='{e(api)}' data-agent='{e(r['agent'])}' data-page-size='{page_size}'></div>"
             "<div id=more><button id=load-more type=button hidden>load more steps</button>"
             "<span id=loading hidden>loading…</span></div>"

@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from ..redact import redact
-from . import pages
+from . import dag, pages
 from .data import MAX_LIMIT, Reader, json_or_text
 
 STATIC = Path(__file__).parent / "static"
@@ -191,7 +191,9 @@ class Handler(BaseHTTPRequestHandler):
             size = _int_param(query, "page_size", pages.PAGE, 1, MAX_LIMIT)
             steps, total = r.steps_page(run["id"], 0, size)
             first = _paged("steps", steps, total, 0, size, run_id=run["id"])
-            return self._html(200, pages.run(run, first, size, r.nested(run["id"])))
+            seen = steps if size >= total else r.steps_page(run["id"], 0, dag.STEPS)[0]  # the graph's steps
+            graph = dag.section(seen, more=len(seen) < total)
+            return self._html(200, pages.run(run, first, size, r.nested(run["id"]), graph))
         if head == "evals" and len(rest) == 1:
             ev = self._eval(rest[0])
             offset = _int_param(query, "offset", 0)

@@ -30,6 +30,9 @@ from .reader import Step, Trajectory
 KINDS = ("syntax", "malformed", "empty", "duplicate_id", "not_increasing", "forward_reference", "unknown_id", "cycle",
          "no_final_answer", "several_final_answers", "final_answer_not_last", "orphan")
 CLOSURE = ("orphan",)  # the kinds that leave the format valid but the trajectory not closed
+MAX_EACH = 100  # violations listed of one kind; the rest are counted in one more (a hostile file has millions)
+MAX_RINGS = 20  # cycles looked for: each one found costs its length to describe
+RING_SHOWN = 12  # steps of a long cycle named in its description
 
 
 @dataclass(frozen=True)
@@ -105,9 +108,12 @@ def _cycles(steps: list[Step]) -> list[Violation]:
                 ring = path[path.index(nxt):]
                 if frozenset(ring) not in found:
                     found.add(frozenset(ring))
-                    chain = " → ".join(f"step {i}" for i in [*ring, nxt])
+                    shown = [*ring[:RING_SHOWN], *(["…"] if len(ring) > RING_SHOWN else []), nxt]
+                    chain = " → ".join(f"step {i}" if i != "…" else i for i in shown)
                     out.append(Violation("cycle", f"step {nxt}", f"depends on itself through {chain}"
                                          if len(ring) > 1 else "depends on itself"))
+                    if len(out) >= MAX_RINGS:
+                        return out
             elif colour.get(nxt) == 0:
                 colour[nxt] = 1
                 path.append(nxt)
@@ -148,4 +154,17 @@ def violations(trajectory: Trajectory) -> list[Violation]:
     out = [Violation("malformed", f"the step at position {pos}", what) for pos, what in trajectory.problems]
     out += _ids(steps) + _references(steps) + _cycles(steps) + _final_answer(steps)
     out += [Violation("orphan", s.name, "no later step depends on it") for s in unused(steps)]
-    return sorted(out, key=lambda v: KINDS.index(v.kind))
+    return _capped(sorted(out, key=lambda v: KINDS.index(v.kind)))
+
+
+def _capped(found: list[Violation]) -> list[Violation]:
+    """At most MAX_EACH of each kind, then one that counts the rest."""
+    out, count = [], {}
+    for v in found:
+        count[v.kind] = count.get(v.kind, 0) + 1
+        if count[v.kind] <= MAX_EACH:
+            out.append(v)
+        elif count[v.kind] == MAX_EACH + 1:
+            out.append(Violation(v.kind, "", ""))  # filled in below with how many more
+    return [Violation(v.kind, "", f"and {count[v.kind] - MAX_EACH} more of this kind") if not v.detail else v
+            for v in out]

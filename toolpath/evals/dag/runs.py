@@ -9,10 +9,12 @@ What "appears" means, so that neither an echo nor a coincidence counts:
     numbers      compared as values (`1,234`, `1234.0` and `1234` are one number); a number counts when it is the
                  whole result or has two significant digits or more (a lone `1` is in every text)
     text         the whole result (4 to 200 characters), or a run of three words of it (12 characters or more),
-                 compared without case or spacing
+                 compared as words (case, spacing and punctuation aside)
     artifacts    a file the result made, by its name, its file name or its sha256 (the first 12 digits)
 Anything already in the task's instruction or in the call that asked for the result is no evidence of using
-it, and a failed call's error is not a node. At most MAX_NODES results are read, and MAX_TEXT characters of each.
+it, and a failed call's error is not a node. Each result's evidence is a set of keys (number values, runs of one
+to three words) indexed once, and each step looks its own keys up, so a run costs the length of its text, never
+its steps times its results. At most MAX_STEPS steps and MAX_NODES results are read, MAX_TEXT characters of each.
 
     run_graph(steps) -> RunGraph    steps: a run's StepRecords (or their rows), in order
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from ...state import StepRecord
@@ -29,65 +31,80 @@ from .reader import Step
 from .rules import unused
 
 MAX_NODES = 500
+MAX_STEPS = 2_000  # steps of a run read; a graph of a longer run is of its first ones
 MAX_TEXT = 20_000
+MAX_ARTIFACTS = 10  # per result, the files whose names count as evidence
 FINAL_TOOL = "final_answer"
 
-_NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])-?\d+(?:\.\d+)?(?:[eE]-?\d+)?(?!\w)")
+# A number's text; where it starts and ends is checked in _numbers (a lookbehind here would make the scan try every
+# position of a long text instead of jumping to the digits).
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:[eE]-?\d+)?")
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _WORD = re.compile(r"\w+")
-_NAME_CHARS = 3
 
 
-def _numbers(text: str) -> dict[Decimal, int]:
-    """Each number in `text` as a value, with its count of significant digits."""
-    out: dict[Decimal, int] = {}
-    for m in _NUMBER.finditer(text[:MAX_TEXT]):
+def _values(text: str):
+    """The numbers of `text` as written: not inside a word or an identifier (x2, v1.2.3 count as no number)."""
+    for m in _NUMBER.finditer(text):
+        start, end = m.span()
+        if (start and (text[start - 1].isalnum() or text[start - 1] in "._")) or \
+                (end < len(text) and (text[end].isalnum() or text[end] in "_.")):
+            continue
+        raw = m.group(0).rstrip(",")
+        # 1,234 is one number; 1,2,3 is three
+        yield from [raw.replace(",", "")] if _THOUSANDS.fullmatch(raw) else [p for p in raw.split(",") if p]
+
+
+def _numbers(text: str) -> dict[str, int]:
+    """Each number in `text` as the key of its value ("#1234.5" for 1,234.50), with its significant digits."""
+    out: dict[str, int] = {}
+    for raw in _values(text[:MAX_TEXT]):
         try:
-            value = Decimal(m.group(0).replace(",", "")).normalize()
+            value = Decimal(raw).normalize()
         except InvalidOperation:
             continue
         if value.is_finite():
-            out[value] = max(out.get(value, 0), len(value.as_tuple().digits))
+            key = f"#{value:f}"
+            out[key] = max(out.get(key, 0), len(value.as_tuple().digits))
     return out
 
 
-def _flat(text: str) -> str:
-    return " ".join(text[:MAX_TEXT].lower().split())
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text[:MAX_TEXT].lower())
 
 
-def _trigrams(text: str) -> set[str]:
-    words = _WORD.findall(text[:MAX_TEXT].lower())
-    return {g for g in (" ".join(words[i:i + 3]) for i in range(len(words) - 2)) if len(g) >= 12}
+def _grams(words: list[str], n: int) -> set[str]:
+    return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
 
 
-@dataclass
-class Evidence:
-    """What of one result a later step would show if it used it."""
-
-    numbers: set[Decimal] = field(default_factory=set)
-    whole: str = ""
-    trigrams: set[str] = field(default_factory=set)
-    names: set[str] = field(default_factory=set)
-
-    def found_in(self, text: str, numbers: set[Decimal], trigrams: set[str], flat: str) -> bool:
-        return bool(self.numbers & numbers or (self.whole and self.whole in flat) or self.trigrams & trigrams
-                    or any(name in text for name in self.names))
+def keys(text: str) -> set[str]:
+    """Everything in a step's text a result's evidence is looked up by: its numbers' values and its runs of one to
+    three words. Linear in the text, so a run costs its length, not its length times its results."""
+    words = _words(text)
+    return set(_numbers(text)) | _grams(words, 1) | _grams(words, 2) | _grams(words, 3)
 
 
-def evidence(content: str, artifacts: list[dict], known: str) -> Evidence:
-    """The evidence of a result `content` (with its `artifacts`), less what `known` (the instruction and the call's
-    own arguments) already says."""
-    seen_numbers, seen_trigrams, seen_flat = set(_numbers(known)), _trigrams(known), _flat(known)
+def _phrase(text: str) -> set[str]:
+    """A short text (a whole result, a file name) as the keys that show it: itself when it is one to three words,
+    else its runs of three words."""
+    words = _words(text)
+    return {" ".join(words)} if 1 <= len(words) <= 3 else _grams(words, 3)
+
+
+def evidence(content: str, artifacts: list[dict], known: str) -> set[str]:
+    """The keys a later step shows when it uses a result `content` (with its `artifacts`), less what `known` (the
+    instruction and the call's own arguments) already says."""
     found = _numbers(content)
-    whole_number = len(found) == 1 and _NUMBER.fullmatch(content.strip() or "x") is not None
-    numbers = {v for v, digits in found.items() if (digits >= 2 or whole_number) and v not in seen_numbers}
-    flat = _flat(content)
-    whole = flat if 4 <= len(flat) <= 200 and flat not in seen_flat and not whole_number else ""
-    names = set()
-    for a in artifacts:
+    whole_number = len(found) == 1 and _NUMBER.fullmatch(content.strip()) is not None
+    out = {k for k, digits in found.items() if digits >= 2 or whole_number}
+    if not whole_number and 4 <= len(content.strip()) <= 200:
+        out |= _phrase(content)
+    out |= {g for g in _grams(_words(content), 3) if len(g) >= 12}
+    for a in artifacts[:MAX_ARTIFACTS]:
         for name in (a.get("name"), str(a.get("path") or "").rsplit("/", 1)[-1], str(a.get("sha256") or "")[:12]):
-            if name and len(name) >= _NAME_CHARS:
-                names.add(name)
-    return Evidence(numbers, whole, _trigrams(content) - seen_trigrams, names)
+            if name and len(str(name)) >= 3:
+                out |= _phrase(str(name))
+    return out - keys(known)
 
 
 @dataclass
@@ -124,24 +141,29 @@ class RunGraph:
 
 
 def _one_line(text: str, most: int = 80) -> str:
-    text = " ".join(str(text).split())
+    text = " ".join(str(text)[: most * 8].split())  # a label's worth, before splitting a long text
     return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def _dicts(items) -> list[dict]:
+    """The objects in a stored list: a store written by an older toolpath, or edited by hand, may hold anything."""
+    return [x for x in items if isinstance(x, dict)] if isinstance(items, list) else []
 
 
 def _instruction(records: list[StepRecord]) -> str:
     for r in records:
         if r.node == "task":
-            return "\n".join(str(m.get("content") or "") for m in r.messages if m.get("role") == "user")
+            return "\n".join(str(m.get("content") or "") for m in _dicts(r.messages) if m.get("role") == "user")
     return ""
 
 
 def _policy_text(record: StepRecord) -> tuple[str, list[dict]]:
     """A model step's reasoning and its calls' arguments (as one text), and its calls."""
-    calls = [c for m in record.messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
-    said = record.raw if isinstance(record.raw, str) else " ".join(
-        str(m.get("content") or "") for m in record.messages if m.get("role") == "assistant")
-    args = " ".join(json.dumps(c.get("arguments", {}), ensure_ascii=False) for c in calls)
-    return f"{said}\n{args}", calls
+    said = [m for m in _dicts(record.messages) if m.get("role") == "assistant"]
+    calls = [c for m in said for c in _dicts(m.get("tool_calls"))]
+    text = record.raw if isinstance(record.raw, str) else " ".join(str(m.get("content") or "") for m in said)
+    args = " ".join(json.dumps(c.get("arguments", {}), ensure_ascii=False, default=str) for c in calls)
+    return f"{text[:MAX_TEXT]}\n{args[:MAX_TEXT]}", calls
 
 
 def run_graph(steps) -> RunGraph:
@@ -149,23 +171,24 @@ def run_graph(steps) -> RunGraph:
     records = [s if isinstance(s, StepRecord) else StepRecord.from_row(s) for s in steps]
     instruction = _instruction(records)
     nodes: list[Step] = []
-    proof: dict[int, Evidence] = {}  # node id -> its evidence
+    shown_by: dict[str, set[int]] = {}  # evidence key -> the nodes it shows
     pending: dict[str, tuple[tuple[int, ...], str]] = {}  # call id -> (parents, its arguments) until its result
     final: Step | None = None
-    truncated = False
-    for r in records:
+    truncated = len(records) > MAX_STEPS
+    for r in records[:MAX_STEPS]:
         if r.node == "policy":
             text, calls = _policy_text(r)
-            numbers, trigrams, flat = set(_numbers(text)), _trigrams(text), _flat(text)
-            used = tuple(i for i, ev in proof.items() if ev.found_in(text, numbers, trigrams, flat))
+            used = tuple(sorted({i for k in keys(text) for i in shown_by.get(k, ())}))
             ends = [c for c in calls if c.get("name") == FINAL_TOOL]
             if ends or not calls:
-                answer = ends[-1].get("arguments", {}).get("answer", "") if ends else text
+                given = ends[-1].get("arguments") if ends else None
+                answer = given.get("answer", "") if isinstance(given, dict) else given if ends else text
                 final = Step(len(nodes) + 1, len(nodes) + 1, used or None, f"answer: {_one_line(answer)}",
                              f"step {r.seq}")
             for c in calls:
-                pending[str(c.get("id"))] = (used, json.dumps(c.get("arguments", {}), ensure_ascii=False))
-        for o in r.observations:
+                pending[str(c.get("id"))] = (used, json.dumps(c.get("arguments", {}), ensure_ascii=False,
+                                                              default=str)[:MAX_TEXT])
+        for o in _dicts(r.observations):
             call = pending.pop(str(o.get("call_id")), None)
             if call is None or o.get("error") or o.get("tool") == FINAL_TOOL:
                 continue
@@ -177,7 +200,9 @@ def run_graph(steps) -> RunGraph:
             node = Step(len(nodes) + 1, len(nodes) + 1, parents or None,
                         f"{o.get('tool')}: {_one_line(content)}", f"step {r.seq}")
             nodes.append(node)
-            proof[node.id] = evidence(content, o.get("artifacts") or [], f"{instruction}\n{args}")
+            artifacts = _dicts(o.get("artifacts"))
+            for k in evidence(content, artifacts, f"{instruction}\n{args}"):
+                shown_by.setdefault(k, set()).add(node.id)
             final = None  # an answer given before more results is not the run's last word
     if final is not None:
         final = Step(len(nodes) + 1, len(nodes) + 1, final.parents, final.content, final.reasoning)
