@@ -31,6 +31,15 @@ def test_pack_round_trip_at_every_width(bits):
         assert torch.equal(unpack_bits(packed, bits, n), values)
 
 
+def test_the_stored_stream_is_the_one_folders_were_written_with():
+    # Codes 1..5 at 3 bits, lowest bit first: 100 010 110 001 101 -> 10001011 0001101(0): bytes 209 and 88.
+    assert pack_bits(torch.tensor([1, 2, 3, 4, 5]), 3).tolist() == [209, 88]
+    rows = torch.randint(0, 16, (3, 2, 32), generator=torch.Generator().manual_seed(0)).to(torch.uint8)
+    packed = pack_bits(rows, 4)  # along the last axis: each row its own stream, two codes a byte, low nibble first
+    assert torch.equal(packed, rows[..., 0::2] | (rows[..., 1::2] << 4))
+    assert torch.equal(packed[1, 0], pack_bits(rows[1, 0], 4)) and torch.equal(unpack_bits(packed, 4, 32), rows)
+
+
 @pytest.mark.parametrize("bits", (1, 2, 3, 4, 8))
 @pytest.mark.parametrize("shape,group", [((7, 13), 5), ((3, 128), 128), ((5, 130), 128), ((1, 1), 128)])
 def test_quantized_matrix_survives_packing(bits, shape, group):

@@ -4,7 +4,8 @@
 tokens of solved arithmetic tool-call episodes (tailor_data). Only the decoder layers are trained (embeddings,
 final norm and head stay the base model's): the layers are what tailoring recombines, and leaving the 49k-row
 embedding out of the optimizer keeps a step affordable on a CPU. Each fine-tune is a folder under
-$TOOLPATH_HOME/models/tailor-…, named by the base model, the data and the recipe, so it is made once.
+$TOOLPATH_HOME/models/tailor-…, named by the base model (its name and its fingerprint, so a changed model at
+the same path is fine-tuned again), the data and the recipe, so it is made once.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ ENGLISH_BATCH, ENGLISH_LENGTH = 4, 128
 TRANSCRIPT_BATCH = 2
 
 
-def cache_dir(source_key: str, recipe: str, steps: int, seed: int) -> Path:
-    digest = hashlib.sha256(json.dumps([source_key, recipe, steps, seed, LR, 1]).encode()).hexdigest()[:12]
+def cache_dir(source_key: str, fingerprint: str, recipe: str, steps: int, seed: int) -> Path:
+    digest = hashlib.sha256(json.dumps([fingerprint, recipe, steps, seed, LR, 1]).encode()).hexdigest()[:12]
     slug = "".join(c if c.isalnum() else "-" for c in source_key.rpartition("/")[2])[:40]
     return models_dir() / f"tailor-{slug}-{recipe}-{digest}"
 
@@ -123,9 +124,12 @@ def finetune(base, tokenizer, recipe: str, steps: int, seed: int, target: Path) 
 
 def default_candidates(base, tokenizer, source_key: str, steps: int, seed: int, log=None) -> list[Path]:
     """The two default candidates' folders, made on first use."""
+    from ..policies.fingerprint import model_fingerprint
+
+    fingerprint = model_fingerprint(base)
     out = []
     for recipe in RECIPES:
-        target = cache_dir(source_key, recipe, steps, seed)
+        target = cache_dir(source_key, fingerprint, recipe, steps, seed)
         if not (target / "config.json").is_file():
             finetune(base, tokenizer, recipe, steps, seed, target)
         else:

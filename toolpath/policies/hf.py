@@ -16,7 +16,6 @@ fast `from_pretrained` of that folder.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import threading
@@ -38,18 +37,12 @@ from .formats.native import (NATIVE, family, openai_tools, opener, repaired_temp
 _LOCK = threading.Lock()  # one generate() at a time per process: the CPU is the bottleneck anyway
 
 
-def _file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def converted_dir(gguf: Path, digest: str | None = None) -> Path:
     """Where a GGUF file's safetensors conversion is cached; `digest`: its sha256 when already known (a pinned
     catalog model), which saves hashing a large file on every load."""
-    return models_dir() / f"{gguf.stem}-{(digest or _file_digest(gguf))[:16]}"
+    from .fingerprint import file_digest
+
+    return models_dir() / f"{gguf.stem}-{(digest or file_digest(gguf))[:16]}"
 
 
 class gguf_progress:

@@ -142,10 +142,11 @@ def load_packed(folder) -> Any:
     _check_size(folder, config)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     stored = load_file(str(folder / WEIGHTS))
-    state = {k: v for k, v in stored.items() if not any(k.startswith(name + ".") for name in entry.get("tensors") or {})}
     tensors = entry.get("tensors")
     if not isinstance(tensors, dict):
         raise ValueError(f"{folder}/config.json: toolpath_compression.tensors must be a mapping")
+    packed_names = tuple(f"{name}." for name in tensors)
+    state = {k: v for k, v in stored.items() if not k.startswith(packed_names)}
     for name, spec in tensors.items():
         try:
             state[name] = _unpacked(stored, name, spec, folder)

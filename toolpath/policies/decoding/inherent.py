@@ -52,16 +52,11 @@ def projector_inputs(model: Any, projector: Any, pixel_values: Any):
 
 
 def fingerprint(model: Any, parts: list[Any]) -> str:
-    """A short hash of what makes the bias this model's: its class, config, and a few of its encoder's weights."""
-    digest = hashlib.sha256()
-    digest.update(type(model).__name__.encode())
-    digest.update(model.config.to_json_string(use_diff=False).encode())
-    for part in parts:
-        params = list(part.parameters())
-        for p in params[:1] + params[-1:]:
-            digest.update(str(tuple(p.shape)).encode())
-            digest.update(p.detach().float().cpu().contiguous().numpy().tobytes())
-    return digest.hexdigest()[:20]
+    """A short hash of what makes the bias this model's: its class, config, and its encoder's and projector's
+    weights (the model's one fingerprint, over those parts)."""
+    from ..fingerprint import model_fingerprint
+
+    return model_fingerprint(model, parts)
 
 
 def inherent_bias(model: Any, projector: Any, encoder: Any, image_shape: tuple, *, count: int, seed: int,

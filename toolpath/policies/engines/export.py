@@ -13,6 +13,8 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
+from ..fingerprint import files_digest
+
 # Written last into an export: a folder without it is not an export (an interrupted copy, someone else's folder).
 MARKER = "toolpath-export.json"
 # What a model folder's behaviour depends on; anything else there (READMEs, images) does not change the export.
@@ -21,14 +23,7 @@ _SOURCE_SUFFIXES = (".safetensors", ".json", ".jinja", ".model", ".txt")
 
 def source_digest(folder: Path) -> str:
     """sha256 over the names and bytes of the files a model folder's export is made from."""
-    h = hashlib.sha256()
-    for f in sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(_SOURCE_SUFFIXES)):
-        h.update(f.name.encode() + b"\0")
-        with f.open("rb") as data:
-            for block in iter(lambda: data.read(1 << 20), b""):
-                h.update(block)
-        h.update(b"\0")
-    return h.hexdigest()
+    return files_digest(folder, _SOURCE_SUFFIXES)
 
 
 def export_key(folder: Path, engine: str, version: str, weights: str, digest: str, options=()) -> str:

@@ -22,7 +22,6 @@ The cost of channel d at b bits (the quantity the allocation in chanmix.py minim
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -38,17 +37,12 @@ VERSION = 1
 
 
 def model_id(model: Any) -> str:
-    """A file name for the model: its folder's name and a digest of its config and first weights, so two models
-    of one name (a re-conversion, a fine-tune) do not share a profile."""
-    import torch
+    """A file name for the model: its folder's name and its fingerprint, so two models of one name (a
+    re-conversion, a fine-tune) do not share a profile."""
+    from ..fingerprint import model_fingerprint
 
-    cfg = model.config
-    base = Path(str(getattr(cfg, "_name_or_path", "") or "model")).name or "model"
-    h = hashlib.sha256(cfg.to_json_string(use_diff=False).encode())
-    with torch.no_grad():
-        first = next(model.parameters()).detach().flatten()[:4096].float().cpu().numpy().tobytes()
-    h.update(first)
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in base) + "-" + h.hexdigest()[:12]
+    base = Path(str(getattr(model.config, "_name_or_path", "") or "model")).name or "model"
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in base) + "-" + model_fingerprint(model)[:12]
 
 
 def profile_path(model: Any) -> Path:
