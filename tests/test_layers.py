@@ -9,6 +9,7 @@ circle (test_no_module_import_cycles), and floor 0 never reaches a kind above it
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
@@ -48,6 +49,12 @@ ALLOWED["__init__"] = set()
 MAX_LINES = 600
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """A file's syntax tree, read once per test session: every check below walks every file."""
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
 def unit_of(module: str) -> str:
     """'toolpath.tools.image.ops' -> 'tools'; 'toolpath' -> '__init__'."""
     parts = module.split(".")
@@ -66,7 +73,7 @@ def imported(path: Path, root: Path = PACKAGE.parent) -> list[tuple[int, str]]:
     name = module_name(path, root)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "toolpath"]
         elif isinstance(node, ast.ImportFrom):
@@ -89,7 +96,7 @@ def imported_names(path: Path, root: Path = PACKAGE.parent) -> list[tuple[int, s
     name = module_name(path, root)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.ImportFrom):
             base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
             target = ".".join(base + ([node.module] if node.module else []))
@@ -117,6 +124,7 @@ def test_imports_flow_downward(path: Path):
     assert not wrong, "\n".join(wrong)
 
 
+@functools.cache
 def _exists(module: str, root: Path = PACKAGE.parent) -> bool:
     path = root.joinpath(*module.split("."))
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
@@ -190,7 +198,7 @@ def module_edges(path: Path, root: Path = PACKAGE.parent) -> list[tuple[int, str
     """(line, module) for every module of the package this file imports, wherever the statement stands (at
     the top, inside a function, under `if TYPE_CHECKING`). `from pkg import name` names pkg.name when that is
     a submodule, else pkg (its __init__)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    tree = parsed(path)
     out = [(node.lineno, a.name) for node in ast.walk(tree) if isinstance(node, ast.Import)
            for a in node.names if a.name.split(".")[0] == "toolpath"]
     for line, target, names in imported_names(path, root):
@@ -291,7 +299,7 @@ def test_the_checker_sees_cycles_through_functions_and_type_checking(tmp_path: P
 
 def registry_loads(path: Path) -> list[int]:
     """The lines of a module that call registry.load (or a `load` imported from the registry)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     local = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
              and (node.module or "").rpartition(".")[2] == "registry" for a in node.names if a.name == "load"}
     return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call) and (
