@@ -58,6 +58,15 @@ def test_layout_and_spellings_are_read_alike():
         assert got.closed and got.answer == "3/7", text[:60]
 
 
+def test_latex_that_json_escapes_mangled_is_mended():
+    # one backslash, as small models write it: JSON reads \b, \f and \t as control characters
+    text = ('[{"step_id": 1, "direct_dependent_steps": null, "content": "$2 \\times 3$ and \\theta\\tab"},'
+            ' {"step_id": 2, "direct_dependent_steps": [1], "content": "The final answer is $\\boxed{\\frac{1}{2}}$"}]')
+    got = check(read_trajectory(text))
+    assert got.closed and got.answer == "\\frac{1}{2}"
+    assert read_trajectory(text).steps[0].content == "$2 \\times 3$ and \\theta\tab"  # a tab before "ab" stays
+
+
 @pytest.mark.parametrize("text, where", [
     ('[{"step_id": 1,\n  "content": }]', "line 2, column 14"),
     ('```json\n[\n  {"step_id": 1,,}\n]\n```', "line 3, column 17"),  # lines of the file, the fence counted

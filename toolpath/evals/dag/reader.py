@@ -11,7 +11,8 @@ else a list of step ids; an empty list is read as null, as the official tools wr
 `content` (the set's files say `node`, the generation prompt `text`) and, optionally, its reasoning in `edge`
 (or `thinking`).
 
-Whitespace around the JSON and one Markdown code fence (```json ... ```) are ignored; anything else that is not one
+Whitespace around the JSON and one Markdown code fence (```json ... ```) are ignored, and so is LaTeX whose backslash
+JSON read as an escape (`\boxed` written with one backslash is a backspace and "oxed"); anything else that is not one
 JSON value is a DagSyntaxError naming the line and column. A step of the wrong shape does not stop the reading: it
 is kept as far as it can be read and its problems are listed, so rules.py names them beside every other violation.
 """
@@ -98,11 +99,20 @@ def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+# LaTeX written into JSON with one backslash: JSON reads \boxed as a backspace and "oxed", \frac as a form feed
+# and "rac", \times as a tab and "imes". Backspace and form feed have no place in a statement, so they are always
+# the command's letter; a tab or carriage return only before the rest of a command models write.
+_MANGLED = re.compile(r"[\x08\x0c]|[\t\r](?=(?:imes|ext|heta|an|ight|ho)\b)")
+_LETTER = {"\x08": "\\b", "\x0c": "\\f", "\t": "\\t", "\r": "\\r"}
+
+
 def _text(item: dict, keys: tuple[str, ...]) -> str | None:
-    """The first of `keys` the step has, as text; None when it has none of them or it is not a string."""
+    """The first of `keys` the step has, as text (LaTeX that JSON escapes mangled mended); None when it has none
+    of them or it is not a string."""
     for key in keys:
         if key in item:
-            return item[key] if isinstance(item[key], str) else None
+            value = item[key]
+            return _MANGLED.sub(lambda m: _LETTER[m.group()], value) if isinstance(value, str) else None
     return None
 
 
