@@ -8,6 +8,7 @@ import re
 import pytest
 from conftest import toolpath_cli, write
 
+from toolpath.cli import main
 from toolpath.evals.benchmarks import BenchmarkDataError, Record, get_benchmark
 from toolpath.evals.dag.problems import KINDS, problems
 from toolpath.evals.runner import run_eval
@@ -117,13 +118,13 @@ def test_dag_check_exit_codes_and_json(tmp_path):
     assert r.returncode == 1 and {"forward_reference", "cycle", "no_final_answer"} <= kinds
 
 
-def test_dag_check_bad_input_is_one_line_naming_file_and_place(tmp_path):
+def test_dag_check_bad_input_is_one_line_naming_file_and_place(tmp_path, capsys):
     cases = {write(tmp_path / "a.json", '[{"step_id": 1,\n "content": }]'): "a.json: not JSON at line 2, column 13",
              tmp_path / "missing.json": "cannot read",
              tmp_path: "is not a regular file"}
     (tmp_path / "latin1.json").write_bytes(b'["caf\xe9"]')
     cases[tmp_path / "latin1.json"] = "is not UTF-8 text (byte 5)"
     for path, want in cases.items():
-        r = toolpath_cli("dag", "check", path)
-        assert r.returncode == 2 and want in r.stderr and "Traceback" not in r.stderr, r.stderr
-        assert r.stderr.count("\n") == 1
+        code = main(["dag", "check", str(path)])
+        err = capsys.readouterr().err
+        assert code == 2 and want in err and "Traceback" not in err and err.count("\n") == 1, err

@@ -8,6 +8,7 @@ from urllib.request import urlopen
 
 from conftest import toolpath_cli, write
 
+from toolpath.cli import main
 from toolpath.evals.dag.runs import closeness_text, run_graph, runs_closeness
 from toolpath.evals.report import _markdown, eval_numbers
 from toolpath.evals.runner import run_eval
@@ -80,18 +81,18 @@ TWO_STEPS = """
 """
 
 
-def test_runs_show_dag_on_a_scripted_run(tmp_path, home):
+def test_runs_show_dag_on_a_scripted_run(tmp_path, home, capsys):
     write(tmp_path / "r.yaml", TWO_STEPS)
     spec = write(tmp_path / "task.yaml", f"id: dag-run\ninstruction: What is (17 + 4) * 3?\n"
                                          f"model: scripted:{tmp_path / 'r.yaml'}\ntools: [calculator, final_answer]\n")
-    run = toolpath_cli("run", spec, "--json", "-q", home=home)
-    assert run.returncode == 0, run.stderr
-    run_id = json.loads(run.stdout)["run_id"]
+    assert main(["run", str(spec), "--json", "-q"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
     shown = toolpath_cli("runs", "show", run_id, "--dag", home=home)
     assert shown.returncode == 0, shown.stderr
     assert "reasoning graph: 3 nodes, closeness 1.00 (closed)" in shown.stdout
     assert "[2] calculator: 63  (step 4; uses 1)" in shown.stdout and "[3] answer: 63" in shown.stdout
-    data = json.loads(toolpath_cli("runs", "show", run_id, "--dag", "--json", home=home).stdout)
+    assert main(["runs", "show", run_id, "--dag", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
     assert (data["run_id"], data["closeness"], data["closed"], data["final"]) == (run_id, 1.0, True, 3)
     assert [n["parents"] for n in data["nodes"]] == [[], [1], [2]]
     server, url = serve(home, port=0)  # the viewer draws the same graph on the run's page
