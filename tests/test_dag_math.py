@@ -128,3 +128,12 @@ def test_dag_check_bad_input_is_one_line_naming_file_and_place(tmp_path, capsys)
         code = main(["dag", "check", str(path)])
         err = capsys.readouterr().err
         assert code == 2 and want in err and "Traceback" not in err and err.count("\n") == 1, err
+
+
+def test_dag_check_is_among_the_commands_the_startup_test_walks():
+    from test_cli_startup import leaf_commands
+
+    from toolpath.cli import build_parser
+
+    assert ("dag", "check") in {words for words, _ in leaf_commands(build_parser())}
+

@@ -127,11 +127,10 @@ def _read_step(position: int, item, problems: list[tuple[int, str]]) -> Step:
     if not _is_int(sid):
         problem("has no step_id" if sid is None else f"has step_id {json.dumps(sid)[:40]}, not an integer")
         sid = None
-    parents = item.get(PARENTS_KEY, "missing")
-    if parents == "missing":
+    if PARENTS_KEY not in item:
         problem(f"has no {PARENTS_KEY} (null for a fact from the problem)")
-        parents = None
-    elif parents is not None and not (isinstance(parents, list) and all(_is_int(p) for p in parents)):
+    parents = item.get(PARENTS_KEY)
+    if parents is not None and not (isinstance(parents, list) and all(_is_int(p) for p in parents)):
         problem(f"has {PARENTS_KEY} {json.dumps(parents)[:60]}: expected null or a list of step ids")
         parents = [p for p in parents if _is_int(p)] if isinstance(parents, list) else None
     content = _text(item, CONTENT_KEYS)
