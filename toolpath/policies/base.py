@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
 from .. import registry
+from ..loaded_once import LoadedOnce
 from ..spec import ModelSpec
 from ..state import Message, ToolCall
 
@@ -127,7 +128,7 @@ def kinds() -> list[KindInfo]:
     return out
 
 
-_CACHE: dict[str, Policy] = {}
+_CACHE = LoadedOnce("policies")  # spec -> policy of a kind whose meta says `cache`
 
 
 def _key(spec: ModelSpec) -> str:
@@ -157,18 +158,14 @@ def load(spec: ModelSpec | str) -> Policy:
     python policies are cheap and their files may change between runs, so they are made anew."""
     if isinstance(spec, str):
         spec = ModelSpec(name=spec)
-    key = _key(spec)
-    if key in _CACHE:
-        return _CACHE[key]
     e = _entry(spec)
     try:
         factory = registry.load("policy", e.name)
     except registry.RegistryError as err:
         raise PolicyError(str(err)) from err
-    policy = factory(spec)
     if e.meta.get("cache"):
-        _CACHE[key] = policy
-    return policy
+        return _CACHE.get(_key(spec), lambda: factory(spec))
+    return factory(spec)
 
 
 def word_count(text: str) -> int:

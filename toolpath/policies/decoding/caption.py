@@ -12,8 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ...loaded_once import LoadedOnce
+
 CAPTION_PROMPT = "Describe the image."
-_CLIPS: dict[tuple, tuple] = {}
+_CLIPS = LoadedOnce("SHIELD's CLIP encoders")  # (folder, device) -> (CLIPModel, tokenizer)
 
 
 def find_clip(model: Any, clip: str | None) -> Path:
@@ -37,15 +39,14 @@ def load_clip(path: Path, device: Any):
     """(CLIPModel in float32, eval, no parameter gradients; its tokenizer), kept for the process."""
     from transformers import AutoTokenizer, CLIPModel
 
-    key = (str(Path(path).resolve()), str(device))
-    if key not in _CLIPS:
+    def read():
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(path))
         except (OSError, ValueError) as exc:
             raise ValueError(f"decoding.clip: {path} has no tokenizer for its text encoder: {exc}") from exc
-        clip = CLIPModel.from_pretrained(str(path), dtype="float32").to(device).eval().requires_grad_(False)
-        _CLIPS[key] = (clip, tokenizer)
-    return _CLIPS[key]
+        return CLIPModel.from_pretrained(str(path), dtype="float32").to(device).eval().requires_grad_(False), tokenizer
+
+    return _CLIPS.get((str(Path(path).resolve()), str(device)), read)
 
 
 def caption_inputs(processor: Any, inputs: dict, prompt: str) -> dict:

@@ -25,6 +25,7 @@ from typing import Any, Callable
 import cv2
 import numpy as np
 
+from ...loaded_once import LoadedOnce
 from ...quiet import quiet_model_loading
 from .edit_base import COLORS, EditError, EditState, EditTool, Subtask, register_edit_tool
 from .fill_area import GROW_PX, fill_mask
@@ -38,7 +39,7 @@ DEFAULT_THRESHOLD = 0.1  # OWL-ViT's usual cut-off; OWLv2 users often raise it t
 DEFAULT_STEPS = 8  # few: this runs on a CPU, and a background fill needs little detail
 INPAINT_MAX_SIDE = 512  # Stable Diffusion's training size; larger images are filled at this size, then scaled back
 
-_MODELS: dict[tuple[str, str], Any] = {}  # (kind, real path) -> loaded model: loading is the slow part
+_MODELS = LoadedOnce("image edit models")  # (kind, real path) -> loaded model: loading is the slow part
 
 
 # ---- availability and loading -------------------------------------------------------------------------
@@ -76,16 +77,16 @@ def _model_path(env: str, reason: Callable[[], str | None], tool: str) -> str:
 
 
 def _load(kind: str, what: str, path: str, loader: Callable[[str], Any]) -> Any:
-    key = (kind, os.path.realpath(path))
-    if key not in _MODELS:
+    def read() -> Any:
         if not os.path.isdir(path):
             raise EditError(f"{what} folder not found: {path}")
         quiet_model_loading(diffusers=True)
         try:
-            _MODELS[key] = loader(path)
+            return loader(path)
         except Exception as err:  # noqa: BLE001 — a broken folder fails in many ways; each is this folder's fault
             raise EditError(f"cannot load {what} from {path}: {type(err).__name__}: {err}") from None
-    return _MODELS[key]
+
+    return _MODELS.get((kind, os.path.realpath(path)), read)
 
 
 def _load_detector(path: str):

@@ -33,6 +33,7 @@ import cv2
 import numpy as np
 from PIL import Image, ImageDraw
 
+from ...loaded_once import LoadedOnce
 from .edit_base import COLORS, POSITIONS, EditError, EditState, EditTool, Subtask, register_edit_tool, text_query
 from .features import delta_e_lab, distance_to, lab, require_color, require_image
 from .fonts import font, font_path
@@ -196,7 +197,7 @@ def _pick_by_shape(lines, query: str, L: np.ndarray, tool: str):
 
 # ---- RapidOCR --------------------------------------------------------------------------------------------
 
-_ENGINES: dict[str, object] = {}
+_ENGINES = LoadedOnce("OCR engines")
 
 
 def rapid_reason() -> str | None:
@@ -206,11 +207,12 @@ def rapid_reason() -> str | None:
 
 
 def _rapid_engine():
-    if "rapid" not in _ENGINES:
+    def load():
         from rapidocr_onnxruntime import RapidOCR
 
-        _ENGINES["rapid"] = RapidOCR()
-    return _ENGINES["rapid"]
+        return RapidOCR()
+
+    return _ENGINES.get("rapid", load)
 
 
 def parse_rapid(result) -> tuple[list[tuple[tuple[int, int, int, int], str]], int]:

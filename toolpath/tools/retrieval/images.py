@@ -5,9 +5,9 @@ per query, cosine similarity; the images are indexed like the text (index.py).""
 from __future__ import annotations
 
 import hashlib
-import threading
 from pathlib import Path
 
+from ...loaded_once import LoadedOnce
 from ...paths import models_dir
 from ...quiet import quiet_model_loading
 from ..corpus import Corpus, open_image
@@ -15,8 +15,7 @@ from ..registry import ToolError
 from .index import VectorIndex, vector_index
 
 CLIP_BUILD_COMMAND = "toolpath models build tiny-vlm"
-_CLIP: dict[str, object] = {}
-_LOCK = threading.Lock()
+_CLIP = LoadedOnce("retrieval CLIP models", max_items=1)  # fingerprint -> (model, tokenizer, processor)
 
 
 def clip_folder() -> Path:
@@ -31,20 +30,21 @@ def _clip():
     folder = clip_folder()
     fp = hashlib.sha256((folder / "config.json").read_bytes()
                         + str((folder / "model.safetensors").stat().st_mtime_ns).encode()).hexdigest()[:16]
-    with _LOCK:
-        if _CLIP.get("fingerprint") != fp:
-            from transformers import AutoImageProcessor, AutoTokenizer, CLIPModel
 
-            quiet_model_loading()
-            try:
-                model = CLIPModel.from_pretrained(str(folder), local_files_only=True).eval()
-                tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-                proc = AutoImageProcessor.from_pretrained(str(folder), local_files_only=True)
-            except (OSError, ValueError) as err:
-                raise ToolError(f"retrieve: cannot load the tiny CLIP at {folder} ({err}); rebuild it with "
-                                f"`{CLIP_BUILD_COMMAND}`") from None
-            _CLIP.update(model=model, tokenizer=tok, processor=proc, fingerprint=fp)
-        return _CLIP["model"], _CLIP["tokenizer"], _CLIP["processor"], fp
+    def read():
+        from transformers import AutoImageProcessor, AutoTokenizer, CLIPModel
+
+        quiet_model_loading()
+        try:
+            model = CLIPModel.from_pretrained(str(folder), local_files_only=True).eval()
+            tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+            proc = AutoImageProcessor.from_pretrained(str(folder), local_files_only=True)
+        except (OSError, ValueError) as err:
+            raise ToolError(f"retrieve: cannot load the tiny CLIP at {folder} ({err}); rebuild it with "
+                            f"`{CLIP_BUILD_COMMAND}`") from None
+        return model, tok, proc
+
+    return (*_CLIP.get(fp, read), fp)
 
 
 def embed_text(query: str):

@@ -23,9 +23,9 @@ the seed makes it deterministic.
 from __future__ import annotations
 
 import importlib.metadata
-import threading
 from pathlib import Path
 
+from ...loaded_once import LoadedOnce
 from ...paths import models_dir
 from ...quiet import quiet_model_loading
 from ..registry import ToolError, ToolResult, tool
@@ -46,8 +46,7 @@ CHAT_SYSTEM = (
 # Small chat models follow a shown example far better than a described one.
 CHAT_EXAMPLES = ((("dog", "high", "high"), "a sharp, well-lit photo of a brown dog sitting on green grass"),
                  (("car", "medium", "low"), "a blurry, dark photo of a car on a street"))
-_MODELS: dict[str, tuple] = {}
-_LOCK = threading.Lock()
+_MODELS = LoadedOnce("query completion models", max_items=1)  # one at a time: they are small, memory is not
 
 
 def check_level(value: str, what: str) -> str:
@@ -112,23 +111,21 @@ def resolve(model: str) -> tuple[str, Path, str | None]:
 
 
 def _load(folder: Path, gguf: str | None):
-    key = f"{folder}:{gguf}:{(folder / (gguf or 'config.json')).stat().st_mtime_ns}"
-    with _LOCK:
-        if key not in _MODELS:
-            import torch
-            from transformers import AutoModelForCausalLM, AutoTokenizer
+    def read():
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-            quiet_model_loading()
-            extra = {"gguf_file": gguf} if gguf else {}
-            try:
-                tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, **extra)
-                lm = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True, dtype=torch.float32,
-                                                          **extra).eval()
-            except (OSError, ValueError) as err:
-                raise ToolError(f"complete_query: cannot load the model at {folder} ({err})") from None
-            _MODELS.clear()  # one model at a time: they are small, memory is not
-            _MODELS[key] = (lm, tok)
-        return _MODELS[key]
+        quiet_model_loading()
+        extra = {"gguf_file": gguf} if gguf else {}
+        try:
+            tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, **extra)
+            lm = AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=True, dtype=torch.float32,
+                                                      **extra).eval()
+        except (OSError, ValueError) as err:
+            raise ToolError(f"complete_query: cannot load the model at {folder} ({err})") from None
+        return lm, tok
+
+    return _MODELS.get(f"{folder}:{gguf}:{(folder / (gguf or 'config.json')).stat().st_mtime_ns}", read)
 
 
 def _input_text(backend: str, tok, query: str, relevance: str, quality: str) -> str:

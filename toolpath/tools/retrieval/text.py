@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from ...loaded_once import LoadedOnce
 from ...redact import redactor
 from ..corpus import walk
 from ..registry import ToolError
@@ -15,8 +16,7 @@ from . import model as M
 from .index import VectorIndex, vector_index
 
 BUILD_COMMAND = "toolpath models build metaembed"
-_MODELS: dict[str, object] = {}
-_MODEL_LOCK = threading.Lock()
+_MODELS = LoadedOnce("MetaEmbed models", max_items=1)  # fingerprint -> model: a rebuilt model replaces the old
 
 
 def model_folder() -> Path:
@@ -30,14 +30,15 @@ def trained_model(what: str = "retrieve"):
         raise ToolError(f"{what}: no trained MetaEmbed model at {folder}; build it with `{BUILD_COMMAND}` "
                         "(about 20 minutes on 2 CPU cores)")
     fp = M.fingerprint(folder)
-    with _MODEL_LOCK:
-        if _MODELS.get("fingerprint") != fp:
-            try:
-                _MODELS.update(model=M.load(folder), fingerprint=fp)
-            except (OSError, ValueError, KeyError) as err:
-                raise ToolError(f"{what}: cannot load the MetaEmbed model at {folder} ({type(err).__name__}: {err}); "
-                                f"rebuild it with `{BUILD_COMMAND}`") from None
-        return _MODELS["model"], fp
+
+    def read():
+        try:
+            return M.load(folder)
+        except (OSError, ValueError, KeyError) as err:
+            raise ToolError(f"{what}: cannot load the MetaEmbed model at {folder} ({type(err).__name__}: {err}); "
+                            f"rebuild it with `{BUILD_COMMAND}`") from None
+
+    return _MODELS.get(fp, read), fp
 
 
 def text_index(root: Path, what: str = "retrieve") -> tuple[VectorIndex, object]:

