@@ -94,7 +94,8 @@ def test_eval_runs_scores_and_stores_each_sample(home):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert set(out) == {"eval_id", "benchmark", "n", "score", "scoring", "scores", "by_category", "tokens", "seconds",
-                        "cost_usd", "unpriced", "retries", "timed_out"}
+                        "cost_usd", "unpriced", "retries", "timed_out", "closeness"}
+    assert out["closeness"] == {"runs": 5, "mean": 1.0, "closed": 1.0}  # every calculator result used
     assert out["scoring"] == "toolpath" and out["scores"] == {"toolpath": 1.0, "official": 1.0}
     assert out["n"] == 5 and out["score"] == 1.0
     assert set(out["by_category"]) == {"add", "sub", "mul", "div", "mixed"}
