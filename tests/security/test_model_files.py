@@ -261,3 +261,49 @@ def test_a_packed_folder_whose_config_claims_a_huge_model_is_refused_before_it_i
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err, err
     assert f"{out}/config.json describes a model of" in err and "model.safetensors" in err, err
+
+
+# A packed folder's tensor table, edited by hand: each is one clear error naming the folder's file, never a crash.
+Q = "model.layers.0.self_attn.q_proj.weight"
+PACKED_TABLES = {
+    "tensors_a_number": (lambda c: c.update(tensors=5), "toolpath_compression.tensors must be a mapping"),
+    "tensors_a_list": (lambda c: c.update(tensors=[Q]), "toolpath_compression.tensors must be a mapping"),
+    "layout_a_string": (lambda c: c["tensors"].update({Q: "4 bits"}), f"packed weight '{Q}' does not fit"),
+    "bits_99": (lambda c: c["tensors"][Q].update(bits=99), "are not a matrix's layout"),
+    "bits_true": (lambda c: c["tensors"][Q].update(bits=True), "are not a matrix's layout"),
+    "group_zero": (lambda c: c["tensors"][Q].update(group_size=0), "are not a matrix's layout"),
+    "shape_negative": (lambda c: c["tensors"][Q].update(shape=[-1, 64]), "are not a matrix's layout"),
+    "shape_beyond_codes": (lambda c: c["tensors"][Q].update(shape=[2**20, 2**20]), "too short"),
+    "shape_not_the_model's": (lambda c: c["tensors"][Q].update(c["tensors"][Q.replace("q_proj", "k_proj")]),
+                              "does not fit model.safetensors"),  # k_proj's layout over q_proj's codes
+    "experts_of_a_number": (lambda c: c["tensors"][Q].update(shape=[10**12, 4, 4], experts=5), "does not fit"),
+    "codes_missing": (lambda c: c["tensors"].update({"model.norm.weight": c["tensors"][Q]}), "lacks model.norm.weight.codes"),
+    "another_version": (lambda c: c.update(version=2), "toolpath_compression version 2 is not 1"),
+}
+
+
+@pytest.fixture(scope="module")
+def packed_source(tiny_source, tmp_path_factory):
+    out = tmp_path_factory.mktemp("packed") / "rtn4"
+    assert cli.main(["compress", f"hf:{tiny_source}", "--method", "rtn", "--option", "group_size=16",
+                     "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(PACKED_TABLES))
+def test_a_hand_edited_packed_table_is_refused_naming_the_folder(case, packed_source, tmp_path, home):
+    import shutil
+
+    from toolpath.policies.base import PolicyError
+    from toolpath.policies.hf import HFPolicy
+    from toolpath.spec import ModelSpec
+
+    edit, words = PACKED_TABLES[case]
+    folder = tmp_path / "edited"
+    shutil.copytree(packed_source, folder)
+    config = json.loads((folder / "config.json").read_text())
+    edit(config["toolpath_compression"])
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(PolicyError) as err:
+        HFPolicy.from_spec(ModelSpec(name=f"hf:{folder}", options={"engine": "torch"}))
+    assert str(folder) in str(err.value) and words in str(err.value), str(err.value)

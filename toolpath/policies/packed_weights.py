@@ -150,10 +150,13 @@ def load_packed(folder) -> Any:
     for name, spec in tensors.items():
         try:
             state[name] = _unpacked(stored, name, spec, folder)
-        except (KeyError, TypeError, IndexError, RuntimeError) as err:  # a layout its tensors do not fit
+        except (KeyError, TypeError, IndexError, RuntimeError, ValueError) as err:  # a layout its tensors do not fit
             raise ValueError(f"{folder}/config.json: packed weight {name[:200]!r} does not fit {WEIGHTS}: "
                              f"{type(err).__name__}: {str(err)[:200]}") from None
-    missing, unexpected = model.load_state_dict(state, strict=False)
+    try:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    except RuntimeError as err:  # a packed weight of another shape than the config's model has there
+        raise ValueError(f"{folder}: its weights do not fit its config.json: {str(err)[:300]}") from None
     tied = set(getattr(model, "_tied_weights_keys", None) or {})
     missing = [k for k in missing if k not in tied and not _is_tied(model, k)]
     if missing or unexpected:
@@ -185,13 +188,21 @@ def _is_tied(model, key: str) -> bool:
     return p is not None and any(q is p for k, q in params.items() if k != key)
 
 
+def _whole(value: Any, low: int, high: int | None = None) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value and (high is None or value <= high)
+
+
 def _unpacked(stored: dict[str, torch.Tensor], name: str, spec: dict[str, Any], folder: Path) -> torch.Tensor:
     def part(prefix: str, shape, bits, group_size) -> torch.Tensor:
+        if not (isinstance(shape, list) and len(shape) == 2 and all(_whole(n, 1) for n in shape)
+                and _whole(bits, 1, 8) and _whole(group_size, 1)):
+            raise ValueError(f"shape {str(shape)[:80]}, bits {str(bits)[:20]} and group size {str(group_size)[:20]} "
+                             "are not a matrix's layout (two sizes of at least 1, 1-8 bits, a group of at least 1)")
         try:
             tensors = {k: stored[f"{prefix}.{k}"] for k in ("codes", "zeros", "scales")}
         except KeyError as err:
             raise ValueError(f"{folder}/{WEIGHTS}: packed weight {prefix} lacks {err.args[0]}") from None
-        return Quantized.unpack(tensors, tuple(shape), int(bits), int(group_size)).dequantize()
+        return Quantized.unpack(tensors, tuple(shape), bits, group_size).dequantize()
 
     shape = spec["shape"]
     if "experts" not in spec:
