@@ -30,7 +30,7 @@ def tiny(tmp_path_factory):
 @pytest.fixture
 def auto(monkeypatch, tmp_path):
     """The default unpinned, the engine installed, and a stub in place of its load: what it was asked to run."""
-    from toolpath.policies.engines import ort
+    from toolpath.policies.engines import ort_kind as ort
 
     monkeypatch.delenv("TOOLPATH_ENGINE", raising=False)
     monkeypatch.setenv("TOOLPATH_HOME", str(tmp_path / "home"))
@@ -67,7 +67,7 @@ def test_what_only_torch_does_keeps_the_default_on_torch(tiny, auto, capsys, opt
 
 def test_a_folder_the_engine_refuses_runs_on_torch_with_the_reason(tiny, monkeypatch, tmp_path, capsys):
     """The engine's real refusal (no stub): the tiny model's 8-dimension heads."""
-    from toolpath.policies.engines import ort
+    from toolpath.policies.engines import ort_kind as ort
 
     monkeypatch.delenv("TOOLPATH_ENGINE", raising=False)
     monkeypatch.setenv("TOOLPATH_HOME", str(tmp_path / "home"))
@@ -80,7 +80,7 @@ def test_a_folder_the_engine_refuses_runs_on_torch_with_the_reason(tiny, monkeyp
 
 
 def test_a_failed_export_runs_on_torch(tiny, auto, monkeypatch, capsys):
-    from toolpath.policies.engines import ort
+    from toolpath.policies.engines import ort_kind as ort
 
     def fails(folder, spec, name, options):
         raise PolicyError(f"engine onnxruntime cannot export {folder}: NotImplementedError: no such architecture")
@@ -91,7 +91,7 @@ def test_a_failed_export_runs_on_torch(tiny, auto, monkeypatch, capsys):
 
 
 def test_torch_when_the_engine_is_not_installed_or_the_default_is_pinned(tiny, auto, monkeypatch, capsys):
-    from toolpath.policies.engines import ort
+    from toolpath.policies.engines import ort_kind as ort
 
     monkeypatch.setattr(ort.KIND, "missing", lambda: "missing: onnxruntime_genai")
     assert _load(tiny).engine == "torch"
@@ -118,7 +118,7 @@ def test_a_bad_default_is_named(tiny, monkeypatch):
 
 
 def test_models_list_says_what_runs_when_none_is_named(monkeypatch):
-    from toolpath.policies.engines import default_choice, ort
+    from toolpath.policies.engines import default_choice, ort_kind as ort
 
     monkeypatch.setattr(ort.KIND, "missing", lambda: "")
     assert default_choice().startswith("torch (TOOLPATH_ENGINE=torch")

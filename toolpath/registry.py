@@ -133,7 +133,7 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
     # What runs a local text model (toolpath/policies/engines/): each entry is the engine (toolpath/kinds.py: name,
     # Options, load); `torch` is transformers, where kv caches and decoding methods hook in.
     "engine": {"torch": ("toolpath.policies.engines.torch_engine:KIND", {}),
-               "onnxruntime": ("toolpath.policies.engines.ort:KIND", {})},
+               "onnxruntime": ("toolpath.policies.engines.ort_kind:KIND", {})},
 }
 
 _LOCK = threading.RLock()

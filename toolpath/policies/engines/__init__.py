@@ -35,7 +35,8 @@ TORCH_ONLY = ("kv_cache", "decoding")
 TORCH_WEIGHT_LAYOUT = ("lm_head", "int4_group")
 ENGINE_VARIABLE = "TOOLPATH_ENGINE"
 AUTO = "auto"
-FAST = "onnxruntime"  # what `auto` tries first: the engine whose measured decode and prefill beat torch here
+ONNXRUNTIME = "onnxruntime"
+FAST = ONNXRUNTIME  # what `auto` tries first: the engine whose measured decode and prefill beat torch here
 
 
 def engine(name: str) -> Any:

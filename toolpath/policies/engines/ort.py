@@ -17,18 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from ...spec import ModelSpec
 from ..base import PolicyError
 from ...progress import Progress
 from ...paths import models_dir
 from ..hf import HFPolicy
-from . import Transitional
+from . import ONNXRUNTIME as NAME
 from . import packed_codes
 from .export import export_key, exported, source_digest
 
-NAME = "onnxruntime"
 # model.options.weights -> the builder's precision. bf16 has no CPU kernels in ONNX Runtime: refused at load.
 PRECISION = {"fp32": "fp32", "int8": "int8", "int4": "int4"}
 # int4/int8 MatMulNBits multiply with the activations quantized to int8 per block (the CPU kernels' fastest path,
@@ -38,27 +35,6 @@ ACCURACY_LEVEL = 4
 # export made without it. prune_lm_head: the output head runs on the last position only, which is all generation
 # reads, instead of on every prompt token.
 BUILDER = ("prune_lm_head=true", f"accuracy_level={ACCURACY_LEVEL}")
-
-
-class Options(BaseModel):
-    """model.options.engine: {kind: onnxruntime, threads: N}."""
-
-    model_config = ConfigDict(extra="forbid")
-    threads: int | None = Field(None, ge=1, le=512, description="intra-op threads; all cores when unset")
-
-
-class OnnxRuntime(Transitional):
-    name = NAME
-    Options = Options
-
-    def load(self, folder: Path, spec: ModelSpec, name: str, options: Options) -> "EnginePolicy":
-        return _load(folder, spec, name, options)
-
-    def missing(self) -> str:
-        import importlib.util
-
-        absent = [m for m in ("onnxruntime_genai", "onnx", "onnx_ir") if importlib.util.find_spec(m) is None]
-        return f"missing: {', '.join(absent)} (pip install 'toolpath[engine]')" if absent else ""
 
 
 def version() -> str:
@@ -147,7 +123,9 @@ def _refusal(folder: Path) -> str:
     return ""
 
 
-def _load(folder: Path, spec: ModelSpec, name: str, options: Options) -> "EnginePolicy":
+def load(folder: Path, spec: ModelSpec, name: str, options: Any) -> "EnginePolicy":
+    """The engine's policy over a checked local text-model folder, exported once; `options` are ort_kind.Options
+    (its KIND calls this)."""
     started = time.perf_counter()
     for option in ("kv_cache", "decoding"):
         if spec.options.get(option):
@@ -339,6 +317,3 @@ class State:
 
     def keep(self, generator, capacity: int, length: int) -> None:
         self.generator, self.capacity, self.length = generator, capacity, length
-
-
-KIND = OnnxRuntime()

@@ -3,7 +3,6 @@ as `search` reads them, so a hit names its file the same way) and their multi-ve
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from ...loaded_once import LoadedOnce
