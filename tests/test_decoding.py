@@ -338,16 +338,23 @@ def test_shield_without_a_clip_says_so(vlm, tmp_path):
 
 
 # ---- options and the spec ----------------------------------------------------------------------------------------
+def validate(value):
+    """A decoding setting as the spec's check stores it: {"kind": ..., every option}."""
+    from toolpath.policies.settings import setting
+
+    return setting("decoding", value).dump()
+
+
 def test_validate_defaults():
-    assert decoding.validate("vcd") == {"kind": "vcd", "alpha": 1.0, "beta": 0.1, "noise_step": 500,
+    assert validate("vcd") == {"kind": "vcd", "alpha": 1.0, "beta": 0.1, "noise_step": 500,
                                         "schedule": "sigmoid", "seed": 0}
-    s = decoding.validate({"kind": "shield"})
+    s = validate({"kind": "shield"})
     assert (s["alpha"], s["beta"], s["gamma"], s["gain"], s["bias_weight"]) == (2.0, 0.35, 3.0, 0.5, 0.1)
     assert (s["epsilon"], s["steps"], s["noise_images"]) == (0.14, 30, 32)
     assert s["statistical"] and s["inherent"] and s["vulnerability"]
-    alone = decoding.validate({"kind": "shield", "parts": ["inherent"]})
+    alone = validate({"kind": "shield", "parts": ["inherent"]})
     assert (alone["statistical"], alone["inherent"], alone["vulnerability"]) == (False, True, False)
-    assert decoding.validate(alone) == alone  # normalised settings validate to themselves
+    assert validate(alone) == alone  # normalised settings validate to themselves
 
 
 @pytest.mark.parametrize("setting, message", [
@@ -374,17 +381,19 @@ def test_validate_defaults():
 ])
 def test_bad_options_are_named(setting, message):
     with pytest.raises(ValueError, match=re.escape(message)):
-        decoding.validate(setting)
+        validate(setting)
 
 
 def test_spec_validates_decoding():
-    spec = TaskSpec.model_validate({"id": "t", "instruction": "x",
-                                    "model": {"name": "local", "options": {"decoding": "shield"}}})
+    from toolpath.policies.settings import settled  # where an episode starts: each kind's options, once
+
+    spec = settled(TaskSpec.model_validate({"id": "t", "instruction": "x",
+                                            "model": {"name": "local", "options": {"decoding": "shield"}}}))
     assert spec.model.options["decoding"]["kind"] == "shield" and spec.model.options["decoding"]["gamma"] == 3.0
     with pytest.raises(ValueError) as err:
-        TaskSpec.model_validate({"id": "t", "instruction": "x",
-                                 "model": {"name": "local", "options": {"decoding": {"kind": "vcd", "alpha": -1}}}})
-    assert "decoding.alpha: Input should be greater than 0 (got -1)" in str(err.value)
+        settled(TaskSpec.model_validate({"id": "t", "instruction": "x", "model": {
+            "name": "local", "options": {"decoding": {"kind": "vcd", "alpha": -1}}}}))
+    assert "model.options.decoding.alpha: Input should be greater than 0 (got -1)" in str(err.value)
     from toolpath import registry
 
     assert set(registry.names("decoder")) == {"vcd", "shield"}

@@ -123,13 +123,13 @@ def test_source_digest_follows_content(tiny, tmp_path):
     ({"engine": "tensorrt"}, "engine.kind: unknown kind 'tensorrt'"),
     ({"engine": {"kind": "onnxruntime", "threads": 0}}, "engine.threads"),
     ({"engine": {"kind": "onnxruntime", "beams": 2}}, "engine.beams"),
-    ({"engine": 3}, "engine: expected an engine's name"),
+    ({"engine": 3}, "engine: expected a mapping with 'kind' or a kind's name"),
 ])
 def test_spec_errors_name_the_fields(options, says):
-    from pydantic import ValidationError
+    from toolpath.policies.settings import model_settings
 
-    with pytest.raises(ValidationError) as err:
-        ModelSpec(name="local", options=options)
+    with pytest.raises(ValueError) as err:  # the kind's name at the spec, its options where the kinds live
+        model_settings(ModelSpec(name="local", options=options))
     assert says in str(err.value)
 
 

@@ -8,6 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from test_kvcache_plugin import plugin  # noqa: E402, F401  (docs/examples' kind, registered for one test)
+
 from toolpath.policies import kvcache  # noqa: E402
 from toolpath.policies.kvcache import quant  # noqa: E402
 
@@ -129,10 +131,10 @@ def test_bits_16_reproduces_dynamic_cache_exactly(kind):
     model = tiny_llama()
     ids = torch.randint(0, 128, (1, 70), generator=torch.Generator().manual_seed(3))
     ref = logits_through(model, ids, transformers.DynamicCache(config=model.config))
-    got = logits_through(model, ids, kvcache.attach(model, kind, bits=16))
+    got = logits_through(model, ids, kvcache.attach(model, kind, {"bits": 16}))
     assert (got - ref).abs().max() < 1e-5
     a = model.generate(ids[:, :30], max_new_tokens=30, do_sample=False)
-    b = model.generate(ids[:, :30], max_new_tokens=30, do_sample=False, cache=kvcache.attach(model, kind, bits=16))
+    b = model.generate(ids[:, :30], max_new_tokens=30, do_sample=False, cache=kvcache.attach(model, kind, {"bits": 16}))
     assert torch.equal(a, b)
 
 
@@ -140,10 +142,10 @@ def test_bits_16_reproduces_dynamic_cache_exactly(kind):
 def test_kivi_generates_and_stores_fewer_bytes(bits):
     model = tiny_llama()
     ids = torch.randint(0, 128, (1, 40), generator=torch.Generator().manual_seed(4))
-    cache = kvcache.attach(model, "kivi", bits=bits)
+    cache = kvcache.attach(model, "kivi", {"bits": bits})
     out = model.generate(ids, max_new_tokens=60, do_sample=False, cache=cache)
     assert out.shape[1] == 100
-    full = kvcache.attach(model, "kivi", bits=16)
+    full = kvcache.attach(model, "kivi", {"bits": 16})
     model.generate(ids, max_new_tokens=60, do_sample=False, cache=full)
     assert cache.get_seq_length() == full.get_seq_length() == 99
     assert cache.nbytes() < full.nbytes() * (0.5 if bits == 4 else 0.4)
@@ -152,8 +154,8 @@ def test_kivi_generates_and_stores_fewer_bytes(bits):
 def test_kivi_4_bit_logits_stay_close_to_full():
     model = tiny_llama()
     ids = torch.randint(0, 128, (1, 90), generator=torch.Generator().manual_seed(5))
-    ref = logits_through(model, ids, kvcache.attach(model, "kivi", bits=16)).softmax(-1)
-    got = logits_through(model, ids, kvcache.attach(model, "kivi", bits=4)).softmax(-1)
+    ref = logits_through(model, ids, kvcache.attach(model, "kivi", {"bits": 16})).softmax(-1)
+    got = logits_through(model, ids, kvcache.attach(model, "kivi", {"bits": 4})).softmax(-1)
     assert (got - ref).abs().max() < 0.05
 
 
@@ -222,10 +224,10 @@ def test_chanmix_generates_with_its_classes(home, options):
     model = tiny_llama()
     calibrated(model, home)
     ids = torch.randint(0, 128, (1, 40), generator=torch.Generator().manual_seed(4))
-    cache = kvcache.attach(model, "chanmix", **options)
+    cache = kvcache.attach(model, "chanmix", options)
     out = model.generate(ids, max_new_tokens=60, do_sample=False, cache=cache)
     assert out.shape[1] == 100 and cache.get_seq_length() == 99
-    full = kvcache.attach(model, "chanmix", bits=16)
+    full = kvcache.attach(model, "chanmix", {"bits": 16})
     model.generate(ids, max_new_tokens=60, do_sample=False, cache=full)
     assert cache.nbytes() < full.nbytes() * (0.5 if options["bits"] == 4 else 0.4)
 
@@ -268,37 +270,59 @@ def test_mixed_codec_codes_cost_the_average_bits_exactly():
 
 def test_chanmix_without_a_profile_or_tokenizer_says_how(home):
     with pytest.raises(ValueError, match="calibrate.profile"):
-        kvcache.attach(tiny_llama(seed=5), "chanmix", bits=2)
+        kvcache.attach(tiny_llama(seed=5), "chanmix", {"bits": 2})
 
 
 # ---- options -------------------------------------------------------------------------------------------------
 
+def kv_cache(value):
+    from toolpath.policies.settings import setting
+
+    return setting("kv_cache", value).dump()
+
+
 def test_short_form_and_validation():
-    assert kvcache.parse_kv_cache("chanmix:2") == {"kind": "chanmix", "bits": 2}
-    assert kvcache.parse_kv_cache("quest:256") == {"kind": "quest", "budget": 256}
-    assert kvcache.validate_kv_cache("kivi:4") == {"kind": "kivi", "bits": 4, "group": 32, "residual": 32}
+    assert kv_cache("chanmix:2") == {"kind": "chanmix", "bits": 2, "fp8": False, "group": 32, "residual": 32}
+    assert kv_cache("quest:256")["budget"] == 256 and kv_cache("quest:inf")["budget"] == float("inf")
+    assert kv_cache("kivi:4") == {"kind": "kivi", "bits": 4, "group": 32, "residual": 32}
     with pytest.raises(ValueError, match=r"kv_cache.kind: unknown kind 'nope'"):
-        kvcache.validate_kv_cache("nope:2")
-    with pytest.raises(ValueError, match=r"kv_cache.bits: must be one of 2, 4, 16, got 3"):
-        kvcache.validate_kv_cache({"kind": "kivi", "bits": 3})
-    with pytest.raises(ValueError, match=r"kv_cache.residual"):
-        kvcache.validate_kv_cache({"kind": "kivi", "residual": 40})
-    with pytest.raises(ValueError, match=r"kv_cache.bits: must be one of 1, 2, 3, 4, 16, got 8"):
-        kvcache.validate_kv_cache("chanmix:8")
-    with pytest.raises(ValueError, match=r"kv_cache.fp8: expected true or false"):
-        kvcache.validate_kv_cache({"kind": "chanmix", "fp8": "yes"})
-    with pytest.raises(ValueError, match=r"kv_cache.colour: kivi has no option"):
-        kvcache.validate_kv_cache({"kind": "kivi", "colour": 1})
-    with pytest.raises(ValueError, match=r"kv_cache.bits: expected an integer"):
-        kvcache.parse_kv_cache("kivi:two")
+        kv_cache("nope:2")
+    with pytest.raises(ValueError, match=r"kv_cache.bits: Input should be 2, 4 or 16 \(got 3\)"):
+        kv_cache({"kind": "kivi", "bits": 3})
+    with pytest.raises(ValueError, match=r"kv_cache.residual: must be a multiple of group \(32\)"):
+        kv_cache({"kind": "kivi", "residual": 40})
+    with pytest.raises(ValueError, match=r"kv_cache.bits: Input should be 1, 2, 3, 4 or 16 \(got 8\)"):
+        kv_cache("chanmix:8")
+    with pytest.raises(ValueError, match=r"kv_cache.fp8: Input should be a valid boolean"):
+        kv_cache({"kind": "chanmix", "fp8": "yes"})
+    with pytest.raises(ValueError, match=r"kv_cache.colour: kivi has no option 'colour'"):
+        kv_cache({"kind": "kivi", "colour": 1})
+    with pytest.raises(ValueError, match=r"kv_cache.bits: Input should be 2, 4 or 16 \(got 'two'\)"):
+        kv_cache("kivi:two")
+
+
+@pytest.mark.parametrize("kind", ["kivi", "chanmix", "quest", "icecache"])
+def test_every_kind_reads_its_settings_by_the_same_rules(kind):
+    """A number written as text is that number in every kind (`KIND:N` and --option give text); a bool or a
+    fraction is no number of tokens or bits in any."""
+    short = {"kivi": "bits", "chanmix": "bits", "quest": "budget", "icecache": "budget"}[kind]
+    n = "4" if short == "bits" else "64"
+    assert kv_cache({"kind": kind, short: n})[short] == int(n) == kv_cache(f"{kind}:{n}")[short]
+    for bad in (True, 4.5, "four"):
+        with pytest.raises(ValueError, match=rf"kv_cache\.{short}: "):
+            kv_cache({"kind": kind, short: bad})
 
 
 def test_sliding_window_models_are_refused_by_name():
-    cfg = transformers.Qwen2Config(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                   intermediate_size=128, vocab_size=128, use_sliding_window=True, sliding_window=16,
-                                   max_window_layers=0)
-    assert "sliding" in kvcache.refuse("kivi", cfg)
-    assert kvcache.refuse("kivi", tiny_llama().config) is None
+    from toolpath.policies.kvcache import chanmix, icecache, kivi, quest
+
+    qwen = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                intermediate_size=128, vocab_size=128, max_window_layers=0)
+    windowed = transformers.Qwen2Config(**qwen, use_sliding_window=True, sliding_window=16)
+    unused = transformers.Qwen2Config(**qwen, use_sliding_window=False, sliding_window=16)  # kept, never used
+    for kind in (kivi.KIND, chanmix.KIND, quest.KIND, icecache.KIND):
+        assert "sliding" in kind.refuse(windowed)
+        assert kind.refuse(unused) is None and kind.refuse(tiny_llama().config) is None
 
 
 # ---- the wiring: spec, CLI, run record, resume ---------------------------------------------------------------
@@ -306,21 +330,27 @@ def test_sliding_window_models_are_refused_by_name():
 def test_spec_names_the_field_on_bad_kv_cache():
     from toolpath.spec import SpecError, TaskSpec, describe_errors
 
+    def task(kv):
+        return {"id": "t", "instruction": "x", "model": {"name": "local", "options": {"kv_cache": kv}}}
+
     def problems(kv):
         try:
-            TaskSpec.model_validate({"id": "t", "instruction": "x", "model": {"name": "local", "options": {"kv_cache": kv}}})
+            TaskSpec.model_validate(task(kv))
         except Exception as err:  # noqa: BLE001 — pydantic's ValidationError
             return str(SpecError("t.yaml", describe_errors(err)))
         return ""
 
-    assert "model.options" in problems({"kind": "nope"}) and "kv_cache.kind: unknown kind 'nope'" in problems({"kind": "nope"})
-    assert "kv_cache.bits: must be one of 2, 4, 16, got 3" in problems({"kind": "kivi", "bits": 3})
-    import importlib.util
+    assert "model.options" in problems({"kind": "nope"})
+    assert "kv_cache.kind: unknown kind 'nope'" in problems({"kind": "nope"})
+    assert "kv_cache.kind: unknown kind 'nope'" in problems("nope:4")
+    # the spec (floor 0) checks only the kind's name; its options are the policies floor's, checked once there
+    from toolpath.policies.settings import settled
 
-    if importlib.util.find_spec("toolpath.policies.kvcache.quest"):  # the sparse kinds' module, where merged
-        assert "kv_cache.budget" in problems("quest:0")
-    spec = TaskSpec.model_validate({"id": "t", "instruction": "x", "model": {"name": "local", "options": {"kv_cache": "kivi:4"}}})
-    assert spec.model.options["kv_cache"] == {"kind": "kivi", "bits": 4, "group": 32, "residual": 32}
+    spec = TaskSpec.model_validate(task("kivi:4"))
+    assert settled(spec).model.options["kv_cache"] == {"kind": "kivi", "bits": 4, "group": 32, "residual": 32}
+    bad = TaskSpec.model_validate(task("quest:0"))
+    with pytest.raises(ValueError, match=r"^model\.options\.kv_cache\.budget: "):
+        settled(bad)
 
 
 @pytest.fixture(scope="module")
@@ -376,17 +406,44 @@ def test_cli_run_records_the_cache_and_its_bytes_per_step(tmp_path, home, tiny_m
     assert bad.returncode != 0 and "kv_cache.bits" in bad.stderr and "model.options" in bad.stderr
 
 
+def test_a_run_with_a_plugin_cache(home, tiny_model_dir, plugin):  # noqa: F811 (the fixture)
+    """docs/examples/plugin_kv_cache.py's kind, registered as TOOLPATH_PLUGINS does, runs an episode (its plain
+    DynamicCache's bytes recorded per step); a bad option for it stops the run before it starts."""
+    import json
+
+    from test_kvcache_plugin import task
+
+    from toolpath.agents.episode import EpisodeError, run_episode
+    from toolpath.runs import Store
+
+    folder = tiny_model_dir
+    store = Store(home)
+    result = run_episode(task("plain", f"hf:{folder}"), store)
+    spec = json.loads(store.get_run(result.run_id)["spec"])
+    assert spec["model"]["options"]["kv_cache"] == {"kind": "plain"}
+    assert all(s["payload"]["cache_bytes"] > 0 for s in policy_steps(store, result.run_id))
+    with pytest.raises(EpisodeError, match=r"model\.options\.kv_cache\.bits: plain has no option"):
+        run_episode(task({"kind": "plain", "bits": 4}, f"hf:{folder}"), store)
+    assert len(store.list_runs()) == 1  # the refused one never started
+
+
 def test_refused_before_the_run_starts(tmp_path, home, tiny_model_dir, monkeypatch):
+    from dataclasses import replace
+
+    from toolpath import registry
     from toolpath.agents.episode import EpisodeError, run_episode
     from toolpath.policies.kvcache import kivi
     from toolpath.runs import Store
     from toolpath.spec import load_spec
 
-    monkeypatch.setattr(kivi, "refuse", lambda config: "its layers include sliding_attention")
-    store = Store(home)
-    with pytest.raises(EpisodeError, match="kivi cannot run with .*sliding_attention"):
-        run_episode(load_spec(write_task(tmp_path, tiny_model_dir, "{kind: kivi, bits: 4}")), store)
-    assert store.list_runs() == []
+    registry.add("kv_cache", "kivi", replace(kivi.KIND, refuse=lambda config: "it has sliding_attention layers"))
+    try:
+        store = Store(home)
+        with pytest.raises(EpisodeError, match="kivi cannot run with .*sliding_attention"):
+            run_episode(load_spec(write_task(tmp_path, tiny_model_dir, "{kind: kivi, bits: 4}")), store)
+        assert store.list_runs() == []
+    finally:
+        registry.reset()
 
 
 def test_resume_keeps_the_cache(tmp_path, home, tiny_model_dir):
@@ -397,7 +454,7 @@ def test_resume_keeps_the_cache(tmp_path, home, tiny_model_dir):
 
     spec = load_spec(write_task(tmp_path, tiny_model_dir, "{kind: kivi, bits: 4}", steps=3))
     real = load(spec.model)
-    assert real.kv_cache["bits"] == 4
+    assert real.kv_cache.kind == "kivi" and real.kv_cache.options.bits == 4
 
     class Interrupted(BaseException):
         pass

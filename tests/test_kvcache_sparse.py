@@ -10,11 +10,21 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from toolpath.policies.kvcache import icecache, quest  # noqa: E402
+from toolpath import kinds  # noqa: E402
+from toolpath.policies import kvcache  # noqa: E402
+from toolpath.policies.kvcache import chanmix, icecache, kivi, quest, quest_layer  # noqa: E402
 from toolpath.policies.kvcache import sparse_attention as sa  # noqa: E402
 from toolpath.policies.kvcache.icecache_index import ClusterIndex, cluster  # noqa: E402
 
 KINDS = {"quest": quest, "icecache": icecache}
+
+
+def attach(model, kind, **options):
+    return kvcache.attach(model, kind, options)
+
+
+def validate(kind, options):
+    return kinds.options(KINDS[kind].KIND, options, "kv_cache")
 
 
 def tiny_llama(layers=4, attn="sdpa"):
@@ -63,7 +73,7 @@ def test_unbounded_budget_reproduces_dynamic_cache(model, prompt, kind, budget):
     from transformers import DynamicCache
 
     ref = generate(model, prompt, DynamicCache())
-    out = generate(model, prompt, KINDS[kind].attach(model, budget=budget))
+    out = generate(model, prompt, attach(model, kind, budget=budget))
     assert_same(ref, out)
 
 
@@ -81,7 +91,7 @@ def test_sparse_path_selecting_everything_matches_dense(kind, attn):
     mask[1, :9] = 0
     ref = generate(model, ids, DynamicCache(), mask=mask)
     budget = 16 * 40 if kind == "quest" else 4 + 16 + 16 * 40
-    cache = KINDS[kind].attach(model, budget=budget, dense_layers=1)
+    cache = attach(model, kind, budget=budget, dense_layers=1)
     for layer in cache.layers[1:]:
         layer.wants_sparse = lambda q: q == 1  # sparse from the first decode step on
     out = generate(model, ids, cache, mask=mask)
@@ -93,8 +103,8 @@ def test_quest_page_scores_match_brute_force():
     torch.manual_seed(3)
     keys = torch.randn(1, 2, 37, 8)
     query = torch.randn(1, 4, 8)
-    kmax, kmin = quest.page_bounds(keys, 16)
-    scores = quest.page_scores(query, kmax, kmin)
+    kmax, kmin = quest_layer.page_bounds(keys, 16)
+    scores = quest_layer.page_scores(query, kmax, kmin)
     for h in range(4):
         for p in range(3):
             page = keys[0, h // 2, p * 16:(p + 1) * 16]
@@ -105,7 +115,7 @@ def test_quest_page_scores_match_brute_force():
 
 
 def test_quest_selection_respects_budget_and_keeps_the_current_page(model, prompt):
-    cache = quest.attach(model, budget=48)
+    cache = attach(model, "quest", budget=48)
     generate(model, prompt, cache, n=5)
     layer = cache.layers[3]
     sel = layer.last_selection  # [B, Hq, n]
@@ -119,7 +129,7 @@ def test_quest_selection_respects_budget_and_keeps_the_current_page(model, promp
 def test_first_two_layers_stay_dense(kind):
     model = tiny_llama(layers=5)
     torch.manual_seed(4)
-    cache = KINDS[kind].attach(model, budget=48)
+    cache = attach(model, kind, budget=48)
     generate(model, torch.randint(1, 96, (1, 80)), cache, n=4)
     steps = [getattr(layer, "sparse_steps", 0) for layer in cache.layers]
     assert len(steps) == 5
@@ -127,7 +137,7 @@ def test_first_two_layers_stay_dense(kind):
 
 
 def test_icecache_selection_respects_budget(model, prompt):
-    cache = icecache.attach(model, budget=52)
+    cache = attach(model, "icecache", budget=52)
     generate(model, prompt, cache, n=6)
     layer = cache.layers[2]
     sel = layer.last_selection
@@ -184,7 +194,7 @@ def test_clustering_splits_identical_keys_and_groups_similar_ones():
 
 
 def test_bytes_moved_counts_pages_brought_near(model, prompt):
-    cache = icecache.attach(model, budget=52)
+    cache = attach(model, "icecache", budget=52)
     ids = generate(model, prompt, cache, n=2).sequences
     layer = cache.layers[2]
     page_bytes = 2 * 16 * 16 * 4  # K and V, page_size x head_dim x fp32
@@ -198,8 +208,8 @@ def test_bytes_moved_counts_pages_brought_near(model, prompt):
 
 
 def test_mmap_far_store_matches_memory(model, prompt, home):
-    a = generate(model, prompt, icecache.attach(model, budget=52))
-    cache = icecache.attach(model, budget=52, far="mmap", far_dir=str(home / "far"))  # only under TOOLPATH_HOME
+    a = generate(model, prompt, attach(model, "icecache", budget=52))
+    cache = attach(model, "icecache", budget=52, far="mmap", far_dir=str(home / "far"))  # only under TOOLPATH_HOME
     b = generate(model, prompt, cache)
     assert_same(a, b, tol=0)
     assert any((home / "far").iterdir())
@@ -208,7 +218,7 @@ def test_mmap_far_store_matches_memory(model, prompt, home):
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_generate_with_small_budget(model, prompt, kind):
-    cache = KINDS[kind].attach(model, budget=48)
+    cache = attach(model, kind, budget=48)
     out = generate(model, prompt, cache, n=10)
     assert out.sequences.shape == (1, 100)
     assert cache.decode_steps() == 9 and cache.nbytes() > 0
@@ -222,16 +232,16 @@ def test_generate_with_small_budget(model, prompt, kind):
 ])
 def test_bad_options_name_the_field(kind, options, field):
     with pytest.raises(ValueError, match=rf"kv_cache\.{field}"):
-        KINDS[kind].validate(options)
+        validate(kind, options)
 
 
 def test_icecache_specific_options():
     with pytest.raises(ValueError, match=r"kv_cache\.far"):
-        icecache.validate({"far": "disk"})
+        validate("icecache", {"far": "disk"})
     with pytest.raises(ValueError, match=r"kv_cache\.budget: must be at least"):
-        icecache.validate({"budget": 30})
-    assert icecache.validate({"budget": "64"})["budget"] == 64
-    assert quest.validate({})["budget"] == math.inf
+        validate("icecache", {"budget": 30})
+    assert validate("icecache", {"budget": "64"}).budget == 64
+    assert validate("quest", {}).budget == math.inf
 
 
 def test_refuse_sliding_window_models():
@@ -241,7 +251,7 @@ def test_refuse_sliding_window_models():
                             num_key_value_heads=2, sliding_window=32)
     gemma = Gemma3TextConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                              num_key_value_heads=2, head_dim=16, sliding_window=32)
-    for kind in KINDS.values():
+    for kind in (kivi.KIND, chanmix.KIND, quest.KIND, icecache.KIND):  # one rule for every kind
         assert "sliding" in kind.refuse(mistral)
         assert "sliding" in kind.refuse(gemma)
         assert kind.refuse(LlamaConfig(num_hidden_layers=2)) is None
@@ -249,13 +259,13 @@ def test_refuse_sliding_window_models():
     from transformers import MistralForCausalLM
 
     with pytest.raises(ValueError, match="quest cannot run"):
-        quest.attach(MistralForCausalLM(mistral), budget=64)
+        attach(MistralForCausalLM(mistral), "quest", budget=64)
 
 
 def test_attention_function_falls_back_for_other_caches(model, prompt):
     from transformers import DynamicCache
 
-    quest.attach(model, budget=32)
+    attach(model, "quest", budget=32)
     assert model.config._attn_implementation == sa.PREFIX + "sdpa"
     ref = generate(tiny_llama(), prompt, DynamicCache())
     assert_same(ref, generate(model, prompt, DynamicCache()))

@@ -123,10 +123,9 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
     # Options, compress). The folders they write are read by policies/packed_weights.py, not through here.
     "compressor": {name: (f"toolpath.compress.{module}:KIND", {}) for name, module in (
         ("rtn", "rtn"), ("gptq", "gptq"), ("moe-bits", "moe_bits"), ("tailor", "tailor"))},
-    # KV caches (toolpath/policies/kvcache/): each entry is the kind's `validate`; `value` names the N of the
-    # short form `KIND:N` (bits of a quantized cache, token budget of a sparse one).
-    "kv_cache": {name: (f"toolpath.policies.kvcache.{name}:validate", {"value": value, "form": f"{name}[:{value.upper()}]"})
-                 for name, value in (("kivi", "bits"), ("chanmix", "bits"), ("quest", "budget"), ("icecache", "budget"))},
+    # KV caches (toolpath/policies/kvcache/): each entry is the kind's KIND (name, short, Options, refuse, attach).
+    "kv_cache": {name: (f"toolpath.policies.kvcache.{name}:KIND", {})
+                 for name in ("kivi", "chanmix", "quest", "icecache")},
     # Decoding methods (toolpath/policies/decoding/): each entry is the kind (toolpath/kinds.py: name, Options, build).
     "decoder": {name: (f"toolpath.policies.decoding.{name}:KIND", {}) for name in ("vcd", "shield")},
     "embedder": {},

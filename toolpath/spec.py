@@ -18,13 +18,26 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from . import registry
-from .spec_secrets import secret_problems
+from .graph_spec import GraphSpecError, read_graph
+
 # The limits on the file and its shape live with the code that reads it; they are part of this module's API too.
-from .spec_reading import (MAX_NESTING, MAX_SPEC_BYTES, MAX_SPEC_VALUES, MAX_STRING_CHARS, Unreadable,  # noqa: F401
-                           field_path, parse_text, read_text, shape_problems, shown_path, size_text)
+from .spec_reading import (  # noqa: F401
+    MAX_NESTING,
+    MAX_SPEC_BYTES,
+    MAX_SPEC_VALUES,
+    MAX_STRING_CHARS,
+    Unreadable,
+    field_path,
+    parse_text,
+    read_text,
+    shape_problems,
+    shown_path,
+    size_text,
+)
+from .spec_secrets import secret_problems
 
 # ---- what a spec may name: paths and inputs -------------------------------------------------------------
 # Linux's PATH_MAX: a longer path cannot be opened anyway, and saying so beats an OS error.
@@ -80,6 +93,8 @@ class ModelSpec(_Part):
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     options: dict[str, Any] = Field(default_factory=dict)
+    # what policies/settings.py validated `options` into, kept with the options it read (never serialised)
+    _settings: Any = PrivateAttr(default=None)
 
     @field_validator("name")
     @classmethod
@@ -127,91 +142,32 @@ class ModelSpec(_Part):
 
     @field_validator("options")
     @classmethod
-    def _kv_cache(cls, v: dict[str, Any]) -> dict[str, Any]:
-        if v.get("kv_cache") is not None:
-            v = {**v, "kv_cache": kv_cache_setting(v["kv_cache"])}
-        return v
-
-    @field_validator("options")
-    @classmethod
-    def _decoding(cls, v: dict[str, Any]) -> dict[str, Any]:
-        if v.get("decoding") is not None:
-            v = {**v, "decoding": decoding_setting(v["decoding"])}
-        return v
-
-    @field_validator("options")
-    @classmethod
-    def _engine(cls, v: dict[str, Any]) -> dict[str, Any]:
-        kind = (v := {**v, "engine": engine_setting(v["engine"])})["engine"]["kind"] if v.get("engine") else "torch"
-        for option in ("kv_cache", "decoding"):  # forward hooks and cache layers inside transformers' generate()
-            if kind != "torch" and v.get(option):
-                raise ValueError(f"options.{option} needs options.engine torch; options.engine is {kind}")
+    def _kinds(cls, v: dict[str, Any]) -> dict[str, Any]:
+        # Only the kinds' names: their options are validated into their Options on the policies floor
+        # (policies/settings.py), where the kinds live, before the model loads or a run starts.
+        for option in KIND_OPTIONS:
+            if v.get(option):
+                declared_kind(option, v[option])
         return v
 
 
-def parse_kv_cache(text: str) -> dict[str, Any]:
-    """`KIND[:N]` -> {"kind": KIND, <N's name>: N}: N is what the kind's registry entry names (`value`: bits for a
-    quantized cache, budget for a sparse one); "chanmix:2" -> {"kind": "chanmix", "bits": 2}."""
-    kind, sep, number = str(text).strip().partition(":")
-    known = registry.declared("kv_cache")
-    if kind not in known:
-        raise ValueError(f"kv_cache.kind: unknown kind {kind!r}; known: {', '.join(known)}")
-    out: dict[str, Any] = {"kind": kind}
-    if sep:
-        name = known[kind].meta.get("value", "bits")
-        if number.strip().lower() == "inf":  # a sparse kind's unlimited budget: dense attention
-            out[name] = float("inf")
-        else:
-            try:
-                out[name] = int(number)
-            except ValueError:
-                raise ValueError(f"kv_cache.{name}: expected an integer (or inf) after '{kind}:', got {number!r}") from None
-    return out
+# model.options that name a kind of the registry -> the registry kind
+KIND_OPTIONS = {"engine": "engine", "kv_cache": "kv_cache", "decoding": "decoder"}
 
 
-def _kind_setting(field: str, registry_kind: str, value: dict[str, Any]) -> dict[str, Any]:
-    """A model-side option's mapping {"kind": ..., options} -> the same with the options its registered kind's
-    `validate` returns; a missing or unknown kind is named with the known ones."""
-    known = registry.declared(registry_kind)
-    kind = value.get("kind")
-    if kind is None:
-        raise ValueError(f"{field}.kind: missing; known: {', '.join(known)}")
-    if kind not in known:
-        raise ValueError(f"{field}.kind: unknown kind {kind!r}; known: {', '.join(known)}")
-    validate = registry.load(registry_kind, kind)
-    return {"kind": kind, **validate({k: x for k, x in value.items() if k != "kind"})}
-
-
-def kv_cache_setting(value: Any) -> dict[str, Any]:
-    """`model.options.kv_cache` (a mapping with `kind`, or `KIND[:N]`) -> {"kind": ..., every option normalised}.
-    The kind's own `validate` (reached through the registry: kinds live on floor 1) checks its options and
-    raises ValueError naming the field, e.g. "kv_cache.bits: ..."."""
-    if isinstance(value, str):
-        value = parse_kv_cache(value)
-    if not isinstance(value, dict):
-        raise ValueError(f"kv_cache: expected a mapping with 'kind' or a 'KIND[:N]' string, got {type(value).__name__}")
-    return _kind_setting("kv_cache", "kv_cache", value)
-
-
-def decoding_setting(value: Any) -> dict[str, Any]:
-    """`model.options.decoding` (a mapping with `kind`, or a kind's name alone: "vcd") -> {"kind": ..., every option
-    normalised}. The kind's own `validate` (reached through the registry: kinds live on floor 1) checks its options
-    and raises ValueError naming the field, e.g. "decoding.alpha: must be > 0, got -1"."""
-    known = registry.declared("decoder")
-    if isinstance(value, str):
-        value = {"kind": value.strip()}
-    if not isinstance(value, dict):
-        raise ValueError(f"decoding: expected a mapping with 'kind' or a kind's name ({', '.join(known)}), "
+def declared_kind(option: str, value: Any, field: str | None = None) -> str:
+    """The kind a model option names (`KIND[:N]`, a name, or a mapping with `kind`), one of the registry's
+    declared names (nothing is imported); ValueError naming `field` (default the option) otherwise."""
+    field, known = field or option, registry.declared(KIND_OPTIONS[option])
+    if not isinstance(value, (str, dict)):
+        raise ValueError(f"{field}: expected a mapping with 'kind' or a kind's name ({', '.join(known)}), "
                          f"got {type(value).__name__}")
-    return _kind_setting("decoding", "decoder", value)
-
-
-def engine_setting(value: Any) -> dict[str, Any]:
-    """`model.options.engine`, a name or {kind, options} -> {"kind": ..., options checked by its typed Options}."""
-    value = {"kind": value.strip()} if isinstance(value, str) else value
-    if not isinstance(value, dict):
-        raise ValueError(f"engine: expected an engine's name or a mapping with 'kind', got {type(value).__name__}")
-    return _kind_setting("engine", "engine", value)  # the engine's validate names a bad option as engine.FIELD
+    name = value.partition(":")[0].strip() if isinstance(value, str) else value.get("kind")
+    if name is None:
+        raise ValueError(f"{field}.kind: missing; known: {', '.join(known)}")
+    if name not in known:
+        raise ValueError(f"{field}.kind: unknown kind {name!r}; known: {', '.join(known)}")
+    return name
 
 
 class AgentSpec(_Part):
@@ -280,7 +236,7 @@ class McpServerSpec(_Part):
     start_timeout: float = Field(60.0, gt=0, le=3600)
 
     @model_validator(mode="after")
-    def _one_transport(self) -> "McpServerSpec":
+    def _one_transport(self) -> McpServerSpec:
         if (self.command is None) == (self.url is None):
             raise ValueError(f"give `command` (stdio) or `url` (HTTP), not {'both' if self.command else 'neither'}")
         if self.url is not None and (self.args or self.env):
@@ -308,7 +264,8 @@ class TaskSpec(_Part):
     @classmethod
     def _id(cls, v: str) -> str:
         if not _ID.match(v):
-            raise ValueError("expected 1-128 characters of letters, digits, '_', '.', '-', starting with a letter or digit")
+            raise ValueError("expected 1-128 characters of letters, digits, '_', '.', '-', starting with a letter "
+                             "or digit")
         return v
 
     @model_validator(mode="before")
@@ -367,12 +324,48 @@ def parse_spec(data: Any, source: str = "<spec>", base_dir: Path | None = None,
     if model is not None:
         problems.append(("model.name", model))
     if spec.agent.name == "graph":  # the graph it declares: unknown, unreachable nodes, cycles with no exit
-        from .graph_spec import spec_problems
-
-        problems += spec_problems(spec, base)
+        problems += graph_problems(spec, base)
     if problems:
         raise SpecError(source, problems)
     return spec
+
+
+# ---- an `agent: graph` spec: its graph, and each policy node's own model --------------------------------
+
+def node_model(name: str, model: Any) -> ModelSpec:
+    """A policy node's own `model` (a name, or a mapping as the spec's `model`) as a ModelSpec; GraphSpecError
+    naming the node's field and each problem in the words a spec's own model gets."""
+    try:
+        return ModelSpec(name=model) if isinstance(model, str) else ModelSpec.model_validate(model)
+    except ValidationError as err:
+        text = "; ".join(f"{field}: {msg}" if field else msg for field, msg in describe_errors(err))
+        raise GraphSpecError(f"agent.params.nodes.{name}.model", text) from None
+
+
+def graph_problems(spec: TaskSpec, base_dir: Path) -> list[tuple[str, str]]:
+    """What is wrong with an `agent: graph` spec, as (field, message) pairs for SpecError; a policy node's own
+    `model` is checked as the spec's model is, its relative file made absolute."""
+    from types import SimpleNamespace
+
+    try:
+        graph = read_graph(spec.agent.params)
+    except GraphSpecError as err:
+        return [(err.field, err.message)]
+    problems = []
+    for name, node in graph["nodes"].items():
+        if node["kind"] != "policy" or "model" not in node:
+            continue
+        where = f"agent.params.nodes.{name}.model"
+        try:
+            model = node_model(name, node["model"])
+        except GraphSpecError as err:
+            problems.append((err.field, err.message))
+            continue
+        problem = resolve_model_path(SimpleNamespace(model=model), base_dir)
+        if problem is not None:
+            problems.append((where, problem))
+        spec.agent.params["nodes"][name]["model"] = model.model_dump(exclude_defaults=True) or {"name": model.name}
+    return problems
 
 
 # ---- inputs --------------------------------------------------------------------------------------------

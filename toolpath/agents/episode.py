@@ -15,6 +15,7 @@ from typing import Callable
 
 from .. import registry
 from ..policies.base import Policy, PolicyError, load, slow_to_load
+from ..policies.settings import settled
 from ..runs import Store
 from ..spec import Reach, TaskSpec
 from ..state import TERMINAL, AgentState, Message
@@ -138,6 +139,7 @@ def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
     agent = get_agent(spec.agent.name)
     spec, fmt = _agent_params(agent, spec)
     spec = checked_spec(spec, agent, reach, recorded)  # its files: where every episode starts, before anything
+    spec = settled(spec)  # each model's kind options validated once and written in full: the stored spec is what ran
     # Sandbox kinds an episode can run in: the registry's, in their declared order. Tools that need one (code,
     # GUI, robot) bring their kinds with them; a kind whose meta says `code` holds a Python kernel, so the
     # python tool is a default there.

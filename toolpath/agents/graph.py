@@ -16,8 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..graph_spec import END as SPEC_END
-from ..graph_spec import PARAMS, GraphSpecError, holds, node_model, read_graph, render
+from ..graph_spec import PARAMS, GraphSpecError, holds, read_graph, render
 from ..policies.base import PolicyError
+from ..spec import node_model
 from ..state import AgentState, Message, Observation, ToolCall
 from ..tools.registry import ToolError
 from .base import Agent

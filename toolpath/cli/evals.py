@@ -27,6 +27,8 @@ def cmd_models_list(args) -> int:
         for m in models:
             echo(f"{m['model']:<26} {m['size']:>8}  {'yes' if m['installed'] else 'no':<9}  {m['prompt']:<25}  "
                  f"{m['install']}")
+    _kind_options("KV CACHE", "kv_cache")  # model.options.kv_cache / --kv-cache KIND[:N]
+    _kind_options("DECODING", "decoder")  # model.options.decoding / --decoding KIND
     from ..policies.engines import default_choice, engines  # what runs a local text model: model.options.engine
 
     echo(f"\n{'ENGINE':<26} {'HERE':<5} WHY")
@@ -34,6 +36,17 @@ def cmd_models_list(args) -> int:
         echo(f"{name:<26} {'no' if missing else 'yes':<5} {missing or 'model.options.engine: ' + name}")
     echo(f"{'(none named)':<26} {'':<5} {default_choice()}")
     return EXIT_OK
+
+
+def _kind_options(title: str, registry_kind: str) -> None:
+    """A family's kinds, each with its options (the first line: what N sets in KIND:N)."""
+    from ..policies.settings import described
+
+    echo(f"\n{title:<26} {'OPTION':<13} WHAT")
+    for row in described(registry_kind):
+        options = list(row["options"].items()) or [("", row["error"] or "no options")]
+        for i, (option, what) in enumerate(options):
+            echo(f"{row['form'] if i == 0 else '':<26} {option:<13} {what}")
 
 
 def cmd_models_build(args) -> int:
@@ -136,10 +149,10 @@ def cmd_eval(args) -> int:
             raise BadInput(f"--model {args.model!r}: {err.errors()[0]['msg'].removeprefix('Value error, ')}") from None
     options = model_overrides(args)
     if "kv_cache" in options:  # run_eval takes the parsed setting; checked here so the error names the flag
-        from ..spec import kv_cache_setting
+        from ..policies.settings import setting
 
         try:
-            options["kv_cache"] = kv_cache_setting(options["kv_cache"])
+            options["kv_cache"] = setting("kv_cache", options["kv_cache"]).dump()
         except ValueError as err:
             raise BadInput(f"--kv-cache {args.kv_cache!r}: {err}") from None
     store = store_from_args(args)

@@ -23,11 +23,15 @@ def _model_spec(args):
     if args.max_tokens is not None:
         fields["max_new_tokens"] = args.max_tokens
     try:
-        return ModelSpec(**fields)
+        from ..policies.settings import settled_model
+
+        return settled_model(ModelSpec(**fields))  # its kind options too, before the model loads
     except ValidationError as err:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'model'}: {e['msg'].removeprefix('Value error, ')}"
                              for e in err.errors())
         raise BadInput(f"toolpath serve {args.model}: {problems}") from None
+    except ValueError as err:  # a kind's option: "model.options.kv_cache.bits: ..."
+        raise BadInput(f"toolpath serve {args.model}: {err}") from None
 
 
 def _loopback(host: str) -> bool:

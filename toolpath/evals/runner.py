@@ -41,12 +41,16 @@ def model_option(name: str, value, **beside):
     with it (an engine that cannot take a kv_cache)."""
     from pydantic import ValidationError
 
+    from ..policies.settings import model_settings
     from ..spec import ModelSpec
 
     try:
-        return ModelSpec(options={**{k: v for k, v in beside.items() if v}, name: value}).options[name]
+        spec = ModelSpec(options={**{k: v for k, v in beside.items() if v}, name: value})
+        return model_settings(spec, at="").written(spec.options)[name]
     except ValidationError as err:
         raise ValueError(f"--{name}: {err.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+    except ValueError as err:  # a kind's option, named as the option is ("kv_cache.bits: ...")
+        raise ValueError(f"--{name}: {err}") from None
 
 
 def decoding_setting(decoding: dict) -> dict:

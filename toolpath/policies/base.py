@@ -13,8 +13,9 @@
 
 The kinds are the registry's (kind `policy`: toolpath/registry.py), each a factory called with the ModelSpec;
 a plugin adds one with an entry point or TOOLPATH_PLUGINS, and spec validation, prices and `toolpath models
-list` read the same table. The rule-based deciders (ocr-grounder, dom, oracle, detector) live in
-toolpath/baselines/.
+list` read the same table. A model's kind options (engine, kv_cache, decoding) are validated into their kinds'
+Options by settings.py before its factory is called. The rule-based deciders (ocr-grounder, dom, oracle,
+detector) live in toolpath/baselines/.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .. import registry
 from ..loaded_once import LoadedOnce
 from ..spec import ModelSpec
 from ..state import Message, ToolCall
+from .settings import settled_model
 
 
 class PolicyError(RuntimeError):
@@ -158,6 +161,10 @@ def load(spec: ModelSpec | str) -> Policy:
     python policies are cheap and their files may change between runs, so they are made anew."""
     if isinstance(spec, str):
         spec = ModelSpec(name=spec)
+    try:  # its kind options (engine, kv_cache, decoding) as their kinds' Options; once, if the episode did it
+        spec = settled_model(spec)
+    except ValueError as err:
+        raise PolicyError(str(err)) from None
     e = _entry(spec)
     try:
         factory = registry.load("policy", e.name)

@@ -33,6 +33,7 @@ from .base import PolicyError, Response
 from .formats import FORMATS
 from .formats.native import (NATIVE, family, openai_tools, opener, repaired_template, takes_tools,
                              template_messages)
+from .kvcache import held_bytes
 
 _LOCK = threading.Lock()  # one generate() at a time per process: the CPU is the bottleneck anyway
 
@@ -187,17 +188,16 @@ class HFPolicy:
         """model.options.decoding (policies/decoding) as its kind and typed Options, read once for every call:
         contrastive and encoder-side decoding act on an image, so a text-only model is refused when it loads,
         before a run starts."""
-        value = self.spec.options.get("decoding")
-        if not value:
-            return None
-        from .decoding import setting
+        from .settings import model_settings
 
         try:
-            chosen = setting(value)
-        except ValueError as err:  # a policy built from an unchecked spec (Python callers)
-            raise PolicyError(f"model.options.{err}") from None
+            chosen = model_settings(self.spec).decoding
+        except ValueError as err:  # a spec that came straight to the backend, not through policies.load
+            raise PolicyError(str(err)) from None
+        if chosen is None:
+            return None
         if not self.is_vlm:
-            raise PolicyError(f"model.options.decoding: {chosen.kind.name} needs a vision-language model; "
+            raise PolicyError(f"model.options.decoding: {chosen.kind} needs a vision-language model; "
                               f"{self.name} is text-only")
         return chosen
 
@@ -224,16 +224,20 @@ class HFPolicy:
             tool_role=self._tool_role)
 
     # ---- model.options.kv_cache (toolpath/policies/kvcache): checked at load, a fresh cache per generate() ----
-    def _kv_cache_setting(self) -> dict | None:
-        setting = self.spec.options.get("kv_cache")
-        if not setting:
-            return None
-        from .kvcache import kind_module
+    def _kv_cache_setting(self):
+        """The kv_cache Setting (settings.py: validated once), refused here if this model cannot serve it."""
+        from .kvcache import refusal
+        from .settings import kind_of, model_settings
 
-        kind = setting["kind"]
-        reason = kind_module(kind).refuse(self.model.config.get_text_config())  # a VLM's cache serves its LM
+        try:
+            setting = model_settings(self.spec).kv_cache
+        except ValueError as err:  # a spec that came straight to the backend, not through policies.load
+            raise PolicyError(str(err)) from None
+        if setting is None:
+            return None
+        reason = refusal(kind_of("kv_cache", setting.kind), self.model.config.get_text_config())  # a VLM: its LM's
         if reason:
-            raise PolicyError(f"model.options.kv_cache: {kind} cannot run with {self.name}: {reason}")
+            raise PolicyError(f"model.options.kv_cache: {setting.kind} cannot run with {self.name}: {reason}")
         return setting
 
     def _new_kv_cache(self):
@@ -241,7 +245,7 @@ class HFPolicy:
             return None
         from .kvcache import attach
 
-        return attach(self.model, **self.kv_cache)
+        return attach(self.model, self.kv_cache.kind, self.kv_cache.options)
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> "HFPolicy":
@@ -479,5 +483,5 @@ class HFPolicy:
         parsed = fmt.parse(raw, id_prefix=f"call{sum(1 for m in messages if m.role == 'assistant') + 1}")
         return Response(text=parsed.content, tool_calls=parsed.calls, issues=parsed.issues, answer=parsed.answer, raw=raw,
                         tokens_in=int(n_in), tokens_out=int(new.shape[0]), latency_s=time.perf_counter() - started,
-                        cache_bytes=cache.nbytes() if cache is not None else None, decoding=decoding,
+                        cache_bytes=held_bytes(cache) if cache is not None else None, decoding=decoding,
                         prefill_tokens=int(n_in) - reused, reused_tokens=reused)

@@ -1,59 +1,48 @@
 """KV caches every local transformers model can switch per run: quantized (`kivi`, `chanmix`) and sparse
-(`quest`, `icecache`).
+(`quest`, `icecache`), and any a plugin registers.
 
-    cache = attach(model, "chanmix", bits=2)      # a transformers Cache, prepared for this model
-    model.generate(**enc, cache=cache)            # or model(..., cache=cache)
-    cache.nbytes()                                # bytes of the tensors it stores
+    cache = attach(model, "chanmix", {"bits": 2})   # a transformers Cache, prepared for this model
+    model.generate(**enc, cache=cache)              # or model(..., cache=cache)
+    cache.nbytes()                                  # bytes of the tensors it stores
 
-Each kind is one module (imported lazily, so listing or validating costs no torch import) exposing
-    OPTIONS                  its option names -> a description
-    validate(options)        the options normalised; ValueError naming the field ("kv_cache.bits: ...")
-    refuse(config)           why this kind cannot run with a model config (sliding windows...), or None
-    attach(model, **options) a transformers Cache whose .nbytes() counts its stored tensors
-On the CLI and in a spec the short form is `KIND[:N]`: N is the bits of a quantized kind, the token budget of
-a sparse one (`parse_kv_cache`).
+Each kind is one module whose `KIND` (kind.CacheKind: name, short, Options, refuse, attach) the registry names
+(`kv_cache` entries); its module imports no torch, so validating a setting or listing kinds stays light. The
+layers live beside it (layers.py for the quantized kinds, sparse_layer.py, quest_layer.py, icecache_layer.py
+for the sparse ones) and every kind returns the one Cache of cache.py. A spec's setting (`KIND[:N]` or a mapping)
+is validated once, into the kind's Options, by policies/settings.py.
 """
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
 from typing import Any
 
-from ... import spec
-
-KINDS = {"kivi": "toolpath.policies.kvcache.kivi", "chanmix": "toolpath.policies.kvcache.chanmix",
-         "quest": "toolpath.policies.kvcache.quest", "icecache": "toolpath.policies.kvcache.icecache"}
+from ... import kinds
 
 
-def kind_module(kind: str) -> ModuleType:
-    """The module of a kind; ValueError naming the known kinds on an unknown one."""
-    if kind not in KINDS:
-        raise ValueError(f"kv_cache.kind: unknown kind {kind!r}; known: {', '.join(KINDS)}")
-    return importlib.import_module(KINDS[kind])
+def attach(model: Any, kind: str, options: Any = None):
+    """Prepare `model` for the registered kv-cache `kind` and return a fresh Cache for one generate()/forward
+    sequence. `options` is the kind's Options (as settings.py made it) or a mapping, validated here."""
+    from ..settings import kind_of
 
-
-def parse_kv_cache(text: str) -> dict[str, Any]:
-    """`KIND[:N]` -> {"kind": KIND, "bits" or "budget": N}; "chanmix:2" -> {"kind": "chanmix", "bits": 2}."""
-    return spec.parse_kv_cache(text)
-
-
-def validate_kv_cache(value: Any) -> dict[str, Any]:
-    """A spec's `model.options.kv_cache` (a mapping with `kind`, or `KIND[:N]`) -> {"kind": ..., its options
-    normalised}; ValueError naming the field. The spec validates through the same function."""
-    return spec.kv_cache_setting(value)
-
-
-def refuse(kind: str, config: Any) -> str | None:
-    """Why `kind` cannot run with this model config, or None; checked when the model loads."""
-    return kind_module(kind).refuse(config)
-
-
-def attach(model: Any, kind: str, **options: Any):
-    """Prepare `model` for `kind` and return a fresh transformers Cache for one generate()/forward sequence."""
-    module = kind_module(kind)
-    settings = module.validate(options)
-    reason = module.refuse(model.config)
+    found = kind_of("kv_cache", kind)
+    if not isinstance(options, found.Options):
+        options = kinds.options(found, dict(options or {}), "kv_cache")
+    reason = refusal(found, model.config)
     if reason:
         raise ValueError(f"kv_cache.kind: {kind} cannot run with this model: {reason}")
-    return module.attach(model, **settings)
+    return found.attach(model, options)
+
+
+def refusal(kind: Any, config: Any) -> str | None:
+    """Why a kind cannot run with this model config, or None (a kind without `refuse` serves any model)."""
+    refuse = getattr(kind, "refuse", None)
+    return refuse(config) if refuse is not None else None
+
+
+def held_bytes(cache: Any) -> int:
+    """Bytes of the tensors a cache holds: its own count (`nbytes()`, which knows codes, scales and pages), or, for
+    a plain transformers cache a plugin returns, its layers' keys and values."""
+    if hasattr(cache, "nbytes"):
+        return cache.nbytes()
+    return sum(t.numel() * t.element_size() for layer in getattr(cache, "layers", ())
+               for t in (getattr(layer, "keys", None), getattr(layer, "values", None)) if t is not None)

@@ -31,28 +31,18 @@ each choice deliberate:
 from __future__ import annotations
 
 import heapq
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from .options import attention_refusal, boolean, integer, known_only
+from pydantic import Field
 
-OPTIONS = {"bits": "the average bits per channel, 1 to 4 (16: no quantization); default 2",
-           "fp8": "store the costliest channels as float8_e4m3fn (8 bits) instead of 4-bit integers; default false",
-           "group": "G, tokens per key group and channels per value group; default 32",
-           "residual": "R, recent tokens kept in full precision, a multiple of G; default 32"}
+from .kind import NUMBER_TEXT, CacheKind, QuantizedOptions
 
 
-def validate(options: dict[str, Any]) -> dict[str, Any]:
-    known_only(options, OPTIONS, "chanmix")
-    bits = integer(options, "bits", 2, choices=(1, 2, 3, 4, 16))
-    group = integer(options, "group", 32, minimum=1)
-    residual = integer(options, "residual", group, minimum=group)
-    if residual % group:
-        raise ValueError(f"kv_cache.residual: must be a multiple of kv_cache.group ({group}), got {residual}")
-    return {"bits": bits, "fp8": boolean(options, "fp8", False), "group": group, "residual": residual}
-
-
-def refuse(config: Any) -> str | None:
-    return attention_refusal(config)
+class Options(QuantizedOptions):
+    bits: Annotated[Literal[1, 2, 3, 4, 16], NUMBER_TEXT] = Field(
+        2, description="the average bits per channel, 1 to 4 (16: no quantization)")
+    fp8: bool = Field(False, description="store the costliest channels as float8_e4m3fn (8 bits) instead of "
+                                         "4-bit integers")
 
 
 def allocate(costs: dict[str, list[float]], bits: float, fp8: bool = False) -> list[int]:
@@ -152,19 +142,24 @@ class MixedCodec:
         return out.reshape(b, n, self.heads, self.head_dim).transpose(1, 2)
 
 
-def attach(model: Any, bits: int = 2, fp8: bool = False, group: int = 32, residual: int = 32):
+def attach(model: Any, options: Options):
     from . import calibrate
-    from .layers import FullLayer, KVCache, QuantizedLayer
+    from .cache import KVCache
+    from .layers import FullLayer, QuantizedLayer
 
     text = model.config.get_text_config()
-    if bits == 16:
+    if options.bits == 16:
         return KVCache([FullLayer() for _ in range(text.num_hidden_layers)])
-    prof = calibrate.profile(model, group=group)
+    prof = calibrate.profile(model, group=options.group)
     layers = []
     for layer in prof["layers"]:
-        kbits = allocate(layer["keys"], bits, fp8)
-        vbits = allocate(layer["values"], bits, fp8)
-        kc = MixedCodec(kbits, prof["kv_heads"], prof["head_dim"], group, per_token=False)
-        vc = MixedCodec(vbits, prof["kv_heads"], prof["head_dim"], group, per_token=True, order=layer["value_rms"])
-        layers.append(QuantizedLayer(kc, vc, group, residual))
+        kbits = allocate(layer["keys"], options.bits, options.fp8)
+        vbits = allocate(layer["values"], options.bits, options.fp8)
+        kc = MixedCodec(kbits, prof["kv_heads"], prof["head_dim"], options.group, per_token=False)
+        vc = MixedCodec(vbits, prof["kv_heads"], prof["head_dim"], options.group, per_token=True,
+                        order=layer["value_rms"])
+        layers.append(QuantizedLayer(kc, vc, options.group, options.residual))
     return KVCache(layers)
+
+
+KIND = CacheKind("chanmix", "bits", Options, attach)

@@ -7,35 +7,29 @@ QuantizedCache re-quantizes everything at each flush and its error compounds). b
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from .options import attention_refusal, integer, known_only
+from pydantic import Field
 
-OPTIONS = {"bits": "2 or 4 (16: no quantization, a plain DynamicCache); default 2",
-           "group": "G, tokens per key group and channels per value group; default 32",
-           "residual": "R, recent tokens kept in full precision, a multiple of G; default 32"}
+from .kind import NUMBER_TEXT, CacheKind, QuantizedOptions
 
 
-def validate(options: dict[str, Any]) -> dict[str, Any]:
-    known_only(options, OPTIONS, "kivi")
-    bits = integer(options, "bits", 2, choices=(2, 4, 16))
-    group = integer(options, "group", 32, minimum=1)
-    residual = integer(options, "residual", group, minimum=group)
-    if residual % group:
-        raise ValueError(f"kv_cache.residual: must be a multiple of kv_cache.group ({group}), got {residual}")
-    return {"bits": bits, "group": group, "residual": residual}
+class Options(QuantizedOptions):
+    bits: Annotated[Literal[2, 4, 16], NUMBER_TEXT] = Field(
+        2, description="2 or 4 (16: no quantization, a plain DynamicCache)")
 
 
-def refuse(config: Any) -> str | None:
-    return attention_refusal(config)
-
-
-def attach(model: Any, bits: int = 2, group: int = 32, residual: int = 32):
-    from .layers import FullLayer, KVCache, QuantizedLayer
+def attach(model: Any, options: Options):
+    from .cache import KVCache
+    from .layers import FullLayer, QuantizedLayer
     from .quant import ChannelCodec, TokenCodec
 
     layers = model.config.get_text_config().num_hidden_layers
-    if bits == 16:
+    if options.bits == 16:
         return KVCache([FullLayer() for _ in range(layers)])
-    return KVCache([QuantizedLayer(ChannelCodec(bits, group), TokenCodec(bits, group), group, residual)
+    g, r = options.group, options.residual
+    return KVCache([QuantizedLayer(ChannelCodec(options.bits, g), TokenCodec(options.bits, g), g, r)
                     for _ in range(layers)])
+
+
+KIND = CacheKind("kivi", "bits", Options, attach)

@@ -1,4 +1,4 @@
-"""The transformers cache layers the quantized kinds are made of, and the Cache that counts their bytes.
+"""The transformers cache layers the quantized kinds are made of (cache.KVCache holds them).
 
 QuantizedLayer keeps a full-precision residual of recent tokens and a quantized store of blocks of `group`
 tokens, each encoded once by its codec (quant.py) and appended. `update()` returns every token: the store
@@ -7,22 +7,13 @@ de-quantized, the residual, and the new tokens as given (the current step attend
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
-from transformers.cache_utils import Cache, DynamicLayer
+from transformers.cache_utils import DynamicLayer
 
 from .quant import nbytes
-
-
-class KVCache(Cache):
-    """A transformers Cache over our layers; `nbytes()` counts the tensors they store."""
-
-    def __init__(self, layers: list):
-        super().__init__(layers=layers)
-
-    def nbytes(self) -> int:
-        return sum(layer.nbytes() for layer in self.layers)
 
 
 class FullLayer(DynamicLayer):

@@ -11,7 +11,6 @@ attention function unchanged, which is why an infinite budget reproduces Dynamic
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any
 
@@ -19,7 +18,8 @@ _HANDOFF = threading.local()
 PREFIX = "toolpath_sparse_"
 
 
-def _hand_over(layer: Any) -> None:
+def hand_over(layer: Any) -> None:
+    """Called by a layer's update(): the very next attention call of the same module reads this layer."""
     _HANDOFF.layer = layer
 
 
@@ -27,82 +27,6 @@ def _take() -> Any:
     layer = getattr(_HANDOFF, "layer", None)
     _HANDOFF.layer = None
     return layer
-
-
-def sparse_layer_class():
-    """SparseLayer is built lazily so that importing this module does not import transformers."""
-    global _SPARSE_LAYER
-    if _SPARSE_LAYER is None:
-        _SPARSE_LAYER = _build_sparse_layer()
-    return _SPARSE_LAYER
-
-
-_SPARSE_LAYER = None
-
-
-def _build_sparse_layer():
-    import torch
-    from transformers.cache_utils import DynamicLayer
-
-    class SparseLayer(DynamicLayer):
-        """A DynamicLayer that hands itself to the attention function; subclasses pick the keys to attend.
-
-        `dense` layers never select (Quest keeps the first two layers dense). Subclasses implement
-        `select_kv(query, mask)` -> (keys, values, bias) with keys [B, H, n, D] for H the query or KV heads
-        and bias [B, H, n] additive (0 or -inf), or None to attend densely this step.
-        """
-
-        is_croppable = False
-
-        def __init__(self, budget: float, dense: bool = False):
-            super().__init__()
-            self.budget = budget
-            self.dense = dense
-            self.sparse_steps = 0  # decode steps that attended a subset
-            self.last_query = None
-
-        def update(self, key_states, value_states, *args, **kwargs):
-            keys, values = super().update(key_states, value_states, *args, **kwargs)
-            self.on_append(key_states.shape[-2])
-            _hand_over(self)
-            return keys, values
-
-        def on_append(self, n_new: int) -> None:
-            """Hook: the last `n_new` rows of self.keys / self.values are new (page bookkeeping)."""
-
-        def wants_sparse(self, query_len: int) -> bool:
-            return (not self.dense and query_len == 1 and math.isfinite(self.budget)
-                    and self.get_seq_length() > self.budget)
-
-        def sparse_kv(self, query, mask):
-            self.sparse_steps += 1
-            self.last_query = query  # kept for attention-mass recall figures (one decode row, small)
-            return self.select_kv(query, mask)
-
-        def select_kv(self, query, mask):  # pragma: no cover - abstract
-            raise NotImplementedError
-
-        def nbytes(self) -> int:
-            if not self.is_initialized or self.keys is None:
-                return 0
-            return tensor_bytes(self.keys, self.values) + self.metadata_nbytes()
-
-        def metadata_nbytes(self) -> int:
-            return 0
-
-        def crop(self, tokens_to_remove: int) -> None:
-            raise NotImplementedError(f"{type(self).__name__} cannot crop: its page metadata would go stale")
-
-        def batch_repeat_interleave(self, repeats: int) -> None:
-            raise NotImplementedError(f"{type(self).__name__} keeps per-row page metadata; beam search is not supported")
-
-        def batch_select_indices(self, indices) -> None:
-            raise NotImplementedError(f"{type(self).__name__} keeps per-row page metadata; beam search is not supported")
-
-        def reorder_cache(self, beam_idx) -> None:
-            raise NotImplementedError(f"{type(self).__name__} keeps per-row page metadata; beam search is not supported")
-
-    return SparseLayer
 
 
 def tensor_bytes(*tensors) -> int:
@@ -221,73 +145,3 @@ def _configs(config):
             if sub is not None and hasattr(sub, "_attn_implementation"):
                 todo.append(sub)
     return out
-
-
-def text_config(config):
-    return config.get_text_config() if hasattr(config, "get_text_config") else config
-
-
-def refuse_common(config) -> str | None:
-    """Reasons any sparse kind cannot run: sliding-window or non-attention layers, an unknown layer count."""
-    text = text_config(config)
-    types = getattr(text, "layer_types", None) or []
-    if any(t != "full_attention" for t in types):
-        other = sorted({t for t in types if t != "full_attention"})
-        return f"the model has {', '.join(other)} layers; sparse kinds page only full-attention layers"
-    if getattr(text, "sliding_window", None) and getattr(text, "use_sliding_window", True):
-        return f"the model uses a sliding window of {text.sliding_window} tokens"
-    if not getattr(text, "num_hidden_layers", None):
-        return "the model config does not say how many layers it has (num_hidden_layers)"
-    return None
-
-
-def parse_budget(options: dict, field: str = "budget") -> float:
-    """`budget` in tokens: a positive integer, or inf / None / 'inf' for no limit (dense)."""
-    value = options.get(field)
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("inf", "infinity", "none")):
-        return math.inf
-    if isinstance(value, bool):
-        raise ValueError(f"kv_cache.{field}: must be a positive number of tokens or inf, got {value!r}")
-    if isinstance(value, float) and math.isinf(value) and value > 0:
-        return math.inf
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"kv_cache.{field}: must be a positive number of tokens or inf, got {value!r}") from None
-    if number != value and not (isinstance(value, str) and str(number) == value.strip()):
-        raise ValueError(f"kv_cache.{field}: must be a whole number of tokens, got {value!r}")
-    if number <= 0:
-        raise ValueError(f"kv_cache.{field}: must be > 0, got {value!r}")
-    return number
-
-
-def parse_int(options: dict, field: str, default: int, minimum: int) -> int:
-    value = options.get(field, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"kv_cache.{field}: must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"kv_cache.{field}: must be >= {minimum}, got {value}")
-    return value
-
-
-def reject_unknown(options: dict, known: dict, kind: str) -> None:
-    unknown = sorted(set(options) - set(known) - {"kind"})
-    if unknown:
-        raise ValueError(f"kv_cache.{unknown[0]}: not an option of {kind} (options: {', '.join(sorted(known))})")
-
-
-def make_cache(layers):
-    """A transformers Cache over our layers, with nbytes() and the far-store counters the layers keep."""
-    from transformers.cache_utils import Cache
-
-    class SparseCache(Cache):
-        def nbytes(self) -> int:
-            return sum(layer.nbytes() for layer in self.layers)
-
-        def bytes_moved(self) -> int:
-            return sum(getattr(layer, "bytes_moved", 0) for layer in self.layers)
-
-        def decode_steps(self) -> int:
-            return max((getattr(layer, "sparse_steps", 0) for layer in self.layers), default=0)
-
-    return SparseCache(layers=layers)
