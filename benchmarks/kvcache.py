@@ -97,14 +97,14 @@ def measure_model(name: str, model, tok, args) -> dict:
     for label in args.kinds:
         kind, options = KINDS[label]
         started = time.perf_counter()
-        attach(model, kind, **options)  # chanmix: calibrates once per model (saved), not timed with the run
+        attach(model, kind, options)  # chanmix: calibrates once per model (saved), not timed with the run
         calibrated = time.perf_counter() - started
         started = time.perf_counter()
-        cache = attach(model, kind, **options)
+        cache = attach(model, kind, options)
         nll, _ = decode_through(model, win, cache)
         ppl = math.exp(nll.mean().item())
         per_token = cache.nbytes() / (win.shape[0] * cache.get_seq_length())
-        _, top = decode_through(model, cont, attach(model, kind, **options))
+        _, top = decode_through(model, cont, attach(model, kind, options))
         ref = full_top[:, args.prompt - 1:-1]  # the predictions of the generated tokens
         got = top[:, args.prompt - 1:-1]
         same = (ref == got)[0]

@@ -67,10 +67,9 @@ def prefill(model, ids):
 
 def cache_for(model, full, kind, budget):
     """A cache of `kind` holding the full cache's prefill (built through the kind's own update)."""
-    from toolpath.policies.kvcache import icecache, quest
+    from toolpath.policies.kvcache import attach
 
-    module = {"quest": quest, "icecache": icecache}[kind]
-    cache = module.attach(model, budget=budget)
+    cache = attach(model, kind, {"budget": budget})
     for i, layer in enumerate(full.layers):
         cache.update(layer.keys, layer.values, i)
     return cache
@@ -225,7 +224,7 @@ def speed_rows(model, tok, kinds, budget=256, context=2048, new_tokens=32):
 
 
 def sa_text_config(model):
-    from toolpath.policies.kvcache.sparse_attention import text_config
+    from toolpath.policies.kvcache.kind import text_config
 
     cfg = text_config(model.config)
     if not hasattr(cfg, "head_dim") or cfg.head_dim is None:
