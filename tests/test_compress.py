@@ -11,13 +11,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from tiny_lm import save_tiny_byte_llama  # noqa: E402
+
 from toolpath.cli import main  # noqa: E402
 from toolpath.compress.gptq import Hessian, gptq_quantize  # noqa: E402
 from toolpath.compress.quant import quantize_rtn  # noqa: E402
 from toolpath.policies.bitpack import pack as pack_bits  # noqa: E402
 from toolpath.policies.bitpack import unpack as unpack_bits  # noqa: E402
 from toolpath.policies.packed_weights import Quantized  # noqa: E402
-from tiny_lm import save_tiny_byte_llama  # noqa: E402
 
 
 # ---- the quantizer and the packing --------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,7 +13,13 @@ from torch import nn  # noqa: E402
 from toolpath.cli import main  # noqa: E402
 from toolpath.compress.gptq import quantize_model_gptq  # noqa: E402
 from toolpath.compress.moe_bits import (  # noqa: E402
-    allocate, allocation_plan, combined_order, expert_order, router_order, solve_three_level_counts)
+    allocate,
+    allocation_plan,
+    combined_order,
+    expert_order,
+    router_order,
+    solve_three_level_counts,
+)
 from toolpath.compress.moe_layout import MoEBlock, moe_blocks  # noqa: E402
 
 

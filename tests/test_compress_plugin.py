@@ -11,9 +11,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from tiny_lm import save_tiny_byte_llama  # noqa: E402
+
 from toolpath import registry  # noqa: E402
 from toolpath.cli import main  # noqa: E402
-from tiny_lm import save_tiny_byte_llama  # noqa: E402
 
 PLUGIN = '''
 from pydantic import BaseModel, ConfigDict, Field

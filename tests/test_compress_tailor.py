@@ -22,6 +22,7 @@ LAYERS = 8
 
 def _tokenizer():
     from pydoc_data.topics import topics
+
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 

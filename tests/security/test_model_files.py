@@ -9,8 +9,8 @@ import os
 import struct
 
 import pytest
-
 from conftest import write
+
 from toolpath import cli
 
 CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 32, "intermediate_size": 64,
@@ -277,7 +277,8 @@ PACKED_TABLES = {
     "shape_not_the_model's": (lambda c: c["tensors"][Q].update(c["tensors"][Q.replace("q_proj", "k_proj")]),
                               "does not fit model.safetensors"),  # k_proj's layout over q_proj's codes
     "experts_of_a_number": (lambda c: c["tensors"][Q].update(shape=[10**12, 4, 4], experts=5), "does not fit"),
-    "codes_missing": (lambda c: c["tensors"].update({"model.norm.weight": c["tensors"][Q]}), "lacks model.norm.weight.codes"),
+    "codes_missing": (lambda c: c["tensors"].update({"model.norm.weight": c["tensors"][Q]}),
+                      "lacks model.norm.weight.codes"),
     "another_version": (lambda c: c.update(version=2), "toolpath_compression version 2 is not 1"),
 }
 

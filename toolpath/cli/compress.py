@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import time
 import uuid
 from pathlib import Path

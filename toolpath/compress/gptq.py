@@ -18,8 +18,9 @@ get one Hessian per expert from the tokens the router sent to it (see moe_layout
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from pydantic import Field

@@ -24,7 +24,6 @@ import copy
 import random
 import re
 from pathlib import Path
-
 from typing import Annotated, Literal
 
 import torch

@@ -45,9 +45,8 @@ def load_source(source: str):
 
 def load_candidate(path: Path):
     import torch
-    from transformers import AutoModelForCausalLM
-
     from safetensors import SafetensorError
+    from transformers import AutoModelForCausalLM
 
     from ..policies.model_files import check_model_folder
 

@@ -269,9 +269,9 @@ def angular_block(model, examples: list[Example], n_remove: int) -> list[int]:
     states = hidden_states(model, examples)
     n = len(decoder_layers(model))
     best, start = float("inf"), 0
-    for l in range(n - n_remove + 1):
-        cos = sum(_cosine(s[l], s[l + n_remove]).clamp(-1, 1).mean() for s in states) / len(states)
+    for first in range(n - n_remove + 1):
+        cos = sum(_cosine(s[first], s[first + n_remove]).clamp(-1, 1).mean() for s in states) / len(states)
         d = float(torch.arccos(torch.as_tensor(cos)) / math.pi)
         if d < best:
-            best, start = d, l
+            best, start = d, first
     return list(range(start, start + n_remove))

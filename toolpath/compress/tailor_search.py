@@ -16,8 +16,8 @@ The objective is the share of the base model's calibration score (tailor_layers.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..progress import Progress
 from .tailor_layers import Plan

@@ -12,10 +12,14 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING
 
 from ..pydoc_text import split_text
+
+if TYPE_CHECKING:  # torch is imported where a model is trained, not when this module is
+    import torch
 
 VOCAB = 2048
 CONFIG = dict(vocab_size=VOCAB, hidden_size=128, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
@@ -37,7 +41,7 @@ def byte_bpe_tokenizer(text: str, vocab: int = VOCAB):
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", pad_token="<eos>")
 
 
-def router_weights(model) -> dict[str, "torch.Tensor"]:
+def router_weights(model) -> dict[str, torch.Tensor]:
     """Every router's weight by its state-dict name (`…mlp.gate.weight`), copied."""
     return {name: p.detach().clone() for name, p in model.named_parameters()
             if name.endswith("mlp.gate.weight") or name.endswith("block_sparse_moe.gate.weight")}

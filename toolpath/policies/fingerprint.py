@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 # Values read from each tensor of a loaded model: enough that a fine-tune, another seed or other weights setting
 # (bf16, int8) differs, while hashing stays cheap for any model size (the full embedding of a 1.5B model is 1 GB).

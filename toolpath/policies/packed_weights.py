@@ -68,7 +68,7 @@ class Quantized:
 
     @classmethod
     def unpack(cls, tensors: dict[str, torch.Tensor], shape: tuple[int, int], bits: int,
-               group_size: int) -> "Quantized":
+               group_size: int) -> Quantized:
         rows, cols = shape
         groups = -(-cols // group_size)
         codes = unpack(tensors["codes"].reshape(-1), bits, rows * cols).reshape(rows, cols)

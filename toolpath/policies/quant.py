@@ -78,7 +78,7 @@ class Int8Linear(_module_base()):
         self.register_buffer("bias", None if bias is None else bias.detach().to(dtype))
 
     @classmethod
-    def from_float(cls, linear, dtype=None) -> "Int8Linear":
+    def from_float(cls, linear, dtype=None) -> Int8Linear:
         torch = _torch()
         w = linear.weight.detach().float()
         scales = w.abs().amax(dim=1).clamp(min=1e-12) / 127.0
@@ -128,7 +128,7 @@ class Int4Linear(_module_base()):
         return q.reshape(out_f, in_f), scales, zeros
 
     @classmethod
-    def from_float(cls, linear, group: int = GROUP, dtype=None) -> "Int4Linear":
+    def from_float(cls, linear, group: int = GROUP, dtype=None) -> Int4Linear:
         torch = _torch()
         w = linear.weight.detach()
         out_f, in_f = w.shape

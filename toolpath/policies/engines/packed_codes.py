@@ -94,7 +94,8 @@ def _matrices(folder: Path):
     stored = load_file(str(folder / packed_weights.WEIGHTS))
     for name, spec in entry["tensors"].items():
         parts = {k: stored[f"{name}.{k}"] for k in ("codes", "zeros", "scales")}
-        yield name, packed_weights.Quantized.unpack(parts, tuple(spec["shape"]), int(spec["bits"]), int(spec["group_size"]))
+        yield name, packed_weights.Quantized.unpack(parts, tuple(spec["shape"]), int(spec["bits"]),
+                                                    int(spec["group_size"]))
 
 
 def _digest(array) -> str:
