@@ -93,3 +93,17 @@ def test_the_docs_example_runs():
         from toolpath import registry
 
         registry.reset()
+
+
+@pytest.mark.parametrize("command", ["run", "eval", "serve"])
+def test_a_bad_kv_cache_flag_is_refused_naming_the_field_before_anything_loads(command, tmp_path, home, capsys):
+    from toolpath import cli
+
+    spec = tmp_path / "task.yaml"
+    spec.write_text("id: t\ninstruction: say hi\nmodel: local\n")
+    head = {"run": ["run", str(spec)], "eval": ["eval", "arith", "--limit", "1"], "serve": ["serve", "local"]}[command]
+    assert cli.main([*head, "--kv-cache", "kivi:3"]) == 2
+    err = capsys.readouterr().err
+    assert "kv_cache.bits: Input should be 2, 4 or 16 (got 3)" in err and "Traceback" not in err, err
+    if command == "run":  # the spec's own error: its file and the field
+        assert f"{spec}: model.options.kv_cache.bits" in err
