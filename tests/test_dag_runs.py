@@ -65,6 +65,7 @@ def test_what_counts_as_appearing():
     assert used("saved", "", "see chart_1.png", artifacts=made)
     assert used("saved", "", "compare ffffffffffff", artifacts=made)  # by its digest
     assert not used("a long page about something else entirely", "", "unrelated")
+    assert not used("it is a cat", "so it is a dog", "dog")  # three short common words are no evidence
 
 
 def test_a_run_without_tool_results_has_no_closeness():

@@ -8,8 +8,8 @@ orphan, as an unused step of a chain of thought is, and the run's closeness is t
 What "appears" means, so that neither an echo nor a coincidence counts:
     numbers      compared as values (`1,234`, `1234.0` and `1234` are one number); a number counts when it is the
                  whole result or has two significant digits or more (a lone `1` is in every text)
-    text         the whole result (4 to 200 characters), or a run of three words of it (12 characters or more),
-                 compared as words (case, spacing and punctuation aside)
+    text         the whole result (one to three words, 4 characters or more), or a run of three words of it (12
+                 characters or more), compared as words (case, spacing and punctuation aside)
     artifacts    a file the result made, by its name, its file name or its sha256 (the first 12 digits)
 Anything already in the task's instruction or in the call that asked for the result is no evidence of using
 it, and a failed call's error is not a node. Each result's evidence is a set of keys (number values, runs of one
@@ -97,9 +97,10 @@ def evidence(content: str, artifacts: list[dict], known: str) -> set[str]:
     found = _numbers(content)
     whole_number = len(found) == 1 and _NUMBER.fullmatch(content.strip()) is not None
     out = {k for k, digits in found.items() if digits >= 2 or whole_number}
-    if not whole_number and 4 <= len(content.strip()) <= 200:
+    words = _words(content)
+    if not whole_number and len(content.strip()) >= 4 and len(words) <= 3:  # a short result shows whole
         out |= _phrase(content)
-    out |= {g for g in _grams(_words(content), 3) if len(g) >= 12}
+    out |= {g for g in _grams(words, 3) if len(g) >= 12}  # a longer one by its distinctive runs of words
     for a in artifacts[:MAX_ARTIFACTS]:
         for name in (a.get("name"), str(a.get("path") or "").rsplit("/", 1)[-1], str(a.get("sha256") or "")[:12]):
             if name and len(str(name)) >= 3:
