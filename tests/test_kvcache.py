@@ -89,7 +89,7 @@ def test_fp8_codec_keeps_relative_precision_of_outlier_channels():
 # ---- the KIVI layer ------------------------------------------------------------------------------------------
 
 def test_residual_flush_at_odd_lengths_quantizes_each_block_once():
-    from toolpath.policies.kvcache.layers import QuantizedLayer
+    from toolpath.policies.kvcache.quantized_layer import QuantizedLayer
 
     layer = QuantizedLayer(quant.ChannelCodec(2, 8), quant.TokenCodec(2, 8), group=8, residual=16)
     x = with_outliers((1, 2, 45, 16))

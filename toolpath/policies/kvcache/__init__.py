@@ -7,9 +7,9 @@
 
 Each kind is one module whose `KIND` (kind.CacheKind: name, short, Options, refuse, attach) the registry names
 (`kv_cache` entries); its module imports no torch, so validating a setting or listing kinds stays light. The
-layers live beside it (layers.py for the quantized kinds, sparse_layer.py, quest_layer.py, icecache_layer.py
-for the sparse ones) and every kind returns the one Cache of cache.py. A spec's setting (`KIND[:N]` or a mapping)
-is validated once, into the kind's Options, by policies/settings.py.
+layers live beside it, one module each (quantized_layer.py for the quantized kinds; sparse_layer.py, extended
+by quest_layer.py and icecache_layer.py, for the sparse ones), and every kind returns the one Cache of cache.py.
+A spec's setting (`KIND[:N]` or a mapping) is validated once, into the kind's Options, by policies/settings.py.
 """
 
 from __future__ import annotations

@@ -145,7 +145,7 @@ class MixedCodec:
 def attach(model: Any, options: Options):
     from . import calibrate
     from .cache import KVCache
-    from .layers import FullLayer, QuantizedLayer
+    from .quantized_layer import FullLayer, QuantizedLayer
 
     text = model.config.get_text_config()
     if options.bits == 16:

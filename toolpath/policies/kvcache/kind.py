@@ -99,7 +99,7 @@ class CacheKind:
 
 
 class QuantizedOptions(CacheOptions):
-    """The residual and grouping both quantized kinds share (layers.QuantizedLayer); each kind narrows `bits`."""
+    """What both quantized kinds share (quantized_layer.QuantizedLayer): grouping, residual; each narrows `bits`."""
 
     bits: Whole = Field(2, description="bits per stored number")
     group: Whole = Field(32, ge=1, description="G, tokens per key group and channels per value group")

@@ -21,8 +21,8 @@ class Options(QuantizedOptions):
 
 def attach(model: Any, options: Options):
     from .cache import KVCache
-    from .layers import FullLayer, QuantizedLayer
     from .quant import ChannelCodec, TokenCodec
+    from .quantized_layer import FullLayer, QuantizedLayer
 
     layers = model.config.get_text_config().num_hidden_layers
     if options.bits == 16:
