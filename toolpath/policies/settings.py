@@ -150,9 +150,11 @@ def settled(spec: Any) -> Any:
     out = spec.model_copy(deep=True)
     out.model = settled_model(out.model)
     for name, model in node_models(out):
-        out.agent.params["nodes"][name]["model"] = {
-            **out.agent.params["nodes"][name]["model"],
-            "options": settled_model(model, f"agent.params.nodes.{name}.model.").options}
+        options = settled_model(model, f"agent.params.nodes.{name}.model.").options
+        node = out.agent.params["nodes"][name]
+        if options:  # a node's model written as a name alone has none to write out
+            node["model"] = {**(node["model"] if isinstance(node["model"], dict) else {"name": node["model"]}),
+                             "options": options}
     return out
 
 
