@@ -28,11 +28,6 @@ class VCD:
     name = "vcd"
     Options = Options
 
-    def __call__(self, options: dict) -> dict:  # transitional: spec.py calls its registry target to validate
-        from ... import kinds
-
-        return kinds.options(self, options, "decoding").model_dump()
-
     def build(self, model: Any, processor: Any, inputs: dict, options: Options, home: Path):
         from .contrast import ContrastiveLogits
         from .noise import diffuse

@@ -19,13 +19,10 @@ that default for a whole process: `auto` (unset), or an engine's name, which run
 from __future__ import annotations
 
 import os
-from typing import Any
-
-from pydantic import BaseModel
-
-from ... import kinds, registry
+from ... import registry
 from ...progress import say
 from ..base import PolicyError
+from ..settings import kind_of, model_settings, setting
 
 TORCH = "torch"
 # Options only the torch backend honours: each is forward hooks or cache layers inside transformers' generate().
@@ -37,22 +34,6 @@ ENGINE_VARIABLE = "TOOLPATH_ENGINE"
 AUTO = "auto"
 ONNXRUNTIME = "onnxruntime"
 FAST = ONNXRUNTIME  # what `auto` tries first: the engine whose measured decode and prefill beat torch here
-
-
-def engine(name: str) -> Any:
-    """The registered engine `name`, checked to be one (an unknown name is refused by the spec before this)."""
-    return kinds.check_kind(registry.load("engine", name), "engine", name)
-
-
-def engine_options(kind: Any, setting: Any) -> BaseModel:
-    """`model.options.engine` (a name, or {kind, options}) as the engine's typed Options."""
-    values = {k: v for k, v in setting.items() if k != "kind"} if isinstance(setting, dict) else {}
-    return kinds.options(kind, values, "engine")
-
-
-class Transitional:
-    def __call__(self, options: dict) -> dict:  # transitional: spec.py calls its registry target to validate
-        return engine_options(self, {"kind": self.name, **options}).model_dump()
 
 
 def engine_of(options: dict) -> str | None:
@@ -107,7 +88,7 @@ def load_engine_policy(folder, spec, name: str):
 
 
 def _not_installed(name: str) -> str:
-    check = getattr(engine(name), "missing", None)
+    check = getattr(kind_of("engine", name), "missing", None)
     return check() if callable(check) else ""
 
 
@@ -115,12 +96,11 @@ def _load(kind_name: str, folder, spec, model_name: str):
     missing = _not_installed(kind_name)
     if missing:
         raise PolicyError(f"model.options.engine: {kind_name} is not installed ({missing})")
-    kind = engine(kind_name)
-    try:
-        options = engine_options(kind, spec.options.get("engine"))
-    except ValueError as err:  # a policy built from an unchecked spec (Python callers)
-        raise PolicyError(f"model.options.{err}") from None
-    return kind.load(folder, spec, model_name, options)
+    try:  # the engine the spec names, validated once; or the default's, with its default options
+        chosen = model_settings(spec).engine or setting("engine", kind_name)
+    except ValueError as err:  # a spec that came straight to the backend, not through policies.load
+        raise PolicyError(str(err)) from None
+    return kind_of("engine", kind_name).load(folder, spec, model_name, chosen.options)
 
 
 def engines() -> list[tuple[str, str]]:
@@ -129,7 +109,7 @@ def engines() -> list[tuple[str, str]]:
     for kind in registry.declared("engine"):
         try:
             rows.append((kind, _not_installed(kind)))
-        except (ImportError, registry.RegistryError, kinds.NotAKind) as err:  # a plugin engine that is not one
+        except (ImportError, ValueError) as err:  # a plugin engine that cannot be imported or is no engine
             rows.append((kind, f"cannot be imported: {err}"))
     return rows
 

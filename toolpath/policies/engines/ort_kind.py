@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import ONNXRUNTIME, Transitional
+from . import ONNXRUNTIME
 
 
 class Options(BaseModel):
@@ -19,7 +19,7 @@ class Options(BaseModel):
     threads: int | None = Field(None, ge=1, le=512, description="intra-op threads; all cores when unset")
 
 
-class OnnxRuntime(Transitional):
+class OnnxRuntime:
     name = ONNXRUNTIME
     Options = Options
 

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from . import Transitional
-
 
 class Options(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Torch(Transitional):
+class Torch:
     name = "torch"
     Options = Options
 
