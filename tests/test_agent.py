@@ -268,3 +268,15 @@ def test_resume_refuses_a_run_that_is_still_running(store):
     rid = store.create_run(spec().to_json(), "t", "scripted:x", "react")  # owned by this live process
     with pytest.raises(EpisodeError, match="still running in process"):
         resume_episode(rid, store, policy=ScriptedPolicy([]))
+
+
+def test_the_caller_hears_each_step_as_a_typed_event_read_as_a_mapping(store):
+    events = []
+    r = run_episode(spec(), store, policy=ScriptedPolicy([calc("2+3"), "It is 5."]), on_event=events.append)
+    assert [e["type"] for e in events] == ["start", "thinking", "policy", "tool", "thinking", "policy"]
+    start, _, call, tool, _, last = events
+    assert start == {"type": "start", "run_id": r.run_id, "model": "scripted:none.yaml", "agent": "react"}
+    assert call["calls"] == ["calculator"] and call["issues"] == [] and "answer" not in call
+    assert set(call) == {"type", "step", "seconds", "text", "tokens_in", "tokens_out", "calls", "issues"}
+    assert (tool["tool"], tool["error"], tool["content"], tool["step"]) == ("calculator", False, "5", 1)
+    assert last["answer"] == "It is 5." and last["step"] == 2

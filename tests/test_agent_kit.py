@@ -8,7 +8,7 @@ import pytest
 
 from toolpath import registry
 from toolpath.agents import get_agent
-from toolpath.agents.base import Agent
+from toolpath.agents.base import Agent, AgentParams
 from toolpath.state import StepRecord
 
 
@@ -16,8 +16,16 @@ def test_every_registered_agent_is_an_agent_named_as_registered():
     for name in registry.names("agent"):
         agent = get_agent(name)
         assert isinstance(agent, Agent) and agent.name == name
-        assert isinstance(agent.params, dict) and isinstance(agent.default_tools, list)
+        assert issubclass(agent.Params, AgentParams) and isinstance(agent.default_tools, list)
         assert agent.initial_state()["status"] == "running"
+
+
+def test_every_agents_params_are_one_typed_model_that_says_what_each_means():
+    for name in registry.names("agent"):
+        params = get_agent(name).Params
+        assert params.model_config["extra"] == "forbid" and params.model_config["frozen"], name
+        assert all(f.description for f in params.model_fields.values()), name
+        assert set(get_agent(name).written_params) <= set(params.model_fields), name
 
 
 def test_an_unknown_agent_names_the_choices():

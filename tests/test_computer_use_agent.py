@@ -30,14 +30,18 @@ from toolpath.agents.computer_use import MAX_OPERATION_CHARS
 from toolpath.agents.episode import EpisodeError, run_episode
 from toolpath.evals.scoring import recorded_final_state as final_state
 from toolpath.runs import Store, pid_alive
-from toolpath.sandboxes.base import SandboxError
+from toolpath.sandboxes.base import SandboxError, SandboxOptions
 from toolpath.spec import parse_spec
+
+
+class ScreenOptions(SandboxOptions):
+    fail_on: str | None = None  # the action that fails as a SandboxError
 
 
 class Screen:
     """A 1280x720 screen that records what was done to it."""
 
-    OPTIONS = ("fail_on",)
+    Options = ScreenOptions
     platform = "web"
     log: list = []
 
@@ -206,11 +210,15 @@ def test_action_modes_need_a_screen(tmp_path):
     (tmp_path / "r.yaml").write_text(yaml.safe_dump(["<action>terminate()</action>"]))
     with Store(tmp_path / "home") as store, pytest.raises(EpisodeError, match="set sandbox to browser or desktop"):
         run_episode(s, store, policy=Seen([]))
-    for params, msg in [({"mode": "fast"}, "mode must be one of"), ({"coordinates": "px"}, "coordinates must be")]:
+    for params, msg in [({"mode": "fast"}, "agent.params.mode: Input should be 'grounding', 'direct' or 'reasoned'"),
+                        ({"coordinates": "px"}, "agent.params.coordinates: Input should be 'absolute'"),
+                        ({"min_pixels": 10_000, "max_pixels": 100}, "min_pixels .10000. is above max_pixels"),
+                        ({"history": -1}, "agent.params.history: Input should be greater than or equal to 0")]:
         with pytest.raises(EpisodeError, match=msg), Store(tmp_path / "home") as store:
             run_episode(parse_spec({"id": "x", "instruction": "i", "agent": {"name": "computer_use",
                                                                              "params": params}}), store)
-    with pytest.raises(EpisodeError, match="unknown parameter"):
+    with pytest.raises(EpisodeError, match="agent.params.speed: agent 'computer_use' has no option 'speed'; its "
+                                           "options: mode, platform, coordinates, min_pixels, max_pixels, history"):
         with Store(tmp_path / "home") as store:
             run_episode(parse_spec({"id": "x", "instruction": "i", "agent": {"name": "computer_use",
                                                                              "params": {"speed": 1}}}), store)

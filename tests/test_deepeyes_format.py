@@ -92,10 +92,11 @@ def spec(tmp_path, **kw):
 
 def test_bad_agent_params_fail_before_anything_starts(tmp_path, store):
     bad = parse_spec({"id": "de", "instruction": "x", "agent": {"name": "react", "params": {"formt": "deepeyes"}}})
-    with pytest.raises(EpisodeError, match="unknown parameter.*formt.*expected: format"):
+    with pytest.raises(EpisodeError, match="agent.params.formt: agent 'react' has no option 'formt'; its options: format"):
         run_episode(bad, store, policy=ScriptedPolicy([]))
     bad = parse_spec({"id": "de", "instruction": "x", "agent": {"name": "react", "params": {"format": "xml"}}})
-    with pytest.raises(EpisodeError, match="unknown response format"):
+    with pytest.raises(EpisodeError, match=r"agent.params.format: unknown response format; expected one of json, "
+                                           r"deepeyes \(got 'xml'\)"):
         run_episode(bad, store, policy=ScriptedPolicy([]))
     assert store.list_runs() == []
 

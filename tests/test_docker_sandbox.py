@@ -510,5 +510,6 @@ def test_unknown_docker_options_are_named(store):
     from toolpath.spec import parse_spec
 
     spec = parse_spec({"id": "d", "instruction": "x", "sandbox": {"kind": "docker", "options": {"imag": "x"}}})
-    with pytest.raises(EpisodeError, match="unknown option.*imag for kind 'docker'; expected image, python"):
+    with pytest.raises(EpisodeError, match="sandbox.options.imag: sandbox 'docker' has no option 'imag'; its options: "
+                                           "cpu_seconds, .*, images, image, python, pull, cpus, init, base_url"):
         run_episode(spec, store, policy=ScriptedPolicy([]))

@@ -83,10 +83,13 @@ def test_an_instruction_outside_the_grammar_fails_with_the_reason(tmp_path, home
     assert "instruction" in r.stdout + r.stderr
 
 
-def test_bad_parameters_are_refused_by_name(tmp_path, home):
-    r, out = run_json([edit_spec(tmp_path, "recolor the red cup blue", alpha=5)], home)
-    assert r.returncode == 1 and out["status"] == "failed"
-    assert "alpha" in json.dumps(out)
+def test_bad_parameters_are_refused_by_name_before_the_run_starts(tmp_path, home):
+    spec = edit_spec(tmp_path, "recolor the red cup blue", alpha=5, fast="no")
+    r = toolpath_cli("run", spec, "--json", home=home, timeout=300)
+    assert r.returncode == 2 and r.stdout == "", r.stdout
+    assert f"{spec}: agent.params.alpha: Input should be less than or equal to 2 (got 5)" in r.stderr
+    assert "agent.params.fast: Input should be a valid boolean (got 'no')" in r.stderr and "Traceback" not in r.stderr
+    assert toolpath_cli("runs", "list", "--json", home=home).stdout.strip() in ("", "[]")  # nothing was recorded
 
 
 def test_eval_edits_reports_subtask_success_cost_and_quality(home):

@@ -24,6 +24,7 @@ from toolpath.baselines import ocr_grounder as O
 from toolpath.baselines.ocr_grounder import OCRGrounder, query_of, read_prompt
 from toolpath.policies.formats.scalecua import ScaleCUAFormat
 from toolpath.runs import Store
+from toolpath.sandboxes.base import SandboxOptions
 from toolpath.spec import parse_spec
 from toolpath.state import ArtifactRef, Message
 
@@ -497,10 +498,14 @@ def fake_screen():
     registry.reset()  # the built-in desktop again
 
 
+class FakeScreenOptions(SandboxOptions):
+    image: str | None = None
+
+
 class FakeScreen:
     """A desktop that shows one PNG and records what was done to it."""
 
-    OPTIONS = ("image",)
+    Options = FakeScreenOptions
     platform = "desktop"
     log: list = []
 

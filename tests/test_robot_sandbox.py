@@ -99,7 +99,7 @@ def test_image_option_and_objects_option():
         assert obs.rgb.shape == (240, 320, 3)
         assert [o["name"] for o in sb.objects_truth()] == ["red cube", "blue plate"]
         assert obs.intrinsics[0, 2] == pytest.approx(159.5)
-    assert {"seed", "objects", "image"} <= set(TabletopSandbox.OPTIONS)
+    assert {"seed", "objects", "image"} <= set(TabletopSandbox.Options.model_fields)
 
 
 @pytest.mark.parametrize("kw, words", [({"objects": ["red sphere"]}, "unknown kind"),

@@ -77,8 +77,11 @@ def test_after_the_repairs_it_answers_directly_and_says_so(store):
 def test_unknown_parameters_are_refused(store):
     from toolpath.agents.episode import EpisodeError
 
-    with pytest.raises(EpisodeError, match="unknown parameter.*repiars"):
+    with pytest.raises(EpisodeError, match="agent.params.repiars: agent 'visual_program' has no option 'repiars'; "
+                                           "its options: repairs, program_seconds, backend"):
         run_episode(spec(repiars=1), store, policy=ScriptedPolicy([]))
+    with pytest.raises(EpisodeError, match="agent.params.backend: unknown reconstruction backend; expected one of"):
+        run_episode(spec(backend="magic"), store, policy=ScriptedPolicy([]))
 
 
 @needs_bwrap

@@ -35,9 +35,6 @@ NODE_KEYS = {"tool": {"tool", "arguments"}, "agent": {"agent", "instruction", "i
              "policy": {"policy", "input", "model"}}
 CONDITIONS = {"contains", "equals", "matches", "error"}
 END = "end"
-PARAMS = {"nodes": "the graph's nodes by name: each a tool, an agent or a policy step (toolpath/graph_spec.py)",
-          "edges": "[{from, to, when}] tried in order after `from`; `to: end` ends the run",
-          "start": "the first node (default: the first one listed)"}
 
 
 class GraphSpecError(ValueError):
@@ -206,4 +203,3 @@ def render(template: Any, values: dict[str, str]) -> Any:
     if isinstance(template, dict):
         return {k: render(v, values) for k, v in template.items()}
     return template
-

@@ -9,8 +9,8 @@ import struct
 import zlib
 
 import pytest
-
 from conftest import toolpath_cli, write
+
 from toolpath import cli
 from toolpath.agents import episode
 from toolpath.runs import Store
@@ -198,6 +198,44 @@ def authorization_header_in_options(tmp_path):
         "agent.params.headers.x"
 
 
+def agent_param_misspelt(tmp_path):
+    return spec(tmp_path, OK + "agent: {name: react, params: {formt: deepeyes}}\n"), "agent.params.formt: agent 'react'"
+
+
+def agent_param_quoted_false(tmp_path):  # read as text "no", never as true: the check it names is kept
+    return spec(tmp_path, "id: h\ninstruction: put the red cube on the blue plate\nmodel: scripted:r.yaml\n"
+                          "agent: {name: embodied, params: {verify: 'no'}}\nsandbox: robot\n"), "agent.params.verify"
+
+
+def agent_param_out_of_range(tmp_path):
+    return spec(tmp_path, OK + "agent: {name: visual_program, params: {program_seconds: 1.0e+12, repairs: -1}}\n"), \
+        "agent.params.program_seconds"
+
+
+def agent_param_of_another_type(tmp_path):
+    return spec(tmp_path, OK + "agent: {name: computer_use, params: {history: [1, 2], coordinates: px}}\n"), \
+        "agent.params.coordinates"
+
+
+def sandbox_limit_true(tmp_path):
+    return spec(tmp_path, OK + "sandbox: {kind: process, options: {memory_mb: true}}\n"), "sandbox.options.memory_mb"
+
+
+def sandbox_option_misspelt(tmp_path):
+    return spec(tmp_path, OK + "sandbox: {kind: process, options: {isolaton: unisolated}}\n"), \
+        "sandbox.options.isolaton: sandbox 'process' has no option"
+
+
+def sandbox_viewport_huge(tmp_path):
+    return spec(tmp_path, OK + "sandbox: {kind: browser, options: {viewport: 100000x100000}}\n"), \
+        "sandbox.options.viewport"
+
+
+def sandbox_launch_not_commands(tmp_path):
+    return spec(tmp_path, OK + "sandbox: {kind: desktop, options: {launch: 5, settle: 1.0e+9}}\n"), \
+        "sandbox.options.launch"
+
+
 # name: (function making the spec in a folder, extra arguments to `toolpath run`); each function returns the
 # spec's path and the field (or words) the error must name besides the file
 CASES = {f.__name__: (f, args) for f, args in [
@@ -209,7 +247,9 @@ CASES = {f.__name__: (f, args) for f, args in [
     (duplicate_json_keys, ()), (duplicate_yaml_keys, ()), (empty_model_override, ("--model", "")),
     (spec_too_big, ()), (string_too_long, ()), (integer_too_long, ()), (impossible_date, ()), (binary_value, ()),
     (api_key_in_options, ()), (credentials_in_base_url, ()), (key_as_api_key_env, ()), (token_in_metadata, ()),
-    (authorization_header_in_options, ()),
+    (authorization_header_in_options, ()), (agent_param_misspelt, ()), (agent_param_quoted_false, ()),
+    (agent_param_out_of_range, ()), (agent_param_of_another_type, ()), (sandbox_limit_true, ()),
+    (sandbox_option_misspelt, ()), (sandbox_viewport_huge, ()), (sandbox_launch_not_commands, ()),
 ]}
 
 

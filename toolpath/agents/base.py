@@ -3,11 +3,12 @@
 An agent module defines one subclass and an instance of it named `AGENT`, which the registry names
 (`toolpath.agents.<name>:AGENT`, kind "agent"). An episode calls, in this order:
 
-    check_spec(spec)            what is wrong with the spec, before anything starts (ValueError)
-    needs_policy(spec)          whether a model is loaded at all
+    check_spec(spec)            the spec's agent.params as the agent's typed `Params` (validated here, once), or
+                                a ValueError naming what is wrong with the spec, before anything starts
+    needs_policy(params)        whether a model is loaded at all
     new_context(rt)             the agent's own per-process state (rt.context), never checkpointed
     prepare_sandbox(rt, box)    what the agent's programs expect to find in a fresh sandbox
-    system_prompt(spec)         the task step's system message
+    system_prompt(spec, params) the task step's system message
     build(rt, checkpointer)     the compiled graph (nodes.compile_graph)
     initial_state()             the graph's first state
     resume(rt)                  after a resume: rebuild what the process held from the recorded transcript
@@ -18,6 +19,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pydantic import BaseModel, ConfigDict
+
+from ..kinds import validated
 from ..state import AgentState, initial_state
 
 if TYPE_CHECKING:
@@ -25,11 +29,19 @@ if TYPE_CHECKING:
     from .nodes import Runtime
 
 
+class AgentParams(BaseModel):
+    """What an agent's `agent.params` may hold: an agent declares its own as a subclass, each parameter a field
+    with its default, its range or choices as constraints and what it means as the description. A spec's
+    params are read into it once (Agent.check_spec); the agent's nodes read the typed object (rt.params)."""
+
+    # A misspelt parameter is an error, not a silently ignored key; the object is never changed once read.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
 class Agent:
     name: ClassVar[str] = ""
-    # agent.params this agent accepts, each with what it means (episode checks a spec's params against it)
-    params: ClassVar[dict[str, str]] = {}
-    # those of `params` that name a file the run writes (or reads and writes): a spec may come from anyone, so
+    Params: ClassVar[type[AgentParams]] = AgentParams  # this agent's agent.params (none, unless it declares them)
+    # those of `Params` that name a file the run writes (or reads and writes): a spec may come from anyone, so
     # the episode takes each against the spec's folder and refuses one outside it and $TOOLPATH_HOME (reach.py)
     written_params: ClassVar[tuple[str, ...]] = ()
     default_tools: ClassVar[list[str]] = []
@@ -38,10 +50,20 @@ class Agent:
     prompt: ClassVar[str] = ""  # the system prompt when it does not depend on the spec
     context_type: ClassVar[type | None] = None  # the dataclass of the agent's per-process state (rt.context)
 
-    def check_spec(self, spec: TaskSpec) -> None:
-        """Raise ValueError naming what this agent cannot run, before the episode starts."""
+    def check_spec(self, spec: TaskSpec) -> AgentParams:
+        """The spec's agent.params as this agent's `Params`; ValueError naming each bad parameter
+        ("agent.params.retries: ...") or what else this agent cannot run, before the episode starts."""
+        return self.read_params(spec.agent.params)
 
-    def needs_policy(self, spec: TaskSpec) -> bool:
+    def read_params(self, values: dict[str, Any]) -> AgentParams:
+        """`values` validated into `Params`: one ValueError naming every bad one as a spec writes it."""
+        return validated(self.Params, values, "agent.params", f"agent {self.name!r}")
+
+    def response_format(self, params: AgentParams) -> str | None:
+        """The response grammar (policies.formats) the run's policy speaks; None for the default."""
+        return None
+
+    def needs_policy(self, params: AgentParams) -> bool:
         """Whether the run needs a model; an agent that can decide without one does not pay for loading it."""
         return True
 
@@ -52,7 +74,7 @@ class Agent:
     def prepare_sandbox(self, rt: Runtime, box: Any) -> None:
         """Make the freshly started sandbox ready for the agent's programs."""
 
-    def system_prompt(self, spec: TaskSpec) -> str:
+    def system_prompt(self, spec: TaskSpec, params: AgentParams) -> str:
         return self.prompt
 
     def build(self, rt: Runtime, checkpointer: Any = None) -> Any:

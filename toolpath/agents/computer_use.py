@@ -27,22 +27,39 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import Field, model_validator
+
+from ..coords import CONVENTIONS, MAX_PIXELS, MIN_PIXELS
 from ..deadline import BUDGET_SPENT
 from ..policies.base import observes
-from ..state import AgentState, Message, ToolCall, initial_state as _common_initial
-from .base import Agent
-from .nodes import (END, Runtime, Step, budget_exceeded, compile_graph, execute_calls, loop_update, node,
-                    not_run_summary, out_of_time, run_call)
-
+from ..policies.formats.scalecua import MODES
+from ..state import AgentState, Message, ToolCall
+from ..state import initial_state as _common_initial
+from ..tools.gui import PLATFORMS
+from .base import Agent, AgentParams
+from .events import PolicyStep
+from .nodes import (
+    END,
+    Runtime,
+    Step,
+    budget_exceeded,
+    compile_graph,
+    execute_calls,
+    loop_update,
+    node,
+    not_run_summary,
+    out_of_time,
+    run_call,
+)
 
 _PLATFORM_PROMPT = {
     "desktop": "You are a GUI agent operating a computer desktop (Linux, X11) with mouse and keyboard.",
     "web": "You are a GUI agent operating a web browser with mouse and keyboard.",
     "phone": "You are a GUI agent operating a mobile phone through touch and text input.",
 }
-SYSTEM_PROMPT = _PLATFORM_PROMPT["desktop"]  # without a spec; system_prompt(spec) names the run's platform
+SYSTEM_PROMPT = _PLATFORM_PROMPT["desktop"]  # without a spec; system_prompt names the run's platform
 POINTING = ("click", "doubleClick", "rightClick", "moveTo", "long_press")  # actions whose point grounding answers
 # What one step keeps of a model's reply for the prompts after it: a long <operation> would be re-sent (and
 # checkpointed) at every later step, and a reply of thousands of failing lines would fill the next prompt.
@@ -51,12 +68,25 @@ MAX_FAILURES_SHOWN = 20
 _SANDBOX_PLATFORM = {"browser": "web", "desktop": "desktop"}
 
 
-def system_prompt(spec) -> str:
-    """The task step's system prompt: the run's platform (each policy step adds the action guide)."""
-    try:
-        return _PLATFORM_PROMPT[_spec_params(spec)["platform"]]
-    except ValueError:  # a bad spec is reported by check_spec before the episode starts
-        return SYSTEM_PROMPT
+class ComputerUseParams(AgentParams):
+    # mode and platform default to what the spec's sandbox shows (ComputerUse.check_spec); these are the
+    # defaults without one: a screenshot to ground a point in.
+    mode: Literal[MODES] = Field("grounding", description="grounding, direct (default with a GUI sandbox) or "
+                                                          "reasoned")
+    platform: Literal[tuple(PLATFORMS)] = Field("desktop", description="web, desktop or phone (default: from the "
+                                                                       "sandbox, desktop without one)")
+    coordinates: Literal[CONVENTIONS] = Field("absolute", description="absolute (pixels of the smart_resized "
+                                                                      "screenshot), normalized or grid1000")
+    min_pixels: int = Field(MIN_PIXELS, gt=0, description="smart_resize's lower bound on the model image's area")
+    max_pixels: int = Field(MAX_PIXELS, gt=0, description="smart_resize's upper bound on the model image's area")
+    history: int | None = Field(None, ge=0, description="how many earlier operations the prompt lists (default "
+                                                        "all)")
+
+    @model_validator(mode="after")
+    def _pixel_bounds(self):
+        if self.min_pixels > self.max_pixels:
+            raise ValueError(f"min_pixels ({self.min_pixels}) is above max_pixels ({self.max_pixels})")
+        return self
 
 
 class ComputerUseState(AgentState, total=False):
@@ -76,49 +106,13 @@ def initial_state() -> AgentState:
     return {**_common_initial(), "operations": [], "feedback": "", "screen": [], "shot": {}, "elements": []}
 
 
-def check_spec(spec) -> None:
-    """ValueError naming the parameter, before the episode starts (episode._agent_params calls it)."""
-    from ..coords import CONVENTIONS
-
-    p = _spec_params(spec)
-    if p["coordinates"] not in CONVENTIONS:
-        raise ValueError(f"agent.params.coordinates must be one of {', '.join(CONVENTIONS)}, got {p['coordinates']!r}")
-
-
-def _params(rt: Runtime) -> dict:
-    return _spec_params(rt.spec)
-
-
-def _spec_params(spec) -> dict:
-    p = spec.agent.params
-    kind = spec.sandbox.kind
-    mode = str(p.get("mode", "direct" if kind in _SANDBOX_PLATFORM else "grounding"))
-    platform = str(p.get("platform", _SANDBOX_PLATFORM.get(kind, "desktop")))
-    from ..tools.gui import PLATFORMS
-
-    from ..policies.formats.scalecua import MODES
-
-    if mode not in MODES:
-        raise ValueError(f"agent.params.mode must be one of {', '.join(MODES)}, got {mode!r}")
-    if platform not in PLATFORMS:
-        raise ValueError(f"agent.params.platform must be one of {', '.join(PLATFORMS)}, got {platform!r}")
-    if mode != "grounding" and kind not in _SANDBOX_PLATFORM:
-        raise ValueError(f"agent computer_use in mode {mode!r} acts on a screen: set sandbox to browser or desktop "
-                         f"(got {kind!r}), or use mode grounding with an input image")
-    return {"mode": mode, "platform": platform, "coordinates": str(p.get("coordinates", "absolute")),
-            "history": p.get("history")}
-
-
 def _format(rt: Runtime):
     if rt.context.format is None:
-        from ..coords import MAX_PIXELS, MIN_PIXELS
         from ..policies.formats.scalecua import ScaleCUAFormat
 
-        p = _params(rt)
-        rt.context.format = ScaleCUAFormat(
-            mode=p["mode"], platform=p["platform"], convention=p["coordinates"],
-            min_pixels=int(rt.spec.agent.params.get("min_pixels", MIN_PIXELS)),
-            max_pixels=int(rt.spec.agent.params.get("max_pixels", MAX_PIXELS)), schemas=rt.schemas)
+        p = rt.params
+        rt.context.format = ScaleCUAFormat(mode=p.mode, platform=p.platform, convention=p.coordinates,
+                                           min_pixels=p.min_pixels, max_pixels=p.max_pixels, schemas=rt.schemas)
     return rt.context.format
 
 
@@ -189,8 +183,8 @@ def _element_lines(elements: list[dict], space) -> list[str]:
 def _shown_operations(rt: Runtime, state: ComputerUseState) -> list[tuple[int, str]]:
     """(step, operation) of the earlier steps the prompt shows: the last `history` of them (all when 0)."""
     ops = state.get("operations") or []
-    keep = _params(rt)["history"]
-    return list(enumerate(ops, 1))[-int(keep):] if keep else list(enumerate(ops, 1))
+    keep = rt.params.history
+    return list(enumerate(ops, 1))[-keep:] if keep else list(enumerate(ops, 1))
 
 
 def screen_observation(rt: Runtime, state: ComputerUseState):
@@ -257,9 +251,8 @@ def make_policy_node(rt: Runtime):
         msg = Message(role="assistant", content=resp.text, tool_calls=resp.tool_calls)
         update = st.record("policy", [msg], update, raw=resp.raw, issues=resp.issues, latency=resp.latency_s,
                            tokens_in=resp.tokens_in, tokens_out=resp.tokens_out)
-        rt.emit({"type": "policy", "step": step, "seconds": st.seconds, "text": resp.text,
-                 "calls": [c.name for c in resp.tool_calls], "issues": resp.issues,
-                 "tokens_in": resp.tokens_in, "tokens_out": resp.tokens_out})
+        rt.emit(PolicyStep(step, st.seconds, resp.text, resp.tokens_in, resp.tokens_out,
+                           [c.name for c in resp.tool_calls], resp.issues))
         if calls:
             return Command(update=update, goto="act")
         reason = budget_exceeded({**state, **update}, rt.spec)
@@ -458,26 +451,33 @@ def make_finish_node(rt: Runtime):
 
 class ComputerUse(Agent):
     name = "computer_use"
-    params = {"mode": "grounding, direct (default with a GUI sandbox) or reasoned",
-              "platform": "web, desktop or phone (default: from the sandbox, desktop without one)",
-              "coordinates": "absolute (default: pixels of the smart_resized screenshot), normalized or grid1000",
-              "min_pixels": "smart_resize's lower bound on the model image's area", "max_pixels": "its upper bound",
-              "history": "how many earlier operations the prompt lists (default all)"}
+    Params = ComputerUseParams
     default_tools = []  # the platform's GUI actions, chosen in build()
     sandbox = None  # grounding needs none; the action modes need `sandbox: browser` or `sandbox: desktop`
     prompt = SYSTEM_PROMPT
     context_type = ComputerUseContext
     initial_state = staticmethod(initial_state)
-    system_prompt = staticmethod(system_prompt)
-    check_spec = staticmethod(check_spec)
+
+    def check_spec(self, spec) -> ComputerUseParams:
+        """The typed params, mode and platform defaulting to the sandbox's screen; ValueError naming what is
+        wrong, before the episode starts."""
+        kind = spec.sandbox.kind
+        screen = {"mode": "direct", "platform": _SANDBOX_PLATFORM[kind]} if kind in _SANDBOX_PLATFORM else {}
+        p = self.read_params({**screen, **spec.agent.params})
+        if p.mode != "grounding" and kind not in _SANDBOX_PLATFORM:
+            raise ValueError(f"agent computer_use in mode {p.mode!r} acts on a screen: set sandbox to browser or "
+                             f"desktop (got {kind!r}), or use mode grounding with an input image")
+        return p
+
+    def system_prompt(self, spec, params: ComputerUseParams) -> str:
+        """The task step's system prompt: the run's platform (each policy step adds the action guide)."""
+        return _PLATFORM_PROMPT[params.platform]
 
     def build(self, rt: Runtime, checkpointer=None):
-        from ..tools.gui import PLATFORMS
         from ..tools.registry import get_tool
 
-        p = _params(rt)
         if rt.spec.tools is None:  # the platform's action space (a spec's allow-list narrows it)
-            rt.tools = {n: get_tool(n) for n in PLATFORMS[p["platform"]]}
+            rt.tools = {n: get_tool(n) for n in PLATFORMS[rt.params.platform]}
             rt.schemas = [t.schema() for t in rt.tools.values()]
         rt.format = _format(rt)
         return compile_graph(rt, ComputerUseState, {

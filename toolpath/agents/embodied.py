@@ -30,14 +30,18 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field, StrictBool
 
 from ..deadline import BUDGET_SPENT, passed
 from ..policies.base import observes
-from ..state import AgentState, ArtifactRef, Message, ToolCall, initial_state as _common_initial
+from ..state import AgentState, ArtifactRef, Message, ToolCall
+from ..state import initial_state as _common_initial
+from .base import Agent, AgentParams
 from .embodied_outcome import final_state, simulator_judgement, truth_checks
-from .base import Agent
 from .embodied_points import boxes_in_pixels, choose_points, draw_points, to_pixels
+from .events import PolicyStep
 from .nodes import END, Runtime, Step, budget_exceeded, compile_graph, execute_calls, node, record_step
 
 SYSTEM_PROMPT = ("You are the spatial reasoner of a robot arm. You see the robot's camera image of a tabletop and "
@@ -90,26 +94,24 @@ def task_objects(instruction: str) -> dict:
     return names
 
 
-def _spec_params(spec) -> dict:
-    p = spec.agent.params
-    rep = str(p.get("representation", "trace"))
-    if rep not in REPRESENTATIONS:
-        raise ValueError(f"agent.params.representation must be one of {', '.join(REPRESENTATIONS)}, got {rep!r}")
-    retries = p.get("retries", 2)
-    if not isinstance(retries, int) or isinstance(retries, bool) or not 0 <= retries <= 10:
-        raise ValueError(f"agent.params.retries must be an integer from 0 to 10, got {retries!r}")
-    verify = p.get("verify", True)
-    if not isinstance(verify, bool):
-        raise ValueError(f"agent.params.verify must be true or false, got {verify!r}")
-    return {"representation": rep, "retries": retries, "verify": verify}
+class EmbodiedParams(AgentParams):
+    representation: Literal[REPRESENTATIONS] = Field(
+        "trace", description="trace (default: pick at the trace's first point) or affordance (at the grasp box)")
+    retries: int = Field(2, ge=0, le=10, description="how often a failed consistency check or a missed grasp is "
+                                                     "tried again (default 2)")
+    # Strict: a quoted "no" read as true would move the robot without the check the spec meant to keep.
+    verify: StrictBool = Field(True, description="ask which object lies at the pick and place points before "
+                                                 "moving (default true)")
 
 
-def check_spec(spec) -> None:
-    """ValueError naming what is wrong, before the episode starts (episode._agent_params calls it)."""
-    _spec_params(spec)
+def check_spec(spec) -> EmbodiedParams:
+    """The typed params; ValueError naming what is wrong, before the episode starts (episode._agent_params calls
+    it)."""
+    params = AGENT.read_params(spec.agent.params)
     task_objects(spec.instruction)
     if spec.sandbox.kind != "robot":
         raise ValueError(f"agent embodied acts on a robot: set sandbox to robot (got {spec.sandbox.kind!r})")
+    return params
 
 
 # ---- observe ------------------------------------------------------------------------------------------
@@ -245,8 +247,8 @@ def _ask(rt: Runtime, state: dict, kind: str, question: str, images: list[Artifa
     update = st.record("policy", [msg], update, raw=text, question=kind,
                        issues=list(parsed.issues) + list(resp.issues), latency=resp.latency_s,
                        tokens_in=resp.tokens_in, tokens_out=resp.tokens_out)
-    rt.emit({"type": "policy", "step": step, "seconds": st.seconds, "text": f"{kind}: {text[:200]}",
-             "calls": [], "issues": list(parsed.issues), "tokens_in": resp.tokens_in, "tokens_out": resp.tokens_out})
+    rt.emit(PolicyStep(step, st.seconds, f"{kind}: {text[:200]}", resp.tokens_in, resp.tokens_out,
+                       issues=list(parsed.issues)))
     return parsed, update
 
 
@@ -259,9 +261,9 @@ def make_reason_node(rt: Runtime):
     from ..policies.formats.fsd import QUESTIONS
 
     def reason_node(state: EmbodiedState, st: Step) -> Any:
-        p = _spec_params(rt.spec)
+        p = rt.params
         task = state["task"]
-        kinds = ["relations", "affordance" if p["representation"] == "affordance" else "trace", "free_space"]
+        kinds = ["relations", "affordance" if p.representation == "affordance" else "trace", "free_space"]
         answers: dict[str, Any] = {}
         cur = dict(state)
         for kind in kinds:
@@ -276,7 +278,7 @@ def make_reason_node(rt: Runtime):
                                goto="finish")
             cur.update(update)
             answers[kind] = parsed
-        chosen, why = choose_points(p["representation"], task, answers.get("relations"), answers.get("trace"),
+        chosen, why = choose_points(p.representation, task, answers.get("relations"), answers.get("trace"),
                                     answers.get("affordance"), answers.get("free_space"))
         if not chosen:
             return _retry(rt, state, cur, why)
@@ -300,7 +302,7 @@ def make_reason_node(rt: Runtime):
                               f"{chosen['place']} ({chosen['sources']['place']}); trace {chosen['trace']}")
         update = record_step(rt, cur, "reason", [msg], started, 0.0,
                              {**_delta(state, cur), "points": chosen, "feedback": ""})
-        return Command(update=update, goto="verify" if p["verify"] else "plan")
+        return Command(update=update, goto="verify" if p.verify else "plan")
 
     return node(rt, reason_node)
 
@@ -314,9 +316,8 @@ def _retry(rt: Runtime, state: dict, cur: dict, why: str, goto: str = "reason"):
     """Try again with `why` shown to the policy, or end the run when the retries are used up."""
     from langgraph.types import Command
 
-    p = _spec_params(rt.spec)
     update = {**_delta(state, cur)}
-    if state["attempts"] > p["retries"]:
+    if state["attempts"] > rt.params.retries:
         return Command(update={**update, "status": "failed",
                                "error": f"{why} (after {state['attempts']} attempt(s))"}, goto="finish")
     started = time.time()
@@ -471,8 +472,7 @@ def _recover(rt: Runtime, state: dict, why: str):
             rt.ctx.sandbox.act(name, args, deadline=rt.ctx.deadline)  # set by the execute step that failed
         except SandboxError:
             pass  # the robot may be stuck where it is: the next observation shows it
-    p = _spec_params(rt.spec)
-    if state["attempts"] > p["retries"]:
+    if state["attempts"] > rt.params.retries:
         return Command(update={"status": "failed", "error": f"execution: {why} (after {state['attempts']} "
                                                             f"attempt(s))", "path": []}, goto="check")
     started = time.time()
@@ -553,9 +553,7 @@ def make_finish_node(rt: Runtime):
 
 class Embodied(Agent):
     name = "embodied"
-    params = {"representation": "trace (default: pick at the trace's first point) or affordance (at the grasp box)",
-              "retries": "how often a failed consistency check or a missed grasp is tried again (default 2)",
-              "verify": "ask which object lies at the pick and place points before moving (default true)"}
+    Params = EmbodiedParams
     default_tools = ["move_ee", "move_joints", "gripper", "home"]
     sandbox = "robot"
     prompt = SYSTEM_PROMPT

@@ -22,7 +22,8 @@ from ..state import TERMINAL, AgentState, Message
 from ..tools.registry import ToolContext, ToolError, select_tools
 from . import get_agent
 from .base import Agent
-from .nodes import Event, Runtime
+from .events import Failed, Loading, Resumed, Started
+from .nodes import Runtime
 from .reach import checked_spec
 
 
@@ -46,25 +47,26 @@ class EpisodeError(RuntimeError):
     """The episode could not start: bad spec content, unknown agent or tool, a model that cannot load."""
 
 
-def _open_sandbox(kind: str, options: dict):
-    """Start a sandbox of `kind` (registry kind "sandbox"); options are its limits (SandboxLimits) plus what the
-    class names in OPTIONS."""
-    from dataclasses import fields
+def _sandbox_options(kind: str, values: dict):
+    """The spec's sandbox.options as the kind's typed Options (sandboxes/base.py: its limits and its own
+    options), read once before anything starts; a ValueError naming each bad field."""
+    from ..sandboxes.base import read_options
 
-    from ..sandboxes.base import SandboxError, SandboxLimits
+    return read_options(registry.load("sandbox", kind), values, kind)
+
+
+def _open_sandbox(kind: str, options):
+    """Start a sandbox of `kind` (registry kind "sandbox") with `options`: its typed Options, or a mapping that
+    is read into them here (an MCP session's)."""
+    from ..sandboxes.base import SandboxError, SandboxOptions, open_sandbox
 
     try:
         cls = registry.load("sandbox", kind)
     except registry.RegistryError as err:
         raise SandboxError(str(err)) from err
-    opts = dict(options)
-    own = {k: opts.pop(k) for k in cls.OPTIONS if k in opts}
-    known = {f.name for f in fields(SandboxLimits)}
-    unknown = sorted(set(opts) - known)
-    if unknown:
-        raise EpisodeError(f"sandbox.options: unknown option(s) {', '.join(unknown)} for kind {kind!r}; expected "
-                           f"{', '.join(cls.OPTIONS)} or a limit: {', '.join(sorted(known))}")
-    return cls(SandboxLimits(**opts), **own).start()
+    if not isinstance(options, SandboxOptions):
+        options = _sandbox_options(kind, options)
+    return open_sandbox(cls, options).start()
 
 
 @contextmanager
@@ -91,7 +93,7 @@ def _episode_sandbox(rt: Runtime, agent: Agent, shared: object = None):
     box = None
     try:
         try:
-            box = _open_sandbox(spec.sandbox.kind, spec.sandbox.options)
+            box = _open_sandbox(spec.sandbox.kind, rt.sandbox_options)
             stage_inputs(box, list(spec.inputs.images) + list(spec.inputs.files), rt.ctx.images)
             agent.prepare_sandbox(rt, box)  # what the agent's programs expect to find (visual_program)
         except (SandboxError, OSError, TypeError) as err:
@@ -135,11 +137,14 @@ def _episode_mcp_servers(rt: Runtime):
 
 
 def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
-             on_event: Callable[[Event], None] | None, reach: Reach | None = None, recorded: bool = False):
+             on_event: Callable[[dict], None] | None, reach: Reach | None = None, recorded: bool = False):
     agent = get_agent(spec.agent.name)
-    spec, fmt = _agent_params(agent, spec)
+    spec, params, fmt = _agent_params(agent, spec)
     spec = checked_spec(spec, agent, reach, recorded)  # its files: where every episode starts, before anything
     spec = settled(spec)  # each model's kind options validated once and written in full: the stored spec is what ran
+    # The files the agent writes, as reach.py resolved them (absolute, links followed, within reach).
+    params = params.model_copy(update={k: spec.agent.params[k] for k in agent.written_params
+                                       if k in spec.agent.params})
     # Sandbox kinds an episode can run in: the registry's, in their declared order. Tools that need one (code,
     # GUI, robot) bring their kinds with them; a kind whose meta says `code` holds a Python kernel, so the
     # python tool is a default there.
@@ -148,37 +153,35 @@ def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
         raise ValueError(f"sandbox {spec.sandbox.kind!r} is not available; available: "
                          f"{', '.join(['none', *kinds])}")
     code = spec.sandbox.kind in kinds and kinds[spec.sandbox.kind].meta.get("code", False)
+    options = _sandbox_options(spec.sandbox.kind, spec.sandbox.options) if spec.sandbox.kind != "none" else None
     defaults = agent.default_tools + (["python"] if code else [])
     tools = {t.name: t for t in select_tools(spec.tools, defaults)}
     # An agent that decides without a model (fast_slow's grammar planner) does not pay for loading one.
-    if policy is None and agent.needs_policy(spec):
+    if policy is None and agent.needs_policy(params):
         if on_event is not None and slow_to_load(spec.model):
-            on_event({"type": "loading", "model": spec.model.name})
+            on_event(Loading(spec.model.name).as_dict())
         policy = load(spec.model)
     ctx = ToolContext(run_id=run_id, inputs=list(spec.inputs.files) + list(spec.inputs.images),
                       save_artifact=store.put_artifact,
                       images={f"image_{i}": p for i, p in enumerate(spec.inputs.images, 1)})
     rt = Runtime(run_id=run_id, spec=spec, policy=policy, tools=tools, store=store, ctx=ctx, on_event=on_event,
-                 format=fmt)
+                 format=fmt, params=params, sandbox_options=options)
     rt.context = agent.new_context(rt)
     return agent, rt
 
 
 def _agent_params(agent: Agent, spec: TaskSpec):
-    """Check `agent.params` against what the agent accepts; pick the response format and its turn limit.
+    """The spec's agent.params as the agent's typed Params (read once: what is wrong with them, or with the spec
+    for this agent, is a ValueError here); the spec with the limits and sandbox they imply; the response format.
 
     A format with a turn limit of its own (DeepEyesV2: 9) applies it unless the spec sets max_steps; the spec
     that is stored carries the limit, so a resumed run keeps it."""
     from ..policies.formats import get_format
 
-    accepted = agent.params
-    unknown = sorted(set(spec.agent.params) - set(accepted))
-    if unknown:
-        expected = ", ".join(f"{k} ({v})" for k, v in accepted.items()) or "none"
-        raise ValueError(f"agent.params: unknown parameter(s) {', '.join(unknown)} for agent {spec.agent.name!r}; "
-                         f"expected: {expected}")
-    agent.check_spec(spec)  # what an agent can tell is wrong before anything starts (computer_use)
-    fmt = get_format(spec.agent.params.get("format"))
+    params = agent.check_spec(spec)
+    if params is None:  # a check_spec that only checks (an agent written before typed params): read them here
+        params = agent.read_params(spec.agent.params)
+    fmt = get_format(agent.response_format(params))
     if fmt.max_steps and "max_steps" not in spec.limits.model_fields_set:
         spec = spec.model_copy(deep=True)
         spec.limits.max_steps = fmt.max_steps
@@ -188,7 +191,7 @@ def _agent_params(agent: Agent, spec: TaskSpec):
 
         spec = spec.model_copy(deep=True)
         spec.sandbox = SandboxSpec(kind=agent.sandbox)
-    return spec, fmt
+    return spec, params, fmt
 
 
 def _first_messages(rt: Runtime, system_prompt: str) -> list[Message]:
@@ -227,7 +230,7 @@ def _drive(graph, rt: Runtime, graph_input, run_id: str) -> RunResult:
         else:
             status, error = "failed", f"{type(err).__name__}: {err}"
         store.update_run(run_id, status=status, error=error)
-        rt.emit({"type": "error", "error": error})
+        rt.emit(Failed(error))
         return RunResult(run_id, status, None, snapshot.get("steps", 0), snapshot.get("tokens_in", 0),
                          snapshot.get("tokens_out", 0), snapshot.get("seconds", 0.0), error)
     return _finish(store, run_id, final)
@@ -245,7 +248,7 @@ def _finish(store: Store, run_id: str, final: dict) -> RunResult:
     return result
 
 
-def run_episode(spec: TaskSpec, store: Store, on_event: Callable[[Event], None] | None = None,
+def run_episode(spec: TaskSpec, store: Store, on_event: Callable[[dict], None] | None = None,
                 policy: Policy | None = None, eval_id: str | None = None, run_id: str | None = None,
                 parent: tuple[str, int] | None = None, sandbox: object = None,
                 reach: Reach | None = None) -> RunResult:
@@ -267,14 +270,14 @@ def run_episode(spec: TaskSpec, store: Store, on_event: Callable[[Event], None] 
         rt.run_id = run_id = store.create_run(spec.to_json(), spec.id, spec.model.name, spec.agent.name, run_id,
                                               eval_id, parent)
         rt.ctx.run_id = run_id
-        rt.emit({"type": "start", "run_id": run_id, "model": spec.model.name, "agent": spec.agent.name})
-        first = _first_messages(rt, agent.system_prompt(rt.spec))
+        rt.emit(Started(run_id, spec.model.name, spec.agent.name))
+        first = _first_messages(rt, agent.system_prompt(rt.spec, rt.params))
         rt.record(0, "task", first, time.time(), 0.0)
         graph = agent.build(rt, checkpointer=store.checkpointer())
         return _drive(graph, rt, agent.initial_state(), run_id)
 
 
-def resume_episode(run_id: str, store: Store, on_event: Callable[[Event], None] | None = None,
+def resume_episode(run_id: str, store: Store, on_event: Callable[[dict], None] | None = None,
                    policy: Policy | None = None, sandbox: object = None, nested: bool = False) -> RunResult:
     """Continue a run from its last checkpoint. Completed steps are neither repeated nor lost.
 
@@ -310,15 +313,14 @@ def _resume(agent: Agent, rt: Runtime, store: Store, run_id: str) -> RunResult:
         store.drop_steps_after(run_id, 0)
         rt.transcript = store.transcript(run_id)
         if not rt.transcript:
-            rt.record(0, "task", _first_messages(rt, agent.system_prompt(rt.spec)), time.time(), 0.0)
-        rt.emit({"type": "resume", "run_id": run_id, "from_step": 0})
+            rt.record(0, "task", _first_messages(rt, agent.system_prompt(rt.spec, rt.params)), time.time(), 0.0)
+        rt.emit(Resumed(run_id, 0))
         return _drive(graph, rt, agent.initial_state(), run_id)
     dropped = store.drop_steps_after(run_id, values["seq"])
     store.checkpointer().mark_durable(run_id, values["seq"])  # what we resume from is on disk already
     rt.transcript = store.transcript(run_id)
     agent.resume(rt)
-    rt.emit({"type": "resume", "run_id": run_id, "from_step": values["steps"], "dropped": dropped,
-             "tokens": values["tokens_in"] + values["tokens_out"]})
+    rt.emit(Resumed(run_id, values["steps"], dropped, values["tokens_in"] + values["tokens_out"]))
     if not snapshot.next:  # the graph had ended; only the run row was not updated before the kill
         return _finish(store, run_id, values)
     return _drive(graph, rt, None, run_id)

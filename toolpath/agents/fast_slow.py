@@ -21,12 +21,15 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from ..state import AgentState, Message, initial_state as _common_initial
-from .base import Agent
+from pydantic import Field, StrictBool
+
+from ..state import AgentState, Message
+from ..state import initial_state as _common_initial
+from .base import Agent, AgentParams
+from .events import ToolStep
 from .nodes import END, Runtime, Step, budget_exceeded, compile_graph, node, record_step
-
 
 SYSTEM_PROMPT = """You split an image-editing instruction into subtasks. Reply with one JSON list, one object per
 subtask in the order they should run: {"id": "s1", "kind": KIND, "target": {"name": "blue square", "color": "blue",
@@ -53,23 +56,19 @@ def initial_state() -> AgentState:
     return {**_common_initial(), "chain": [], "index": 0, "image": "", "results": []}
 
 
-def needs_policy(spec) -> bool:
-    """Only a model-written chain needs a model; the default grammar runs without loading one."""
-    return spec.agent.params.get("planner", "rules") == "policy"
-
-
-def _params(rt: Runtime) -> dict:
-    p = rt.spec.agent.params
-    out = {"alpha": float(p.get("alpha", 1.0)), "threshold": float(p.get("threshold", 0.8)),
-           "planner": str(p.get("planner", "rules")), "fast": bool(p.get("fast", True)),
-           "learn": bool(p.get("learn", True)), "k": int(p.get("k", 20))}
-    if not 0.0 <= out["alpha"] <= 2.0:
-        raise ValueError(f"agent.params.alpha must be in [0, 2], got {out['alpha']}")
-    if not 0.0 <= out["threshold"] <= 1.0:
-        raise ValueError(f"agent.params.threshold must be in [0, 1], got {out['threshold']}")
-    if out["planner"] not in ("rules", "policy"):
-        raise ValueError(f"agent.params.planner must be rules or policy, got {out['planner']!r}")
-    return out
+class FastSlowParams(AgentParams):
+    alpha: float = Field(1.0, ge=0.0, le=2.0, description="cost–quality trade-off α in [0, 2] of C^α·(2−Q)^(2−α)")
+    threshold: float = Field(0.8, ge=0.0, le=1.0, description="a step whose measured quality is under this fails")
+    planner: Literal["rules", "policy"] = Field(
+        "rules", description="rules (the instruction grammar, no model) or policy (the model writes the chain)")
+    fast: StrictBool = Field(True, description="try learned subroutines first; false is pure A*")
+    learn: StrictBool = Field(True, description="log traces and induce subroutines")
+    k: int = Field(20, gt=0, description="successful traces between two inductions")
+    library: str | None = Field(None, description=(
+        "the subroutine library file (default $TOOLPATH_HOME/subroutines/library.json); like output, under the "
+        "spec's folder, an --allow-path folder or $TOOLPATH_HOME"))
+    output: str | None = Field(None, description="also write the final image to this path: relative to the spec's "
+                                                 "folder, and under it, an --allow-path folder or $TOOLPATH_HOME")
 
 
 def _executor(rt: Runtime):
@@ -79,12 +78,11 @@ def _executor(rt: Runtime):
         from ..planners.library import Library
         from ..planners.subroutines import default_library_path
 
-        p = _params(rt)
-        path = rt.spec.agent.params.get("library")  # absolute, checked where the episode started (reach.py)
-        library = Library(Path(path) if path else default_library_path()) \
-            if (p["fast"] or p["learn"]) else None
-        rt.context.executor = FastSlow(library, alpha=p["alpha"], threshold=p["threshold"], use_fast=p["fast"],
-                                          learn=p["learn"], k=p["k"])
+        p = rt.params
+        path = p.library  # absolute, checked where the episode started (reach.py)
+        library = Library(Path(path) if path else default_library_path()) if (p.fast or p.learn) else None
+        rt.context.executor = FastSlow(library, alpha=p.alpha, threshold=p.threshold, use_fast=p.fast,
+                                          learn=p.learn, k=p.k)
     return rt.context.executor
 
 
@@ -127,11 +125,7 @@ def make_plan_node(rt: Runtime):
             return Command(update={"status": "failed", "error": f"the edit agent needs exactly one input image "
                                    f"(inputs.images), got {len(images)}"}, goto=END)
         notes, chain, tin, tout = [], None, 0, 0
-        try:
-            p = _params(rt)
-        except ValueError as err:
-            return Command(update={"status": "failed", "error": str(err)}, goto=END)
-        if p["planner"] == "policy":
+        if rt.params.planner == "policy":
             chain, note, tin, tout = _chain_from_policy(rt, state["steps"] + 1)
             notes.append(note)
         if chain is None:
@@ -151,8 +145,7 @@ def make_plan_node(rt: Runtime):
                           "steps": state["steps"] + 1, "tokens_in": state["tokens_in"] + tin,
                           "tokens_out": state["tokens_out"] + tout}, tokens_in=tin, tokens_out=tout,
                          chain=[subtask_to_json(s) for s in chain])
-        rt.emit({"type": "tool", "step": update["steps"], "tool": "plan", "seconds": dt, "error": False,
-                 "content": text})
+        rt.emit(ToolStep(update["steps"], "plan", dt, False, text))
         return Command(update=update, goto="subtask" if chain else "finish")
 
     return node(rt, plan_node)
@@ -224,8 +217,7 @@ def make_subtask_node(rt: Runtime):
                          images=images, observations=[{"call_id": subtask.id, "tool": "fast_slow", "content": content,
                                                        "error": not run.ok,
                                                        "artifacts": [a.model_dump() for a in images]}], **extra)
-        rt.emit({"type": "tool", "step": update["steps"], "tool": subtask.kind, "seconds": dt, "error": not run.ok,
-                 "content": content})
+        rt.emit(ToolStep(update["steps"], subtask.kind, dt, not run.ok, content))
         report = ex.learn_if_due()
         if report is not None:
             update = _record(rt, {**state, **update}, "learn", _describe_induction(report), time.time(), 0.0, update,
@@ -259,7 +251,7 @@ def make_finish_node(rt: Runtime):
         answer = {"image": state["image"], "subtasks": results,
                   "cost_s": round(sum(r["cost_s"] for r in results), 4),
                   "tool_calls": sum(r["tool_calls"] for r in results)}
-        out = rt.spec.agent.params.get("output")  # absolute, checked where the episode started (reach.py)
+        out = rt.params.output  # absolute, checked where the episode started (reach.py)
         if out and state["image"]:
             from .reach import copy_checked
 
@@ -281,23 +273,17 @@ def make_finish_node(rt: Runtime):
 
 class FastSlowAgent(Agent):
     name = "fast_slow"
-    params = {"alpha": "cost–quality trade-off α in [0, 2] of C^α·(2−Q)^(2−α) (default 1)",
-              "threshold": "a step whose measured quality is under this fails (default 0.8)",
-              "planner": "rules (default: the instruction grammar, no model) or policy (the model writes the chain)",
-              "fast": "try learned subroutines first (default true); false is pure A*",
-              "learn": "log traces and induce subroutines (default true)",
-              "k": "successful traces between two inductions (default 20)",
-              "library": "the subroutine library file (default $TOOLPATH_HOME/subroutines/library.json); like "
-                         "output, under the spec's folder, an --allow-path folder or $TOOLPATH_HOME",
-              "output": "also write the final image to this path: relative to the spec's folder, and under it, an "
-                        "--allow-path folder or $TOOLPATH_HOME"}
+    Params = FastSlowParams
     written_params = ("library", "output")
     default_tools = []  # edit tools are called by the planners, not by the model
     sandbox = None
     prompt = SYSTEM_PROMPT
     context_type = EditContext
     initial_state = staticmethod(initial_state)
-    needs_policy = staticmethod(needs_policy)
+
+    def needs_policy(self, params: FastSlowParams) -> bool:
+        """Only a model-written chain needs a model; the default grammar runs without loading one."""
+        return params.planner == "policy"
 
     def build(self, rt: Runtime, checkpointer=None):
         return compile_graph(rt, EditAgentState, {

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field, PrivateAttr
+
 from ..graph_spec import END as SPEC_END
-from ..graph_spec import PARAMS, GraphSpecError, holds, read_graph, render
+from ..graph_spec import GraphSpecError, holds, read_graph, render
 from ..policies.base import PolicyError
 from ..spec import node_model
 from ..state import AgentState, Message, Observation, ToolCall
 from ..tools.registry import ToolError
-from .base import Agent
+from .base import Agent, AgentParams
+from .events import PolicyStep, Thinking
 from .nodes import END, Runtime, Step, account_nested, budget_exceeded, execute_calls, node
 
 
@@ -85,7 +88,7 @@ def _ask(rt: Runtime, name: str, spec_node: dict, values: dict, state: GraphStat
         policy = _policy_for(rt, name, spec_node)
         generation = {"temperature": rt.spec.model.temperature, "max_new_tokens": rt.spec.model.max_new_tokens,
                       "seed": rt.spec.seed + state["steps"] + 1, "step": state["steps"] + 1, "format": rt.format}
-        rt.emit({"type": "thinking", "step": state["steps"] + 1})
+        rt.emit(Thinking(state["steps"] + 1))
         resp = policy.respond(messages, [], **generation)
     except PolicyError as err:
         return f"policy: {err}", True, messages, {}
@@ -110,8 +113,7 @@ def make_graph_node(rt: Runtime, graph: dict, name: str):
             update.update(tokens_in=state["tokens_in"] + tokens[0], tokens_out=state["tokens_out"] + tokens[1])
             update = st.record("policy", messages, update, tokens_in=tokens[0], tokens_out=tokens[1], graph_node=name,
                                **extra, **({"error": text} if failed else {}))
-            rt.emit({"type": "policy", "step": update["steps"], "seconds": st.seconds, "tokens_in": tokens[0],
-                     "tokens_out": tokens[1], "calls": [], "issues": [], "text": text, "answer": None})
+            rt.emit(PolicyStep(update["steps"], st.seconds, text, tokens[0], tokens[1]))
         else:
             if kind == "tool":
                 call = ToolCall(id=f"{name}_{state['seq'] + 1}", name=spec_node["tool"],
@@ -160,17 +162,33 @@ def _run_agent(rt: Runtime, name: str, spec_node: dict, call: ToolCall) -> tuple
     return Observation(call_id=call.id, tool=call.name, content=result.content, artifacts=result.artifacts), None
 
 
+class GraphParams(AgentParams):
+    # The graph's grammar (node kinds, edge conditions, reachability) is graph_spec.py's, whose messages name
+    # the node or edge: the fields take any value and read_graph says what is wrong with it.
+    nodes: Any = Field(None, description="the graph's nodes by name: each a tool, an agent or a policy step "
+                                         "(toolpath/graph_spec.py)")
+    edges: Any = Field(default_factory=list, description="[{from, to, when}] tried in order after `from`; `to: end` "
+                                                         "ends the run")
+    start: Any = Field(None, description="the first node (default: the first one listed)")
+    _graph: dict = PrivateAttr(default_factory=dict)  # read_graph's reading, set once by check_spec
+
+    @property
+    def graph(self) -> dict:
+        return self._graph
+
+
 class GraphAgent(Agent):
     name = "graph"
-    params = PARAMS
+    Params = GraphParams
     default_tools = []  # the tools its tool nodes name (check_spec, build)
 
-    def check_spec(self, spec) -> None:
+    def check_spec(self, spec) -> GraphParams:
         from .. import registry
         from ..tools.registry import get_tool
 
+        params = self.read_params(spec.agent.params)
         try:
-            graph = read_graph(spec.agent.params)
+            graph = read_graph(spec.agent.params)  # its keys known to Params
             for name, n in graph["nodes"].items():
                 if n["kind"] == "policy" and "model" in n:
                     node_model(name, n["model"])
@@ -189,11 +207,13 @@ class GraphAgent(Agent):
                 if spec.tools is not None and n["tool"] not in spec.tools:
                     raise ValueError(f"agent.params.nodes.{name}: tool {n['tool']!r} is not in the spec's tools "
                                      f"({', '.join(spec.tools)})")
+        params._graph = graph
+        return params
 
-    def needs_policy(self, spec) -> bool:
-        graph = read_graph(spec.agent.params)
-        return any(n["kind"] == "policy" and "model" not in n for n in graph["nodes"].values()) or \
-            any(n["kind"] == "agent" for n in graph["nodes"].values())
+    def needs_policy(self, params: GraphParams) -> bool:
+        # a policy node without a model of its own asks the run's; an agent node's nested run does too
+        return any(n["kind"] == "agent" or n["kind"] == "policy" and "model" not in n
+                   for n in params.graph["nodes"].values())
 
     def new_context(self, rt: Runtime) -> dict:
         return {}
@@ -203,7 +223,7 @@ class GraphAgent(Agent):
 
         from ..tools.registry import get_tool
 
-        graph = read_graph(rt.spec.agent.params)
+        graph = rt.params.graph
         for n in graph["nodes"].values():
             if n["kind"] == "tool" and n["tool"] not in rt.tools:
                 rt.tools[n["tool"]] = get_tool(n["tool"])

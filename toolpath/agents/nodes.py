@@ -27,9 +27,8 @@ from ..runs import Store
 from ..spec import TaskSpec
 from ..state import AgentState, Message, Observation, ToolCall
 from ..tools.registry import Tool, ToolContext, ToolError, ToolResult
+from .events import Event, Failed, PolicyStep, Thinking, ToolStep
 from .user_turns import answer_or_next_turn
-
-Event = dict[str, Any]
 
 
 @dataclass
@@ -41,12 +40,16 @@ class Runtime:
     store: Store
     ctx: ToolContext
     transcript: list[Message] = field(default_factory=list)
-    on_event: Callable[[Event], None] | None = None
+    on_event: Callable[[dict], None] | None = None  # each event as Event.as_dict() gives it
     # True when a StoreSaver checkpoints the graph: step rows then commit with the node's checkpoint.
     deferred: bool = False
     format: Any = FORMATS["json"]  # the response grammar policies speak in this run (policies.formats)
     # The agent's own per-process state (Agent.new_context: a dataclass per agent), never checkpointed.
     context: Any = None
+    # The spec's agent.params as the agent's typed Params, read once by Agent.check_spec before the run starts.
+    params: Any = None
+    # The spec's sandbox.options as its kind's typed Options (sandboxes/base.py), read once with the params.
+    sandbox_options: Any = None
 
     def __post_init__(self) -> None:
         self.schemas = [t.schema() for t in self.tools.values()]
@@ -56,16 +59,17 @@ class Runtime:
         if self.deferred:
             self.store.checkpointer().wait_durable(self.run_id, state["seq"])
 
-    def emit(self, event: Event) -> None:
+    def emit(self, event: Event | dict) -> None:
+        """Tell the caller; a mapping is a nested run's event, relayed as it came (capabilities.py)."""
         if self.on_event is not None:
-            self.on_event(event)
+            self.on_event(event.as_dict() if isinstance(event, Event) else event)
 
     def ask(self, messages: list[Message], tools: list[dict], *, step: int, format: Any = None,
             observation: Any = None, seed: int | None = None) -> Any:
         """One policy call, as policy step `step`, with the spec's generation settings (the seed advances with the
         step unless given). `format` is the response grammar and `observation` what a policy that declares
         `observes` reads besides the messages; each is passed on only when given. Raises PolicyError."""
-        self.emit({"type": "thinking", "step": step})
+        self.emit(Thinking(step))
         generation: dict[str, Any] = {"temperature": self.spec.model.temperature,
                                       "max_new_tokens": self.spec.model.max_new_tokens,
                                       "seed": self.spec.seed + step if seed is None else seed, "step": step}
@@ -212,7 +216,7 @@ def make_policy_node(rt: Runtime) -> Callable[[AgentState], Any]:
         except PolicyError as err:
             dt = st.seconds
             rt.record(seq, "policy", [], st.started, dt, error=str(err))
-            rt.emit({"type": "error", "step": step, "error": str(err)})
+            rt.emit(Failed(str(err), step))
             return Command(update={"seq": seq, "steps": step, "pending": [], "status": "failed",
                                    "error": f"policy: {err}", "seconds": state["seconds"] + dt}, goto=END)
         messages = [Message(role="assistant", content=resp.text, tool_calls=resp.tool_calls)]
@@ -243,9 +247,8 @@ def make_policy_node(rt: Runtime) -> Callable[[AgentState], Any]:
         if rt.deferred:  # live progress for `runs list`; free when it rides on the checkpoint's transaction
             rt.store.update_run(rt.run_id, defer=True, steps=step, tokens_in=update["tokens_in"],
                                 tokens_out=update["tokens_out"], seconds=update["seconds"])
-        rt.emit({"type": "policy", "step": step, "seconds": dt, "tokens_in": resp.tokens_in,
-                 "tokens_out": resp.tokens_out, "calls": [c.name for c in resp.tool_calls], "issues": resp.issues,
-                 "text": resp.text, "answer": update.get("answer")})
+        rt.emit(PolicyStep(step, dt, resp.text, resp.tokens_in, resp.tokens_out, [c.name for c in resp.tool_calls],
+                           resp.issues, update.get("answer")))
         return Command(update=update, goto=after_policy({**state, **update}))
 
     return node(rt, policy_step)
@@ -324,8 +327,7 @@ def execute_calls(rt: Runtime, state: AgentState, calls: list[ToolCall],
         images = [a for a in obs.artifacts if a.mime.startswith("image/")]
         done.messages.append(Message(role="tool", content=obs.content, tool_call_id=call.id, name=call.name,
                                      images=images))
-        rt.emit({"type": "tool", "step": state["steps"], "tool": call.name, "seconds": time.perf_counter() - c0,
-                 "error": obs.error, "content": obs.content})
+        rt.emit(ToolStep(state["steps"], call.name, time.perf_counter() - c0, obs.error, obs.content))
         if ending is not None:
             done.ended_by, done.ending = i, ending
             break

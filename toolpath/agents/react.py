@@ -12,9 +12,10 @@ guard would add a LangGraph superstep (and a checkpoint) to every step for no be
 
 from __future__ import annotations
 
-from .base import Agent
-from .nodes import END, Runtime, compile_graph, make_policy_node, make_tool_node
+from pydantic import Field, field_validator
 
+from .base import Agent, AgentParams
+from .nodes import END, Runtime, compile_graph, make_policy_node, make_tool_node
 
 # Asking for the task "step by step" made small chat models work sums and lookups out in prose, skipping the tools
 # they were given (and writing a hundred tokens before each call); this asks for the tool first.
@@ -22,13 +23,30 @@ SYSTEM_PROMPT = ("You are a helpful assistant. When a tool can do part of the ta
                  "instead of working it out yourself; answer briefly once you know the answer.")
 
 
+class ReActParams(AgentParams):
+    # `format: deepeyes` is DeepEyesV2's grammar (<think>, then one of <code>, <tool_call>, <answer>; 9 turns
+    # unless limits.max_steps says otherwise); see policies/formats/deepeyes.py.
+    format: str = Field("json", description="response grammar: json (default), deepeyes or a registered format")
+
+    @field_validator("format")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from .. import registry
+
+        known = registry.declared("format")
+        if v not in known:  # plugins may add formats: the registry, not a fixed list, says which there are
+            raise ValueError(f"unknown response format; expected one of {', '.join(known)}")
+        return v
+
+
 class ReAct(Agent):
     name = "react"
-    # agent.params this agent accepts. `format: deepeyes` is DeepEyesV2's grammar (<think>, then one of <code>,
-    # <tool_call>, <answer>; 9 turns unless limits.max_steps says otherwise); see policies/formats/deepeyes.py.
-    params = {"format": "response grammar: json (default) or deepeyes"}
+    Params = ReActParams
     default_tools = ["calculator", "read_file", "final_answer"]
     prompt = SYSTEM_PROMPT
+
+    def response_format(self, params: ReActParams) -> str:
+        return params.format
 
     def build(self, rt: Runtime, checkpointer=None):
         from ..state import AgentState

@@ -18,11 +18,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..policies.base import PolicyError
-from ..state import AgentState, Message, initial_state as _common_initial
-from .base import Agent
-from .nodes import END, Runtime, Step, budget_exceeded, compile_graph, node, step_deadline
+from pydantic import Field, field_validator
 
+from ..policies.base import PolicyError
+from ..state import AgentState, Message
+from ..state import initial_state as _common_initial
+from .base import Agent, AgentParams
+from .events import PolicyStep, ToolStep
+from .nodes import END, Runtime, Step, budget_exceeded, compile_graph, node, step_deadline
 
 SYSTEM_PROMPT = """You answer spatial questions about a few images by writing one Python program.
 
@@ -103,8 +106,7 @@ def prepare_sandbox(rt: Runtime, box) -> None:
     from pathlib import Path
 
     images = [Path(p) for p in rt.spec.inputs.images]
-    backend = rt.spec.agent.params.get("backend", "classic")
-    note, have = _reconstruct_into(images, backend, rt.spec.instruction, box.workdir / "recon.npz")
+    note, have = _reconstruct_into(images, rt.params.backend, rt.spec.instruction, box.workdir / "recon.npz")
     rt.context.reconstruction = note
     names = [f"inputs/{p.name}" for p in images]
     lines = ["import numpy as np",
@@ -168,8 +170,7 @@ def _policy(rt: Runtime, state: AgentState, st: Step, prompt: str | None, phase:
               resp.tokens_out, raw=text, phase=phase, latency=resp.latency_s)
     update = {"seq": seq, "steps": step, "seconds": state["seconds"] + dt,
               "tokens_in": state["tokens_in"] + resp.tokens_in, "tokens_out": state["tokens_out"] + resp.tokens_out}
-    rt.emit({"type": "policy", "step": step, "seconds": dt, "tokens_in": resp.tokens_in, "tokens_out": resp.tokens_out,
-             "calls": [], "issues": [], "text": text, "answer": None})
+    rt.emit(PolicyStep(step, dt, text, resp.tokens_in, resp.tokens_out))
     return update, text
 
 
@@ -225,7 +226,7 @@ def make_program_node(rt: Runtime):
 def _failed_attempt(rt: Runtime, state: AgentState, update: dict, problem: str, Command) -> Any:
     attempts = state["attempts"] + 1
     update["attempts"] = attempts
-    repairs = int(rt.spec.agent.params.get("repairs", 2))
+    repairs = rt.params.repairs
     reason = budget_exceeded(state, rt.spec)
     if reason:
         update.update(status="budget_exhausted", error=reason)
@@ -246,7 +247,7 @@ def make_run_node(rt: Runtime):
     def run_node(state: ProgramState, st: Step) -> Any:
         seq = state["seq"] + 1
         try:
-            limit = cell_timeout(float(rt.spec.agent.params.get("program_seconds", 10)), step_deadline(rt, state))
+            limit = cell_timeout(rt.params.program_seconds, step_deadline(rt, state))
         except ToolError:  # no time left to run it
             reason = budget_exceeded(state, rt.spec) or "no time left to run the program"
             return Command(update={"status": "budget_exhausted", "error": reason}, goto=END)
@@ -258,8 +259,7 @@ def make_run_node(rt: Runtime):
         dt = st.seconds
         rt.record(seq, "tools", [msg], st.started, dt, observations=[{"call_id": f"program_{seq}", "tool": "program",
                   "content": content, "error": not res.ok, "artifacts": [a.model_dump() for a in images]}])
-        rt.emit({"type": "tool", "step": state["steps"], "tool": "program", "seconds": dt, "error": not res.ok,
-                 "content": content})
+        rt.emit(ToolStep(state["steps"], "program", dt, not res.ok, content))
         update = {"seq": seq, "seconds": state["seconds"] + dt}
         if not res.ok:
             return _failed_attempt(rt, {**state, **update}, update, "the program raised an error:\n" + content, Command)
@@ -285,11 +285,24 @@ def make_answer_node(rt: Runtime, direct: bool):
     return node(rt, answer_node)
 
 
+class VisualProgramParams(AgentParams):
+    repairs: int = Field(2, ge=0, le=100, description="how many times a failed program goes back to the model")
+    program_seconds: float = Field(10.0, gt=0, le=86_400, description="time limit of one program run in the sandbox")
+    backend: str = Field("classic", description="reconstruction backend: classic or learned")
+
+    @field_validator("backend")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        from ..tools.spatial3d.reconstruct import BACKENDS  # numpy and the 3D code: only once a spec is read
+
+        if v not in BACKENDS:
+            raise ValueError(f"unknown reconstruction backend; expected one of {', '.join(BACKENDS)}")
+        return v
+
+
 class VisualProgram(Agent):
     name = "visual_program"
-    params = {"repairs": "how many times a failed program goes back to the model (default 2)",
-              "program_seconds": "time limit of one program run in the sandbox (default 10)",
-              "backend": "reconstruction backend: classic (default) or learned"}
+    Params = VisualProgramParams
     default_tools = []  # the program is this agent's only action; no tool calls
     sandbox = "process"
     prompt = SYSTEM_PROMPT

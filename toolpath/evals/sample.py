@@ -99,16 +99,16 @@ def crashed(job: dict, seconds: float, why: str) -> SampleResult:
 
 
 def check_agent_params(bench, rec: Record, params: dict) -> None:
-    """A ValueError naming any of `params` the benchmark's agent does not accept, before an eval starts (else
-    every sample would fail with the same error)."""
+    """A ValueError naming what is wrong with `params` over the benchmark's own for its agent, before an eval
+    starts (else every sample would fail with the same error)."""
     from ..agents import get_agent
 
-    agent = bench.to_task(rec).agent.name
-    unknown = sorted(set(params) - set(get_agent(agent).params))
-    if unknown:
-        accepted = ", ".join(get_agent(agent).params) or "none"
-        raise ValueError(f"--agent-param: agent {agent!r} of this benchmark takes no {', '.join(unknown)}; "
-                         f"it takes: {accepted}")
+    spec = bench.to_task(rec)
+    spec.agent.params = {**spec.agent.params, **params}
+    try:
+        get_agent(spec.agent.name).check_spec(spec)
+    except ValueError as err:
+        raise ValueError(f"--agent-param: {err}") from None
 
 
 def sample_spec(bench, rec: Record, job: dict):
@@ -149,6 +149,7 @@ def run_sample(job: dict, store=None, on_event=None) -> SampleResult:
     """Run one job; opens the store at job["home"] unless the caller passes its own."""
     from ..agents import get_agent
     from ..agents.episode import EpisodeError
+    from ..agents.events import Loading
     from ..policies.base import PolicyError, load, slow_to_load
     from ..policies.retry import RetryingPolicy
     from ..runs import open_store
@@ -166,9 +167,10 @@ def run_sample(job: dict, store=None, on_event=None) -> SampleResult:
     spec = sample_spec(bench, rec, job)
     policy = None
     try:
-        if get_agent(spec.agent.name).needs_policy(spec):
+        agent = get_agent(spec.agent.name)
+        if agent.needs_policy(agent.check_spec(spec)):
             if on_event is not None and slow_to_load(spec.model):
-                on_event({"type": "loading", "model": spec.model.name})
+                on_event(Loading(spec.model.name).as_dict())
             policy = RetryingPolicy(load(spec.model), attempts=max(1, int(job.get("retries") or 1)))
         reach = data_reach(bench, job.get("data"), job.get("allow_paths") or ())  # a data set may come from anyone
         run = _episode(spec, store, job, policy, on_event, reach)

@@ -43,10 +43,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from ..deadline import BUDGET_SPENT, clamp, passed
 from .base import SandboxError, SandboxLimits
+from .browser_options import BrowserOptions, read_seconds, read_setup_js, read_start_url, read_viewport
 from .leftovers import kill_tree
 from .screen import KEY_EXAMPLES, TYPE_SLICE, ScreenSandbox
 from .web_access import AllowList, allowed_hosts_option
@@ -102,36 +102,6 @@ def chromium_path() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def _viewport(value) -> tuple[int, int]:
-    if value is None:
-        return 1280, 720
-    try:
-        if isinstance(value, str):
-            w, h = value.lower().split("x")
-        elif isinstance(value, dict):
-            w, h = value["width"], value["height"]
-        else:
-            w, h = value
-        w, h = int(w), int(h)
-    except (ValueError, TypeError, KeyError):
-        raise SandboxError(f"viewport: expected 'WxH', [w, h] or {{'width', 'height'}}, got {value!r}") from None
-    if not (100 <= w <= 8192 and 100 <= h <= 8192):
-        raise SandboxError(f"viewport: {w}x{h} is out of range (100..8192 pixels a side)")
-    return w, h
-
-
-def _seconds(name: str, value, default: float) -> float:
-    if value is None:
-        return default
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise SandboxError(f"{name}: expected seconds, got {value!r}") from None
-    if not v >= 0:
-        raise SandboxError(f"{name}: expected seconds >= 0, got {value!r}")
-    return v
-
-
 def _first_line(err: BaseException) -> str:
     text = str(getattr(err, "message", None) or err).strip()
     return text.splitlines()[0] if text else type(err).__name__
@@ -143,26 +113,20 @@ class BrowserSandbox(ScreenSandbox):
 
     platform = "web"
     KIND, THIS_IS, INSTEAD = "browser", "a web browser", "use click, navigate_back or goto a page instead"
-    OPTIONS = ("start_url", "allowed_hosts", "viewport", "headless", "navigation_timeout", "action_timeout",
-               "setup_js", "settle")
+    Options = BrowserOptions
 
     def __init__(self, limits: SandboxLimits | None = None, start_url: str | None = None, allowed_hosts=None,
                  viewport=None, headless: bool = True, navigation_timeout: float | None = None,
                  action_timeout: float | None = None, setup_js: str | None = None, settle: float | None = None):
         self.limits = limits or SandboxLimits()
-        if start_url is not None and (not isinstance(start_url, str) or
-                                      urlsplit(start_url).scheme not in ("http", "https", "file", "data", "about")):
-            raise SandboxError(f"start_url: expected an http(s), file, data or about URL, got {start_url!r}")
-        self.start_url = start_url
+        self.start_url = read_start_url(start_url)
         self.allowed_hosts = allowed_hosts_option(allowed_hosts)
-        self.width, self.height = _viewport(viewport)
+        self.width, self.height = read_viewport(viewport)
         self.headless = bool(headless)
-        self.navigation_timeout = _seconds("navigation_timeout", navigation_timeout, 30.0)
-        self.action_timeout = _seconds("action_timeout", action_timeout, 10.0)
-        self.settle = _seconds("settle", settle, 0.05)
-        if setup_js is not None and not isinstance(setup_js, str):
-            raise SandboxError(f"setup_js: expected a JavaScript snippet (a string), got {type(setup_js).__name__}")
-        self.setup_js = setup_js
+        self.navigation_timeout = read_seconds("navigation_timeout", navigation_timeout, 30.0)
+        self.action_timeout = read_seconds("action_timeout", action_timeout, 10.0)
+        self.settle = read_seconds("settle", settle, 0.05)
+        self.setup_js = read_setup_js(setup_js)
         self._access = AllowList(start_url, self.allowed_hosts)
         self._pool: ThreadPoolExecutor | None = None
         self._worker: int | None = None  # ident of the worker thread

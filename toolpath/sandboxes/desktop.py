@@ -54,14 +54,29 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationInfo, field_validator
 
 from ..deadline import clamp, passed
-from .base import SandboxError, SandboxLimits
+from .base import SandboxError, SandboxLimits, SandboxOptions, read_by
 from .leftovers import kill_orphans, marked_pids, owner_marker, private_folder
 from .screen import KEY_EXAMPLES, TYPE_SLICE, ScreenSandbox
-from .xdisplay import (START_TIMEOUT, click_focus, focus_window, focused_window, kill_group, parse_screen,
-                       pointer_window, pyautogui_on, start_xvfb, unbind, window_geometry, window_ids,
-                       xdotool)
+from .xdisplay import (
+    START_TIMEOUT,
+    click_focus,
+    focus_window,
+    focused_window,
+    kill_group,
+    parse_screen,
+    pointer_window,
+    pyautogui_on,
+    start_xvfb,
+    unbind,
+    window_geometry,
+    window_ids,
+    xdotool,
+)
 
 __all__ = ["DesktopSandbox", "CHROMIUM", "chromium_args"]
 
@@ -112,38 +127,79 @@ def _parse_launch(launch) -> list[list[str]]:
     return out
 
 
+def _display(value) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise SandboxError(f"display: expected ':N' (a running X display), 'env' (use $DISPLAY) or nothing "
+                           f"(start a private Xvfb), got {value!r}")
+    return value.strip() if value else None
+
+
+def _start_url(value) -> str | None:
+    if value is not None and (not isinstance(value, str) or "://" not in value
+                              and not value.startswith(("about:", "data:"))):
+        raise SandboxError(f"start_url: expected a URL such as 'http://127.0.0.1:8000/', got {value!r}")
+    return value
+
+
+def _settle(value) -> float:
+    try:
+        settle = float(value)
+        if settle < 0 or settle > 30:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise SandboxError(f"settle: expected seconds between 0 and 30, got {value!r}") from None
+    return settle
+
+
+def _windows(value) -> int | None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise SandboxError(f"windows: expected a number of windows (0 or more), got {value!r}")
+    return value
+
+
+# Each option's own reading (the constructor's too): a SandboxError naming it, or the value as the desktop uses it.
+_READ = {"display": _display, "screen": lambda v: None if v is None else parse_screen(v), "launch": _parse_launch,
+         "start_url": _start_url, "settle": _settle, "windows": _windows}
+
+
+class DesktopOptions(SandboxOptions):
+    display: str | None = Field(None, description="':N' (a running X display), 'env' ($DISPLAY) or unset (a "
+                                                  "private Xvfb)")
+    screen: Any = Field(None, description="the private Xvfb's 'WIDTHxHEIGHT[xDEPTH]'")
+    launch: Any = Field(None, description="commands started on the display (argv lists or strings)")
+    start_url: str | None = Field(None, description="a page a browser on the display opens")
+    settle: float = Field(0.1, description="seconds to wait after an action before looking")
+    windows: int | None = Field(None, description="windows to wait for (default: one per launched command)")
+
+    _read = read_by(_READ)
+
+    @field_validator("screen")
+    @classmethod
+    def _own_xvfb(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and info.data.get("display") is not None:
+            raise ValueError("only applies to the Xvfb the sandbox starts itself; a given display keeps its size")
+        return value
+
+
 class DesktopSandbox(ScreenSandbox):
     """An X display an agent acts on with mouse and keyboard: the GUISandbox protocol for platform "desktop"."""
 
     platform = "desktop"
     KIND, THIS_IS, INSTEAD = "desktop", "a desktop", "use click, hotkey or write instead"
-    OPTIONS = ("display", "screen", "launch", "start_url", "settle", "windows")
+    Options = DesktopOptions
 
     def __init__(self, limits: SandboxLimits | None = None, display: str | None = None, screen=None,
                  launch=None, start_url: str | None = None, settle: float = 0.1, windows: int | None = None):
         self.limits = limits or SandboxLimits()
-        if display is not None and (not isinstance(display, str) or not display.strip()):
-            raise SandboxError(f"display: expected ':N' (a running X display), 'env' (use $DISPLAY) or nothing "
-                               f"(start a private Xvfb), got {display!r}")
-        self._want_display = display.strip() if display else None
+        self._want_display = _display(display)
         if self._want_display is not None and screen is not None:
             raise SandboxError("screen: only applies to the Xvfb the sandbox starts itself; a given display "
                                "keeps its own size")
         self._screen = parse_screen(DEFAULT_SCREEN if screen is None else screen)
         self._launch = _parse_launch(launch)
-        if start_url is not None and (not isinstance(start_url, str) or "://" not in start_url
-                                      and not start_url.startswith(("about:", "data:"))):
-            raise SandboxError(f"start_url: expected a URL such as 'http://127.0.0.1:8000/', got {start_url!r}")
-        self._start_url = start_url
-        try:
-            self.settle = float(settle)
-            if self.settle < 0 or self.settle > 30:
-                raise ValueError
-        except (TypeError, ValueError):
-            raise SandboxError(f"settle: expected seconds between 0 and 30, got {settle!r}") from None
-        if windows is not None and (not isinstance(windows, int) or isinstance(windows, bool) or windows < 0):
-            raise SandboxError(f"windows: expected a number of windows (0 or more), got {windows!r}")
-        self._windows_wanted = windows
+        self._start_url = _start_url(start_url)
+        self.settle = _settle(settle)
+        self._windows_wanted = _windows(windows)
         self.display: str | None = None
         self._size: tuple[int, int] | None = None
         self._token = owner_marker(uuid.uuid4().hex)  # names this process, so a later start finds our orphans

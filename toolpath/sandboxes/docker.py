@@ -43,8 +43,11 @@ import time
 import uuid
 import weakref
 from pathlib import Path
+from typing import Any
 
-from .base import SandboxError, SandboxLimits
+from pydantic import Field, ValidationInfo, field_validator
+
+from .base import SandboxError, SandboxLimits, SandboxOptions
 from .kernel_client import INSIDE, KERNEL, KERNEL_ENV, LAUNCH_ARGS, NOBODY, KernelSandbox
 from .seccomp import SeccompUnavailable, program
 
@@ -169,19 +172,50 @@ def container_config(image: str, io_dir: Path, limits: SandboxLimits, *, python:
     return cfg
 
 
-def _check_options(image, python, pull, cpus, init, base_url, start_seconds) -> None:
+# Each option's own rule: (the types it may be, what it must be, the lowest number where it is one).
+_KINDS = {"image": ((str,), "an image name", None), "python": ((str,), "the interpreter's name or path", None),
+          "pull": ((bool,), "true or false", None), "init": ((bool,), "true or false", None),
+          "base_url": ((str, type(None)), "an engine URL such as unix:///var/run/docker.sock", None),
+          "cpus": ((int, float, type(None)), "a number from 0.01 to 3600", 0.01),
+          "start_seconds": ((int, float), "a number from 1.0 to 3600", 1.0)}
+
+
+def _option_problem(name: str, value: Any) -> str | None:
+    """What is wrong with `value` for the option `name`, or None; one rule for a spec's options (DockerOptions)
+    and a Python caller's arguments."""
+    kinds, what, low = _KINDS[name]
+    number = low is not None and value is not None
+    if not isinstance(value, kinds) or (number and isinstance(value, bool)) or (value == "" and str in kinds) \
+            or (number and not low <= value <= 3600):
+        return f"expected {what}"
+    return None
+
+
+def _check_options(**options: Any) -> None:
     """SandboxError naming the spec field of the first option of the wrong kind."""
-    checks = {"image": (image, str, "an image name"), "python": (python, str, "the interpreter's name or path"),
-              "pull": (pull, bool, "true or false"), "init": (init, bool, "true or false"),
-              "base_url": (base_url, (str, type(None)), "an engine URL such as unix:///var/run/docker.sock")}
-    for name, (value, kind, what) in checks.items():
-        if not isinstance(value, kind) or (kind is str and not value):
-            raise SandboxError(f"sandbox.options.{name}: expected {what}, got {value!r}")
-    for name, value, low in (("cpus", cpus, 0.01), ("start_seconds", start_seconds, 1.0)):
-        if value is None and name == "cpus":
-            continue
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not low <= value <= 3600:
-            raise SandboxError(f"sandbox.options.{name}: expected a number from {low} to 3600, got {value!r}")
+    for name, value in options.items():
+        problem = _option_problem(name, value)
+        if problem:
+            raise SandboxError(f"sandbox.options.{name}: {problem}, got {value!r}")
+
+
+class DockerOptions(SandboxOptions):
+    image: str | None = Field(None, description="the image (default $TOOLPATH_DOCKER_IMAGE, else python:3.12-slim)")
+    python: str = Field("python3", description="the interpreter's name or path in the image")
+    pull: bool = Field(False, description="pull the image when it is missing (never, unless true)")
+    cpus: float | None = Field(None, description="CPUs the container may use (default: no limit)")
+    init: bool = Field(False, description="run Docker's init as the container's first process")
+    base_url: str | None = Field(None, description="the engine's URL (default: the local socket)")
+    start_seconds: float = Field(60.0, description="how long the kernel may take to start, s")
+
+    @field_validator(*_KINDS, mode="before")
+    @classmethod
+    def _checked(cls, value: Any, info: ValidationInfo) -> Any:
+        unset_image = info.field_name == "image" and value is None  # the default image, chosen when it starts
+        problem = None if unset_image else _option_problem(info.field_name, value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 # ---- the sandbox ---------------------------------------------------------------------------------------
@@ -201,7 +235,7 @@ class DockerSandbox(KernelSandbox):
     """A stateful Python kernel for one episode, in a container of its own. Use as a context manager."""
 
     isolation = "docker"
-    OPTIONS = ("image", "python", "pull", "cpus", "init", "base_url", "start_seconds")  # besides the limits
+    Options = DockerOptions  # what a task spec's sandbox.options may set: the limits and these
 
     def __init__(self, limits: SandboxLimits | None = None, image: str | None = None, *, python: str = "python3",
                  pull: bool = False, cpus: float | None = None, init: bool = False, base_url: str | None = None,
@@ -209,7 +243,8 @@ class DockerSandbox(KernelSandbox):
         super().__init__()
         self.limits = limits or SandboxLimits()
         self.image = image or os.environ.get(IMAGE_ENV) or DEFAULT_IMAGE
-        _check_options(self.image, python, pull, cpus, init, base_url, start_seconds)
+        _check_options(image=self.image, python=python, pull=pull, cpus=cpus, init=init, base_url=base_url,
+                       start_seconds=start_seconds)
         self.python, self.pull, self.cpus, self.init = python, pull, cpus, init
         self.base_url, self.start_seconds = base_url, start_seconds
         self.client = None

@@ -50,8 +50,11 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Literal
 
-from .base import SandboxError, SandboxLimits
+from pydantic import Field
+
+from .base import SandboxError, SandboxLimits, SandboxOptions
 from .kernel_client import INSIDE, KERNEL, KERNEL_ENV, LAUNCH_ARGS, NOBODY, CellResult, KernelSandbox
 from .leftovers import private_folder
 from .seccomp import SeccompUnavailable, program
@@ -352,10 +355,15 @@ class _PidsCgroup:
                 pass
 
 
+class ProcessOptions(SandboxOptions):
+    isolation: Literal[ISOLATIONS] = Field("auto", description="bwrap, unshare, unisolated (only when named) or "
+                                                               "auto (the first of bwrap and unshare that works)")
+
+
 class ProcessSandbox(KernelSandbox):
     """A stateful Python kernel for one episode, in a child process. Use as a context manager."""
 
-    OPTIONS = ("isolation",)  # what a task spec's sandbox.options may set besides the limits
+    Options = ProcessOptions  # what a task spec's sandbox.options may set: the limits and the isolation
 
     def __init__(self, limits: SandboxLimits | None = None, isolation: str = "auto"):
         if isolation not in ISOLATIONS:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import functools
 import math
 import os
+from typing import Any
 
 import numpy as np
+from pydantic import Field, StrictInt
 
 from ..deadline import BUDGET_SPENT, passed
 from . import robot_scene as S
-from .base import SandboxError, SandboxLimits
+from .base import SandboxError, SandboxLimits, SandboxOptions, read_by
 from .robot import ACTIONS, RobotObservation, check_args, is_number
 
 HOME_Q = (0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785)  # Panda's "ready" pose: hand 0.49 m up at x = 0.31
@@ -83,10 +85,20 @@ class _Client:
             self.id = -1
 
 
+class TabletopOptions(SandboxOptions):
+    seed: StrictInt = Field(0, description="the scene's random seed: where the objects lie")
+    objects: Any = Field(None, description="the objects on the table (default: a random set for the seed)")
+    image: Any = Field("640x480", description="the camera image's 'WxH'")
+
+    # the scene's own readers, as the constructor reads them
+    _read = read_by({"image": S.parse_image,
+                     "objects": lambda v: v is None or S.parse_objects(v, np.random.default_rng(0))})
+
+
 class TabletopSandbox:
     """A Panda arm, a table and a few cubes and plates in pybullet (the Robot protocol; see the module docstring)."""
 
-    OPTIONS = ("seed", "objects", "image")
+    Options = TabletopOptions
 
     def __init__(self, limits: SandboxLimits | None = None, seed: int = 0, objects=None, image="640x480"):
         self.limits = limits or SandboxLimits()  # accepted for the protocol; motions are bounded in steps instead
