@@ -165,6 +165,8 @@ def declared_kind(option: str, value: Any, field: str | None = None) -> str:
     name = value.partition(":")[0].strip() if isinstance(value, str) else value.get("kind")
     if name is None:
         raise ValueError(f"{field}.kind: missing; known: {', '.join(known)}")
+    if not isinstance(name, str):
+        raise ValueError(f"{field}.kind: expected a kind's name ({', '.join(known)}), got {type(name).__name__}")
     if name not in known:
         raise ValueError(f"{field}.kind: unknown kind {name!r}; known: {', '.join(known)}")
     return name
