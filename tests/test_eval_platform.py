@@ -296,6 +296,10 @@ def test_the_cli_parses_agent_params_and_names_a_bad_one(tmp_path, on_path):
                      "--agent-param", "planner", home=home, cwd=ROOT, env=ENV)
     assert r.returncode == 2 and "--agent-param 'planner': expected KEY=VALUE" in r.stderr
     r = toolpath_cli("eval", "arith", "--limit", "1", "--model", "python:helpers:ArithPolicy",
+                     "--agent-param", "format=xml", home=home, cwd=ROOT, env=ENV)
+    assert r.returncode == 2 and "--agent-param: agent.params.format: unknown response format; expected one of " \
+        "json, deepeyes (got 'xml')" in r.stderr and "Traceback" not in r.stderr
+    r = toolpath_cli("eval", "arith", "--limit", "1", "--model", "python:helpers:ArithPolicy",
                      "--agent-param", "format=deepeyes", "--json", home=home, cwd=ROOT, env=ENV)
     assert r.returncode == 0, r.stderr
     with Store(home) as store:
