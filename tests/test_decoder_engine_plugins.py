@@ -16,10 +16,11 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from conftest import ROOT  # noqa: E402
+from tiny_lm import save_tiny_chat_lm  # noqa: E402
+
 from toolpath import registry  # noqa: E402
 from toolpath.cli import main  # noqa: E402
 from toolpath.spec import SpecError, parse_spec  # noqa: E402
-from tiny_lm import save_tiny_chat_lm  # noqa: E402
 
 PLUGIN = '''
 from pydantic import BaseModel, ConfigDict, Field

@@ -118,7 +118,8 @@ def test_a_bad_default_is_named(tiny, monkeypatch):
 
 
 def test_models_list_says_what_runs_when_none_is_named(monkeypatch):
-    from toolpath.policies.engines import default_choice, ort_kind as ort
+    from toolpath.policies.engines import default_choice
+    from toolpath.policies.engines import ort_kind as ort
 
     monkeypatch.setattr(ort.KIND, "missing", lambda: "")
     assert default_choice().startswith("torch (TOOLPATH_ENGINE=torch")

@@ -12,8 +12,7 @@ import os
 
 from ..spec import ModelSpec
 from .base import PolicyError
-# the catalog knows where every local model's file is, the bundled one included; loading them is this module's
-from .local_models import bundled_gguf, load
+from .local_models import bundled_gguf, load  # the catalog finds every local model's file, the bundled one's too
 
 
 def _missing() -> list[str]:

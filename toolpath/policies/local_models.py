@@ -7,9 +7,10 @@ are found through importlib.metadata, joined once into $TOOLPATH_HOME/models/<fi
 way, written to a temporary file and renamed only when the digest is the pinned one), and then loaded like any
 GGUF file (hf.py converts it once to a cached safetensors folder).
 
-`local` alone stays the bundled SmolLM2-135M-Instruct (`bundled_gguf` finds its file; local.py loads it). A few models are not packages but *built*
-here by a training script (`toolpath models build NAME`, toolpath/train/): BUILT lists them; `local:NAME` loads
-their folder under $TOOLPATH_HOME/models/NAME, and when it is missing the error gives the build command.
+`local` alone stays the bundled SmolLM2-135M-Instruct (`bundled_gguf` finds its file; local.py loads it). A few
+models are not packages but *built* here by a training script (`toolpath models build NAME`, toolpath/train/):
+BUILT lists them; `local:NAME` loads their folder under $TOOLPATH_HOME/models/NAME, and when it is missing the
+error gives the build command.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from .base import PolicyError
-from ..progress import Progress
 from ..paths import models_dir
+from ..progress import Progress
+from .base import PolicyError
 
 
 def bundled_gguf() -> Path | None:
@@ -112,7 +113,8 @@ class BuiltModel:
 
     def built(self) -> bool:
         """A finished build: the training script writes its report last, then renames the folder into place."""
-        return (self.folder() / "config.json").is_file() and (self.folder() / f"{self.name.replace('-', '_')}.json").is_file()
+        report = self.folder() / f"{self.name.replace('-', '_')}.json"
+        return (self.folder() / "config.json").is_file() and report.is_file()
 
 
 BUILT: dict[str, BuiltModel] = {m.name: m for m in (

@@ -105,7 +105,8 @@ def caption_features(clip: Any, tokenizer: Any, caption: str):
     limit = clip.config.text_config.max_position_embeddings
     enc = tokenizer(caption, truncation=True, max_length=limit, return_tensors="pt").to(clip.device)
     with torch.no_grad():
-        states = clip.text_model(input_ids=enc["input_ids"], attention_mask=enc.get("attention_mask")).last_hidden_state[0]
+        out = clip.text_model(input_ids=enc["input_ids"], attention_mask=enc.get("attention_mask"))
+    states = out.last_hidden_state[0]
     ids = enc["input_ids"][0]
     if tokenizer.bos_token_id is not None and len(ids) > 1 and int(ids[0]) == tokenizer.bos_token_id:
         states = states[1:]  # the start token says nothing about the caption (the reference drops it too)

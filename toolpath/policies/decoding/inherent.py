@@ -62,7 +62,6 @@ def fingerprint(model: Any, parts: list[Any]) -> str:
 def inherent_bias(model: Any, projector: Any, encoder: Any, image_shape: tuple, *, count: int, seed: int,
                   mean: list[float], std: list[float], home: Path):
     """(bias [1, patches, width] float32 on the CPU, whether it came from the cache)."""
-    import torch
     from safetensors.torch import load_file, save_file
 
     key_text = json.dumps({"model": fingerprint(model, [encoder, projector]), "shape": list(image_shape),

@@ -55,7 +55,7 @@ class Options(BaseModel):
         return [p.strip() for p in value.split(",") if p.strip()] if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _parts_on(self) -> "Options":
+    def _parts_on(self) -> Options:
         if self.parts is not None:
             both = [p for p in PARTS if p in self.model_fields_set]
             if both:

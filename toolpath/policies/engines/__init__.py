@@ -19,6 +19,7 @@ that default for a whole process: `auto` (unset), or an engine's name, which run
 from __future__ import annotations
 
 import os
+
 from ... import registry
 from ...progress import say
 from ..base import PolicyError

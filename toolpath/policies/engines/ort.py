@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...paths import models_dir
+from ...progress import Progress
 from ...spec import ModelSpec
 from ..base import PolicyError
-from ...progress import Progress
-from ...paths import models_dir
 from ..hf import HFPolicy
 from . import ONNXRUNTIME as NAME
 from . import packed_codes
@@ -79,7 +79,8 @@ def _build(folder: Path, precision: str, out: Path, extra: list[str] = ()) -> No
             builder.create_model(*args, **options)
         except Exception as err:  # noqa: BLE001 — the builder raises what it likes for a model it cannot export
             tail = chatter.getvalue().strip().splitlines()[-1:] or [""]
-            raise PolicyError(f"engine {NAME} cannot export {folder}: {type(err).__name__}: {err} {tail[0]}".strip()) from None
+            why = f"{type(err).__name__}: {err} {tail[0]}".strip()
+            raise PolicyError(f"engine {NAME} cannot export {folder}: {why}") from None
         finally:
             logging.disable(logging.NOTSET)
     shutil.rmtree(out / ".cache", ignore_errors=True)  # the builder's scratch, not part of the export
@@ -114,7 +115,8 @@ def _refusal(folder: Path) -> str:
         return "it is a vision-language model (the engine runs text models)"
     entry = packed_codes.layout(folder)
     if entry is not None and packed_codes.refusal(entry):
-        return f"it is a `toolpath compress` folder whose packed weights the engine cannot run: {packed_codes.refusal(entry)}"
+        return ("it is a `toolpath compress` folder whose packed weights the engine cannot run: "
+                f"{packed_codes.refusal(entry)}")
     config = json.loads((folder / "config.json").read_text())
     heads = config.get("num_attention_heads") or 1
     head = config.get("head_dim") or (config.get("hidden_size") or 0) // heads
@@ -123,7 +125,7 @@ def _refusal(folder: Path) -> str:
     return ""
 
 
-def load(folder: Path, spec: ModelSpec, name: str, options: Any) -> "EnginePolicy":
+def load(folder: Path, spec: ModelSpec, name: str, options: Any) -> EnginePolicy:
     """The engine's policy over a checked local text-model folder, exported once; `options` are ort_kind.Options
     (its KIND calls this)."""
     started = time.perf_counter()
@@ -220,7 +222,8 @@ class EnginePolicy(HFPolicy):
                     generator.rewind_to(reused)  # its keys and values past the shared prefix are dropped
                 generator.append_tokens(ids[reused:])
             except Exception as err:  # noqa: BLE001 — past the context, mostly
-                raise PolicyError(f"{self.name}: engine {NAME} refused the prompt of {len(ids)} tokens: {err}") from None
+                raise PolicyError(f"{self.name}: engine {NAME} refused the prompt of {len(ids)} tokens: "
+                                  f"{err}") from None
             if streamer is not None:
                 streamer.put(torch.tensor([ids]))
             while len(new) < max_new and not generator.is_done():
@@ -296,7 +299,7 @@ class EnginePrefix:
         state.reuse = Reuse(state, n if state.generator is not None else 0)
         return state.reuse
 
-    def store(self, ids, state: "State") -> None:
+    def store(self, ids, state: State) -> None:
         if state.generator is None or state.length <= 0 or state.capacity > self.capacity:
             return  # nothing read, or a generator made larger than the bound for one long call
         with self._lock:
