@@ -37,12 +37,11 @@ TORCH = "torch"
 @dataclass(frozen=True)
 class Setting:
     kind: str
-    options: Any  # the kind's Options; a dict where the kind is still an old-style validate() (transitional)
+    options: BaseModel  # the kind's Options
 
     def dump(self) -> dict[str, Any]:
         """{"kind": ..., every option}: how the setting is stored with a run."""
-        options = self.options.model_dump() if isinstance(self.options, BaseModel) else dict(self.options)
-        return {"kind": self.kind, **options}
+        return {"kind": self.kind, **self.options.model_dump()}
 
 
 @dataclass(frozen=True)
@@ -72,18 +71,7 @@ def kind_of(registry_kind: str, name: str, field: str | None = None) -> Any:
         found = registry.load(registry_kind, name)
     except registry.RegistryError as err:
         raise ValueError(f"{field}.kind: {err}") from None
-    if registry_kind in TRANSITIONAL and _old_style(found):
-        return found
     return kinds.check_kind(found, registry_kind, name)
-
-
-# transitional: families whose built-in entries may still be a validate(options) -> dict function; goes when
-# every family's entries are KINDs
-TRANSITIONAL = ("decoder", "engine")
-
-
-def _old_style(found: Any) -> bool:  # transitional
-    return callable(found) and not hasattr(found, "Options") and not hasattr(found, "name")
 
 
 def setting(option: str, value: Any, field: str | None = None) -> Setting:
@@ -92,13 +80,7 @@ def setting(option: str, value: Any, field: str | None = None) -> Setting:
     field = field or option
     registry_kind = FAMILY[option]
     name, values = _read(option, value, field)
-    found = kind_of(registry_kind, name, field)
-    if registry_kind in TRANSITIONAL and _old_style(found):  # transitional: it names fields `option.NAME`
-        try:
-            return Setting(name, found(values))
-        except ValueError as err:
-            raise ValueError(f"{field[:-len(option)]}{err}") from None
-    return Setting(name, kinds.options(found, values, field))
+    return Setting(name, kinds.options(kind_of(registry_kind, name, field), values, field))
 
 
 def _read(option: str, value: Any, field: str) -> tuple[str, dict[str, Any]]:
@@ -181,10 +163,9 @@ def described(registry_kind: str) -> list[dict[str, Any]]:
         except ValueError as err:
             rows.append({**row, "error": str(err)})
             continue
-        if not (registry_kind in TRANSITIONAL and _old_style(found)):
-            short = getattr(found, "short", None)
-            options = kinds.describe(found)
-            first = {short: options.pop(short)} if short in options else {}  # what N of KIND:N sets, first
-            row.update(form=f"{name}[:{short.upper()}]" if short else name, options={**first, **options})
+        short = getattr(found, "short", None)
+        options = kinds.describe(found)
+        first = {short: options.pop(short)} if short in options else {}  # what N of KIND:N sets, first
+        row.update(form=f"{name}[:{short.upper()}]" if short else name, options={**first, **options})
         rows.append(row)
     return rows
