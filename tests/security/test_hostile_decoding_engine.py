@@ -76,9 +76,6 @@ def test_hostile_kind_option_exits_2_naming_file_and_field(case, tmp_path, home,
     assert out == "" and nothing_starts["sandboxes"] == [] and nothing_starts["models"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="policies/settings.py still takes a decoder or engine entry that is a plain "
-                   "callable for an old-style validate() and calls it with the spec's options (its transitional "
-                   "branch; every built-in decoder and engine is a KIND now, so the branch can go)")
 @pytest.mark.parametrize("family, option", [("decoder", "decoding"), ("engine", "engine")])
 def test_a_plugin_entry_naming_any_callable_is_not_called(family, option, tmp_path, home, capsys, monkeypatch,
                                                           nothing_starts):  # noqa: F811

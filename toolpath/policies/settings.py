@@ -71,7 +71,10 @@ def kind_of(registry_kind: str, name: str, field: str | None = None) -> Any:
         found = registry.load(registry_kind, name)
     except registry.RegistryError as err:
         raise ValueError(f"{field}.kind: {err}") from None
-    return kinds.check_kind(found, registry_kind, name)
+    try:
+        return kinds.check_kind(found, registry_kind, name)
+    except kinds.NotAKind as err:  # its words name the family's field; say it where the setting is
+        raise ValueError(field + str(err).removeprefix(kinds.FAMILIES[registry_kind].field)) from None
 
 
 def setting(option: str, value: Any, field: str | None = None) -> Setting:
