@@ -255,9 +255,7 @@ def import_cycles(sources: list[Path], root: Path = PACKAGE.parent) -> list[list
 
 
 # Cycles being removed: each entry goes once its knot is cut (an entry tolerates that knot, nothing else).
-KNOWN_CYCLES = [
-    {"toolpath.spec", "toolpath.graph_spec"},
-]
+KNOWN_CYCLES: list[set[str]] = []
 
 
 def _modules_of(knot: list[tuple[str, str, str]]) -> set[str]:
@@ -331,12 +329,7 @@ def test_the_registry_check_sees_both_spellings(tmp_path: Path):
 # ---- private names ---------------------------------------------------------------------------------------
 
 # Private names still imported across packages, being given public names by the modules' owners.
-KNOWN_PRIVATE_IMPORTS = {
-    ("toolpath.evals.benchmarks.pope_scoring", "toolpath.evals.scorers"),
-    ("toolpath.mcp.sessions", "toolpath.agents.episode"),
-    ("toolpath.policies.engines.ort", "toolpath.policies.hf"),
-    ("toolpath.tools.search.index_secrets", "toolpath.redact"),
-}
+KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = set()
 
 
 def private_imports(path: Path, root: Path = PACKAGE.parent) -> list[tuple[int, str, list[str]]]:

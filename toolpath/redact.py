@@ -72,7 +72,7 @@ def known_secrets() -> frozenset[str]:
     return frozenset(v for v in values if len(v) >= _MIN_LEN)
 
 
-def _quoted_forms(secret: str) -> set[str]:
+def quoted_forms(secret: str) -> set[str]:
     """The secret as written and as a server or a log may quote it back: JSON-escaped, percent-encoded."""
     return {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1], quote(secret, safe="")}
 
@@ -81,7 +81,7 @@ def _secrets_pattern() -> re.Pattern | None:
     global _cache
     secrets = known_secrets()
     if secrets != _cache[0]:
-        forms = set().union(*(_quoted_forms(s) for s in secrets)) if secrets else set()
+        forms = set().union(*(quoted_forms(s) for s in secrets)) if secrets else set()
         # Longest first, so a secret that contains another is removed whole.
         alternatives = "|".join(re.escape(s) for s in sorted(forms, key=len, reverse=True))
         _cache = (secrets, re.compile(alternatives) if alternatives else None)

@@ -272,7 +272,7 @@ def nothing_starts(monkeypatch):
         raise AssertionError(f"a hostile spec opened a {kind} sandbox")
 
     real_load = episode.load
-    monkeypatch.setattr(episode, "_open_sandbox", no_sandbox)
+    monkeypatch.setattr(episode, "open_sandbox", no_sandbox)
     monkeypatch.setattr(episode, "load", lambda spec: started["models"].append(spec.name) or real_load(spec))
     return started
 

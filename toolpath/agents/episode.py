@@ -55,7 +55,7 @@ def _sandbox_options(kind: str, values: dict):
     return read_options(registry.load("sandbox", kind), values, kind)
 
 
-def _open_sandbox(kind: str, options):
+def open_sandbox(kind: str, options):
     """Start a sandbox of `kind` (registry kind "sandbox") with `options`: its typed Options, or a mapping that
     is read into them here (an MCP session's)."""
     from ..sandboxes.base import SandboxError, SandboxOptions, open_sandbox
@@ -93,7 +93,7 @@ def _episode_sandbox(rt: Runtime, agent: Agent, shared: object = None):
     box = None
     try:
         try:
-            box = _open_sandbox(spec.sandbox.kind, rt.sandbox_options)
+            box = open_sandbox(spec.sandbox.kind, rt.sandbox_options)
             stage_inputs(box, list(spec.inputs.images) + list(spec.inputs.files), rt.ctx.images)
             agent.prepare_sandbox(rt, box)  # what the agent's programs expect to find (visual_program)
         except (SandboxError, OSError, TypeError) as err:

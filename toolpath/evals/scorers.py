@@ -28,16 +28,16 @@ def scoring_of(options: dict) -> str:
     return mode
 
 
-def _norm(text: str) -> str:
+def normalised(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s.-]", " ", text.lower()).split()).strip(" .")
 
 
 def exact(answer: str | None, expected: Any, options: dict) -> float:
-    return float(answer is not None and _norm(answer) == _norm(str(expected)))
+    return float(answer is not None and normalised(answer) == normalised(str(expected)))
 
 
 def contains(answer: str | None, expected: Any, options: dict) -> float:
-    return float(answer is not None and _norm(str(expected)) in _norm(answer))
+    return float(answer is not None and normalised(str(expected)) in normalised(answer))
 
 
 def numbers_in(text: str) -> list[float]:
@@ -199,7 +199,7 @@ _YES_NO = {"yes": "yes", "no": "no", "true": "yes", "false": "no", "yep": "yes",
 # Words that take back the answer they come with ("not sure, yes"): a grader does not count a guess it was
 # told is one.
 # Matched on normalised text, where "can't" reads "can t".
-_HEDGE = re.compile(r"\b(?:not sure|unsure|uncertain|maybe|perhaps|possibly|can ?not tell|can t tell|"
+HEDGE = re.compile(r"\b(?:not sure|unsure|uncertain|maybe|perhaps|possibly|can ?not tell|can t tell|"
                     r"don t know|do not know|unclear|hard to say)\b")
 
 
@@ -210,7 +210,7 @@ def yes_no(text: str) -> str | None:
     yes/no, since VADAR's prompt offers them, and so do yep/yeah/nope."""
     words = [w.strip(".,;:!?") for w in text.split()]
     said = {_YES_NO[w] for w in words if w in _YES_NO}
-    if _HEDGE.search(text) or len(said) != 1:
+    if HEDGE.search(text) or len(said) != 1:
         return None
     return said.pop()
 
@@ -218,8 +218,8 @@ def yes_no(text: str) -> str | None:
 def short_answer(answer: str | None, expected: Any, options: dict) -> float:
     """Exact match of a short text answer after normalising case, punctuation, an "Answer:" label and a
     leading article; a yes/no answer is read by `yes_no`."""
-    got = _ARTICLE.sub("", _norm(_LABEL.sub("", answer_text(answer))))
-    want = _ARTICLE.sub("", _norm(str(expected)))
+    got = _ARTICLE.sub("", normalised(_LABEL.sub("", answer_text(answer))))
+    want = _ARTICLE.sub("", normalised(str(expected)))
     if want in ("yes", "no"):
         return float(yes_no(got) == want)
     return float(bool(got) and got == want)

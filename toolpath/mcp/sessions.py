@@ -98,11 +98,11 @@ class Session:
         if self._opened or self.config.sandbox == "none":
             return
         self._opened = True
-        from ..agents.episode import _open_sandbox
+        from ..agents.episode import open_sandbox
         from ..sandboxes.base import SandboxError, stage_inputs
 
         try:
-            box = _open_sandbox(self.config.sandbox, self.config.sandbox_options)
+            box = open_sandbox(self.config.sandbox, self.config.sandbox_options)
         except (SandboxError, OSError, TypeError, ValueError) as err:
             self.sandbox_error = f"sandbox {self.config.sandbox!r} could not start: {err}"
             print(f"toolpath mcp: {self.id}: {self.sandbox_error}", file=sys.stderr)

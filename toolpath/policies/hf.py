@@ -35,7 +35,7 @@ from .formats.native import (NATIVE, family, openai_tools, opener, repaired_temp
                              template_messages)
 from .kvcache import held_bytes
 
-_LOCK = threading.Lock()  # one generate() at a time per process: the CPU is the bottleneck anyway
+GENERATE_LOCK = threading.Lock()  # one generate() at a time per process: the CPU is the bottleneck anyway
 
 
 def converted_dir(gguf: Path, digest: str | None = None) -> Path:
@@ -437,7 +437,7 @@ class HFPolicy:
 
         import torch
 
-        with _LOCK:
+        with GENERATE_LOCK:
             decoding = None
             if self.decoding is not None:
                 from .decoding import prepare

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import re
 
-from ..scorers import _HEDGE as HEDGE  # the phrases with which a reply takes back its own answer
-from ..scorers import _norm as normalise
+from ..scorers import HEDGE  # the phrases with which a reply takes back its own answer
+from ..scorers import normalised as normalise
 from ..scorers import answer_text, yes_no
 
 YES_NO_WORDS = {"yes", "no", "true", "false", "yep", "yeah", "nope"}

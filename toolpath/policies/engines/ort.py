@@ -190,7 +190,7 @@ class EnginePolicy(HFPolicy):
         import onnxruntime_genai as og
         import torch
 
-        from ..hf import _LOCK
+        from ..hf import GENERATE_LOCK
 
         ids = inputs["input_ids"][0].tolist()
         max_new = int(kwargs["max_new_tokens"])
@@ -214,7 +214,7 @@ class EnginePolicy(HFPolicy):
         # The sequence as one preallocated tensor that stopping criteria see a growing view of: building a fresh
         # tensor of the whole sequence per token would make a long answer's cost grow with its square.
         sequence = torch.tensor([ids + [0] * max_new]) if criteria is not None else None
-        with _LOCK:
+        with GENERATE_LOCK:
             reused = state.reuse.reused if state is not None and state.generator is not None else 0
             generator = state.generator if reused else og.Generator(self.model.engine, params)
             try:
@@ -278,7 +278,7 @@ class EnginePrefix:
     inside its generator, so the state kept is one generator and the tokens it has read (the last call's: the next
     step of an episode, or the next episode with the same system prompt and tools); a prompt that starts the same
     way rewinds it to the shared prefix and appends only the rest. Its size is `capacity` tokens of keys and values,
-    what prefix_cache_mb allows. Calls run one at a time (hf._LOCK); a lookup takes the generator out, so two calls
+    what prefix_cache_mb allows. Calls run one at a time (hf.GENERATE_LOCK); a lookup takes the generator out, so two calls
     never extend the same one."""
 
     def __init__(self, capacity: int):

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ...redact import _quoted_forms as quoted_forms
+from ...redact import quoted_forms
 
 RECORD = "secrets.json"
 # Numeric arrays (vectors, BM25 scores): no text in them to hold a secret.
