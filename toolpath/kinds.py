@@ -64,7 +64,8 @@ def check_kind(obj: Any, registry_kind: str, name: str) -> Any:
         (family.verb, callable(getattr(obj, family.verb, None))),
     ) if not ok]
     if missing:
-        raise NotAKind(f"{family.field}.kind: {name!r} is registered as a {registry_kind.replace('_', ' ')} but "
+        noun = registry_kind.replace("_", " ")
+        raise NotAKind(f"{family.field}.kind: {name!r} is registered as {'an' if noun[0] in 'aeiou' else 'a'} {noun} but "
                        f"has no {', no '.join(missing)}")
     return obj
 

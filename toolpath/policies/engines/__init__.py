@@ -23,11 +23,8 @@ import os
 from ... import registry
 from ...progress import say
 from ..base import PolicyError
-from ..settings import kind_of, model_settings, setting
+from ..settings import TORCH, TORCH_ONLY, kind_of, model_settings, setting
 
-TORCH = "torch"
-# Options only the torch backend honours: each is forward hooks or cache layers inside transformers' generate().
-TORCH_ONLY = ("kv_cache", "decoding")
 # Options of torch's own weight quantizer (quant.py): a run that sets one asks for that quantizer's layout, so the
 # default engine is torch for it (an engine quantizes its export its own way).
 TORCH_WEIGHT_LAYOUT = ("lm_head", "int4_group")
