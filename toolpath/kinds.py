@@ -65,8 +65,9 @@ def check_kind(obj: Any, registry_kind: str, name: str) -> Any:
     ) if not ok]
     if missing:
         noun = registry_kind.replace("_", " ")
-        raise NotAKind(f"{family.field}.kind: {name!r} is registered as {'an' if noun[0] in 'aeiou' else 'a'} {noun} but "
-                       f"has no {', no '.join(missing)}")
+        article = "an" if noun[0] in "aeiou" else "a"
+        raise NotAKind(f"{family.field}.kind: {name!r} is registered as {article} {noun} but has no "
+                       f"{', no '.join(missing)}")
     return obj
 
 
