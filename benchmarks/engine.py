@@ -62,7 +62,8 @@ def source_folder(model: str) -> Path:
     if kind == "local" and not value:
         return convert_gguf(bundled_gguf())
     if kind == "local":
-        from toolpath.policies.local_models import assemble, model as catalog
+        from toolpath.policies.local_models import assemble
+        from toolpath.policies.local_models import model as catalog
 
         m = catalog(value)
         return convert_gguf(assemble(m), digest=m.sha256)
@@ -75,6 +76,7 @@ def source_folder(model: str) -> Path:
 def held_out_ids(source: Path, count: int) -> list[int]:
     """The first `count` tokens of Python's documentation topics (pydoc_data.topics, sorted by name)."""
     from pydoc_data.topics import topics
+
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(source))

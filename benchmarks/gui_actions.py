@@ -172,11 +172,12 @@ def raw_playwright_click(url: str, reps: int) -> list[float]:
 
 
 def raw_xtest_click(display: str, reps: int) -> list[float]:
-    from Xlib import X, display as xdisplay
-    from Xlib.ext import xtest
-
     import os
     import tempfile
+
+    from Xlib import X
+    from Xlib import display as xdisplay
+    from Xlib.ext import xtest
 
     # The sandbox's own Xvfb wants no cookie; python-xlib still insists on reading an authority file.
     with tempfile.NamedTemporaryFile() as auth:

@@ -193,8 +193,8 @@ def main() -> None:
         print(json.dumps({"rows": rows, "notes": notes, "threads": args.threads or None, "cpus": os.cpu_count()},
                          indent=1))
         return
-    print(f"| model | weights | load s | first token s | decode tok/s | peak RSS MB | perplexity | "
-          f"tok/s vs fp32 | ppl vs fp32 | RSS vs fp32 |")
+    print("| model | weights | load s | first token s | decode tok/s | peak RSS MB | perplexity | "
+          "tok/s vs fp32 | ppl vs fp32 | RSS vs fp32 |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         if "error" in r:

@@ -27,8 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_tiny_moe import ensure  # noqa: E402
 
 from toolpath.compress.gptq import quantize_model_gptq, quantize_model_rtn  # noqa: E402
-from toolpath.compress.moe_bits import (  # noqa: E402
-    allocate, allocation_plan, read_router_init, solve_three_level_counts)
+from toolpath.compress.moe_bits import allocate, allocation_plan, read_router_init, solve_three_level_counts  # noqa: E402
 from toolpath.compress.text import calibration_batches, perplexity  # noqa: E402
 
 LEVELS = (1, 2, 3)

@@ -28,10 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from toolpath.baselines.ocr_grounder import OCRGrounder, load_image, ocr_lines  # noqa: E402
 from toolpath.evals.benchmarks import gui_grounding as G  # noqa: E402
 from toolpath.evals.benchmarks.osworld_g import read_records  # noqa: E402
 from toolpath.evals.scorers import grounding  # noqa: E402
-from toolpath.baselines.ocr_grounder import OCRGrounder, load_image, ocr_lines  # noqa: E402
 from toolpath.policies.formats.scalecua import ScaleCUAFormat  # noqa: E402
 from toolpath.state import ArtifactRef, Message  # noqa: E402
 

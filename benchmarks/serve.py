@@ -28,8 +28,8 @@ PROMPT = "Write a long story about a dragon who learns to cook."
 
 def in_process(policy, tokens: int) -> tuple[float, float, int]:
     """(seconds for the answer, seconds to its first token, tokens made) calling policy.respond directly."""
-    from toolpath.serve.engine import text_streamer
     from toolpath.serve.chat_request import PLAIN_TEXT
+    from toolpath.serve.engine import text_streamer
     from toolpath.state import Message
 
     first: list[float] = []

@@ -126,7 +126,7 @@ def slow_bodies(port: int, n: int, body_seconds: float) -> dict:
             while c.recv(65536):
                 pass
             closed += 1
-        except (socket.timeout, ConnectionResetError):
+        except (TimeoutError, ConnectionResetError):
             closed += isinstance(sys.exc_info()[1], ConnectionResetError)
         c.close()
     return {"opened": len(conns), "closed_by_server": closed}

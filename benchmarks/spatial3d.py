@@ -45,7 +45,8 @@ def two_view(images, Ks):
     """The plain OpenCV recipe on classic's own features and matches: essential matrix + recoverPose."""
     import cv2
 
-    from toolpath.tools.spatial3d import classic as C, pairs as P
+    from toolpath.tools.spatial3d import classic as C
+    from toolpath.tools.spatial3d import pairs as P
 
     opts = C.Options()
     a, b = (P._prepare(img, K, opts) for img, K in zip(images, Ks))
@@ -68,8 +69,12 @@ def synthetic_rows(n: int, relief: bool = True) -> None:
     from toolpath.tools.spatial3d.classic import reconstruct_classic
     from toolpath.tools.spatial3d.poses import describe_camera_motion
     from toolpath.tools.spatial3d.scene import Reconstruction
-    from toolpath.tools.spatial3d.synthetic import (direction_error_deg, random_pair, rotation_error_deg,
-                                                    same_description)
+    from toolpath.tools.spatial3d.synthetic import (
+        direction_error_deg,
+        random_pair,
+        rotation_error_deg,
+        same_description,
+    )
 
     rows = {"classic": [], "two-view": [], "identity": []}
     redrawn = 0
@@ -210,7 +215,8 @@ def _pct(a: int, b: int) -> str:
 
 
 def timing_rows() -> None:
-    from toolpath.tools.spatial3d import classic as C, pairs as P
+    from toolpath.tools.spatial3d import classic as C
+    from toolpath.tools.spatial3d import pairs as P
     from toolpath.tools.spatial3d.synthetic import random_views
 
     v = random_views(0, n=4)

@@ -30,8 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from toolpath.compress import tailor, tailor_data  # noqa: E402
 from toolpath.compress.tailor_finetune import default_candidates  # noqa: E402
-from toolpath.compress.tailor_layers import (Composer, Plan, Workbench, angular_block, block_influence,  # noqa: E402
-                                             evaluate, share)
+from toolpath.compress.tailor_layers import Composer, Plan, Workbench, angular_block, block_influence, evaluate, share  # noqa: E402
 from toolpath.kinds import options as kind_options  # noqa: E402
 
 WEIGHTS = {"ppl": 0.5, "acc": 0.5}

@@ -16,8 +16,17 @@ import pytest
 
 from toolpath.planners.astar import astar
 from toolpath.tools.image import edit_base
-from toolpath.tools.image.edit_base import (COLORS, STAGES, EditError, EditState, EditTool, Subtask, Target,
-                                            path_cost, run_step)
+from toolpath.tools.image.edit_base import (
+    COLORS,
+    STAGES,
+    EditError,
+    EditState,
+    EditTool,
+    Subtask,
+    Target,
+    path_cost,
+    run_step,
+)
 from toolpath.tools.image.priors import Prior
 
 

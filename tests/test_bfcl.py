@@ -8,8 +8,11 @@ import pytest
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is installed by `make setup` (--no-deps)")
 
 from toolpath.agents.episode import run_episode  # noqa: E402
-from toolpath.evals.benchmarks import BenchmarkDataError, get_benchmark  # noqa: E402
-from toolpath.evals.benchmarks import bfcl_data  # noqa: E402
+from toolpath.evals.benchmarks import (  # noqa: E402
+    BenchmarkDataError,
+    bfcl_data,  # noqa: E402
+    get_benchmark,
+)
 from toolpath.evals.benchmarks.bfcl import BFCL  # noqa: E402
 from toolpath.evals.benchmarks.bfcl_tools import tool_name  # noqa: E402
 from toolpath.evals.scoring import score_answer  # noqa: E402
@@ -86,6 +89,7 @@ def test_the_cli_runs_the_categories_it_is_given_and_resume_keeps_them(tmp_path,
     import json
 
     from conftest import write
+
     from toolpath import cli
     from toolpath.runs import Store
 

@@ -405,9 +405,9 @@ def test_browser_example_signs_in_with_a_screenshot_per_step(tmp_path):
     """`toolpath run examples/browser.yaml`, as a user runs it: popup dismissed, form filled, signed in."""
     import json
 
+    from conftest import toolpath_cli
     from PIL import Image
 
-    from conftest import toolpath_cli
     from toolpath.runs import Store
 
     home = tmp_path / "home"

@@ -3,14 +3,13 @@
 import json
 
 import pytest
-
 from conftest import ROOT, toolpath_cli
+
 from toolpath.agents.episode import EpisodeError, run_episode
 from toolpath.policies.scripted import ScriptedPolicy
-from toolpath.sandboxes.process import bwrap_works
+from toolpath.sandboxes.process import CellResult, bwrap_works
 from toolpath.spec import parse_spec
 from toolpath.tools.code import format_result
-from toolpath.sandboxes.process import CellResult
 
 REASON = bwrap_works()
 needs_bwrap = pytest.mark.skipif(REASON is not None, reason=f"no bubblewrap sandbox here: {REASON}")

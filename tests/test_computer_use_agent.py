@@ -20,12 +20,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import ROOT, toolpath_cli
 from PIL import Image
 
-from conftest import ROOT, toolpath_cli
-
 from toolpath import registry
-from toolpath.agents import episode
 from toolpath.agents.computer_use import MAX_OPERATION_CHARS
 from toolpath.agents.episode import EpisodeError, run_episode
 from toolpath.evals.scoring import recorded_final_state as final_state

@@ -14,10 +14,10 @@ from PIL import Image, ImageDraw, ImageFont
 
 from toolpath.evals.benchmarks import edits as E
 from toolpath.evals.benchmarks.edits import checks, generation, scene
-from toolpath.tools.image import fonts
-from toolpath.tools.image.features import shape_outline
 from toolpath.planners.subtasks import parse_instruction
+from toolpath.tools.image import fonts
 from toolpath.tools.image.edit_base import COLORS, KINDS, SHAPES
+from toolpath.tools.image.features import shape_outline
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,11 @@ import json
 
 import pytest
 import yaml
-
 from conftest import ROOT, toolpath_cli
+
 from toolpath.agents.episode import run_episode
-from toolpath.policies.formats.fsd import question_kind
 from toolpath.baselines.fsd_oracle import OraclePolicy
+from toolpath.policies.formats.fsd import question_kind
 from toolpath.runs import Store
 from toolpath.spec import parse_spec
 

@@ -11,8 +11,8 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, toolpath_cli
+
 from toolpath.evals import executors, runner
 from toolpath.evals.runner import ResumeError, run_eval
 from toolpath.runs import Store

@@ -7,9 +7,9 @@ import shutil
 
 import numpy as np
 import pytest
+from conftest import ROOT, toolpath_cli, write
 from PIL import Image
 
-from conftest import ROOT, toolpath_cli, write
 from toolpath.tools.image.features import color_mask
 
 COFFEE = ROOT / "examples" / "assets" / "coffee.jpg"

@@ -5,8 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from toolpath.policies.formats.fsd import (QUESTIONS, FSDAnswer, format_box, format_object, format_points, format_relation,
-                                   identify_point, identify_question, parse_fsd, question_kind)
+from toolpath.policies.formats.fsd import (
+    QUESTIONS,
+    FSDAnswer,
+    format_box,
+    format_object,
+    format_points,
+    format_relation,
+    identify_point,
+    identify_question,
+    parse_fsd,
+    question_kind,
+)
 
 TRACE = [[100, 200], [150, 180], [200, 160], [250, 150], [300, 150], [350, 160], [400, 180], [450, 200]]
 

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from toolpath.policies import base
-from toolpath.policies.formats import fsd
 from toolpath.baselines import fsd_scene as S
-from toolpath.coords import CoordinateSpace
 from toolpath.baselines.fsd_detector import DetectorPolicy, components
 from toolpath.baselines.fsd_oracle import OraclePolicy
+from toolpath.coords import CoordinateSpace
+from toolpath.policies import base
+from toolpath.policies.formats import fsd
 from toolpath.state import ArtifactRef, Message
 
 W, H = 640, 480

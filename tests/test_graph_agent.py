@@ -2,12 +2,11 @@
 conditional edges on the previous node's result."""
 
 import pytest
+from conftest import write
 
 from toolpath.agents.episode import EpisodeError, run_episode
 from toolpath.policies.scripted import ScriptedPolicy
 from toolpath.spec import SpecError, load_spec, parse_spec
-
-from conftest import write
 
 
 def graph_spec(nodes, edges, **params):

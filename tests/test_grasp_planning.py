@@ -7,8 +7,15 @@ import math
 import numpy as np
 import pytest
 
-from toolpath.tools.grasp import (MAX_CLEARANCE, MIN_CLEARANCE, GraspError, clearance_height, pick_place_path,
-                                  plan_grasp, plan_place)
+from toolpath.tools.grasp import (
+    MAX_CLEARANCE,
+    MIN_CLEARANCE,
+    GraspError,
+    clearance_height,
+    pick_place_path,
+    plan_grasp,
+    plan_place,
+)
 
 
 def table(step=0.004, x=(0.2, 0.9), y=(-0.4, 0.4)) -> np.ndarray:

@@ -12,16 +12,14 @@ import pytest
 from PIL import Image
 
 from toolpath import registry
-from toolpath.agents import episode
 from toolpath.agents.episode import run_episode
+from toolpath.baselines.ocr_grounder import OCRGrounder, query_of, read_prompt
 from toolpath.evals.benchmarks import BenchmarkDataError
 from toolpath.evals.benchmarks import gui_grounding as G
 from toolpath.evals.benchmarks.osworld_g import OSWorldG, read_records
 from toolpath.evals.benchmarks.screenspot import ScreenSpot
 from toolpath.evals.grounding_scorers import grounding_verdict
 from toolpath.evals.scorers import SCORERS, grounding, grounding_answer, point_in_box, point_in_polygon
-from toolpath.baselines import ocr_grounder as O
-from toolpath.baselines.ocr_grounder import OCRGrounder, query_of, read_prompt
 from toolpath.policies.formats.scalecua import ScaleCUAFormat
 from toolpath.runs import Store
 from toolpath.sandboxes.base import SandboxOptions

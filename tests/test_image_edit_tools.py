@@ -3,8 +3,8 @@ shapes drawn with OpenCV on uniform, gradient, noise, striped and checkered back
 Each test asserts what the tool's output is (a mask's IoU with the drawn shape, the colours of pixels, what an
 OCR reads back) and that each check scores a good result above a bad one."""
 
-import numpy as np
 import cv2
+import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
@@ -12,8 +12,7 @@ from toolpath.tools.image import features as F
 from toolpath.tools.image import preconditions as P
 from toolpath.tools.image import quality as Q
 from toolpath.tools.image import text as T
-from toolpath.tools.image.edit_base import (COLORS, STAGES, EditError, EditState, Subtask, Target, edit_tools,
-                                            run_step)
+from toolpath.tools.image.edit_base import COLORS, STAGES, EditError, EditState, Subtask, Target, edit_tools, run_step
 
 W, H = 512, 384
 LIGHT, LIGHT2 = (232, 226, 210), (204, 194, 178)

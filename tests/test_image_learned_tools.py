@@ -42,8 +42,16 @@ def owl_folders(tmp_path_factory):
     """OWL-ViT and OWLv2, each 4×4 patches on a 32-pixel input. The box head's last layer is zeroed, so every
     patch predicts exactly its grid prior: a box one patch wide, centred at ((col+1)/4, (row+1)/4)."""
     import torch
-    from transformers import (Owlv2Config, Owlv2ForObjectDetection, Owlv2ImageProcessorPil, Owlv2Processor,
-                              OwlViTConfig, OwlViTForObjectDetection, OwlViTImageProcessorPil, OwlViTProcessor)
+    from transformers import (
+        Owlv2Config,
+        Owlv2ForObjectDetection,
+        Owlv2ImageProcessorPil,
+        Owlv2Processor,
+        OwlViTConfig,
+        OwlViTForObjectDetection,
+        OwlViTImageProcessorPil,
+        OwlViTProcessor,
+    )
 
     tok = clip_tokenizer()
     text = dict(vocab_size=len(tok), hidden_size=32, intermediate_size=37, num_hidden_layers=1, num_attention_heads=2,
@@ -69,8 +77,15 @@ def owl_folders(tmp_path_factory):
 @pytest.fixture(scope="module")
 def sam_folder(tmp_path_factory):
     import torch
-    from transformers import (SamConfig, SamImageProcessorPil, SamMaskDecoderConfig, SamModel, SamProcessor,
-                              SamPromptEncoderConfig, SamVisionConfig)
+    from transformers import (
+        SamConfig,
+        SamImageProcessorPil,
+        SamMaskDecoderConfig,
+        SamModel,
+        SamProcessor,
+        SamPromptEncoderConfig,
+        SamVisionConfig,
+    )
 
     torch.manual_seed(0)
     cfg = SamConfig(

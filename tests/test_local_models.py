@@ -8,9 +8,9 @@ import io
 import json
 
 import pytest
+from conftest import toolpath_cli
 from pydantic import ValidationError
 
-from conftest import toolpath_cli
 from toolpath import registry
 from toolpath.policies import local_models
 from toolpath.policies.base import PolicyError, kinds

@@ -9,9 +9,9 @@ import urllib.request
 
 import pytest
 
+from toolpath.baselines.dom import DOMPolicy, read_message
 from toolpath.evals.benchmarks import BenchmarkDataError
 from toolpath.evals.benchmarks import miniwob as mw
-from toolpath.baselines.dom import DOMPolicy, read_message
 from toolpath.policies.formats.scalecua import ScaleCUAFormat
 from toolpath.state import Message
 
@@ -301,7 +301,8 @@ def test_an_eval_episode_through_the_agent_is_scored_by_the_page(store, monkeypa
     if reason:
         pytest.skip(reason)
     from toolpath.agents import episode
-    from toolpath.evals.scoring import recorded_final_state as final_state, score_run
+    from toolpath.evals.scoring import recorded_final_state as final_state
+    from toolpath.evals.scoring import score_run
 
     b = mw.MiniWoB(tasks=["enter-password", "click-button"], episodes=1)
     for rec in b.records():

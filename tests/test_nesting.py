@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import ROOT, toolpath_cli, write_old_runs_table
 
 from toolpath.agents.episode import EpisodeError, resume_episode, run_episode
 from toolpath.policies.scripted import ScriptedPolicy
 from toolpath.runs import Store
 from toolpath.sandboxes.process import bwrap_works
 from toolpath.spec import parse_spec
-
-from conftest import ROOT, toolpath_cli, write_old_runs_table
 
 needs_kernel = pytest.mark.skipif(bwrap_works() is not None, reason=f"no bubblewrap sandbox: {bwrap_works()}")
 ROOMS = [str(ROOT / "examples" / "assets" / f"room_{i}.jpg") for i in (1, 2)]

@@ -4,9 +4,9 @@ import pytest
 
 pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'psycopg[binary]')")
 
+from conftest import ROOT  # noqa: E402
 from test_store_postgres import pg_server, pg_url  # noqa: E402,F401 — the module's server fixtures
 
-from conftest import ROOT  # noqa: E402
 from toolpath.agents.episode import run_episode  # noqa: E402
 from toolpath.policies.scripted import ScriptedPolicy  # noqa: E402
 from toolpath.runs import open_store  # noqa: E402

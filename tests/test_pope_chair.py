@@ -7,9 +7,9 @@ import json
 import re
 
 import pytest
+from conftest import ROOT, toolpath_cli, write
 from PIL import Image
 
-from conftest import ROOT, toolpath_cli, write
 from toolpath.evals.benchmarks import BenchmarkDataError, Record
 from toolpath.evals.benchmarks.chair import CHAIR, caption_counts
 from toolpath.evals.benchmarks.chair_coco import coco_mentions

@@ -5,10 +5,10 @@ import io
 import json
 
 import pytest
+from tiny_lm import save_tiny_byte_llama
 
 from toolpath import progress
 from toolpath.progress import Progress
-from tiny_lm import save_tiny_byte_llama
 
 
 class Clock:

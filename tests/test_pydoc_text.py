@@ -4,9 +4,9 @@ caller cut for itself before: the published perplexity figures were measured on 
 from __future__ import annotations
 
 from pathlib import Path
+from pydoc_data.topics import topics
 
 import pytest
-from pydoc_data.topics import topics
 
 from toolpath import pydoc_text
 

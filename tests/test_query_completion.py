@@ -21,7 +21,6 @@ from toolpath.tools.retrieval import query_completion as qc
 from toolpath.train import vlm_data as vd
 
 
-
 def bundled_chat_model():
     from toolpath.policies.local import bundled_gguf
 

@@ -1,8 +1,8 @@
 from pathlib import Path
 
+import helpers  # noqa: F401  registers tick and slow
 import pytest
 
-import helpers  # noqa: F401  registers tick and slow
 from toolpath.tools.registry import ToolContext, ToolError, get_tool, parse_docstring, tool
 
 

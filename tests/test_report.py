@@ -9,10 +9,10 @@ import re
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from conftest import toolpath_cli
 from helpers import ArithPolicy
+from PIL import Image
+
 from toolpath.evals.report import bootstrap_ci, write_report
 from toolpath.runs import Store
 

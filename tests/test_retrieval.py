@@ -12,8 +12,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, toolpath_cli, write
+
 from toolpath.tools.registry import ToolError, get_tool
 from toolpath.tools.retrieval import index as index_mod
 from toolpath.tools.retrieval import model as M

@@ -15,13 +15,14 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-
 from conftest import ROOT, toolpath_cli, write
+
 from toolpath.loaded_once import LoadedOnce
-from toolpath.tools import search as S
 from toolpath.tools import corpus_text
-from toolpath.tools.search import cache as search_cache, index_secrets, rerank
+from toolpath.tools import search as S
 from toolpath.tools.registry import ToolContext, ToolError, get_tool
+from toolpath.tools.search import cache as search_cache
+from toolpath.tools.search import index_secrets, rerank
 
 CORPUS = ROOT / "examples" / "corpus"
 DATA = ROOT.parent / "shared" / "data"  # real images shipped beside the repository (MindCube, Omni3D-Bench)

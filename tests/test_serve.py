@@ -15,8 +15,8 @@ import time
 
 import httpx
 import pytest
-
 from conftest import ROOT, toolpath_cli
+
 from toolpath.policies.local import bundled_gguf
 
 openai = pytest.importorskip("openai")
@@ -252,6 +252,7 @@ class TestLocalModel:
 @pytest.fixture(scope="module")
 def llava(tmp_path_factory):
     from test_vlm_backend import build_tiny_llava
+
     from toolpath import serve
     from toolpath.spec import ModelSpec
 

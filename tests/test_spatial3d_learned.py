@@ -5,7 +5,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from toolpath.tools.spatial3d import QuestionImages as Scene, camera_center, reconstruct
+from toolpath.tools.spatial3d import QuestionImages as Scene
+from toolpath.tools.spatial3d import camera_center, reconstruct
 from toolpath.tools.spatial3d.learned import backproject, default_intrinsics, reconstruct_learned
 
 

@@ -5,8 +5,17 @@ import math
 import numpy as np
 import pytest
 
-from toolpath.tools.spatial3d.poses import (camera_center, describe_camera_motion, move_backward, move_forward,
-                                            relative_pose, rotate_left, rotate_right, turn_around, yaw_between)
+from toolpath.tools.spatial3d.poses import (
+    camera_center,
+    describe_camera_motion,
+    move_backward,
+    move_forward,
+    relative_pose,
+    rotate_left,
+    rotate_right,
+    turn_around,
+    yaw_between,
+)
 from toolpath.tools.spatial3d.scene import Reconstruction
 
 

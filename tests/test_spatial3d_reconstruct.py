@@ -5,10 +5,11 @@ import pytest
 
 pytest.importorskip("cv2", reason="the classic backend needs OpenCV (pip install 'toolpath[spatial]')")
 
-from toolpath.tools.spatial3d import QuestionImages as Scene, reconstruct
-from toolpath.tools.spatial3d.synthetic import direction_error_deg, random_pair, rotation_error_deg
-
 from conftest import ROOT
+
+from toolpath.tools.spatial3d import QuestionImages as Scene
+from toolpath.tools.spatial3d import reconstruct
+from toolpath.tools.spatial3d.synthetic import direction_error_deg, random_pair, rotation_error_deg
 
 ROOMS = [ROOT / "examples" / "assets" / "room_1.jpg", ROOT / "examples" / "assets" / "room_2.jpg"]
 

@@ -12,8 +12,20 @@ from PIL import Image
 
 from toolpath.coords import CoordinateSpace
 from toolpath.policies.formats.fsd import parse_fsd
-from toolpath.tools.spatial import (Box, Point, RelationGraph, Trace, box_from_grid, box_to_grid, draw, from_grid,
-                                    lift, points_from_grid, same_object, to_grid)
+from toolpath.tools.spatial import (
+    Box,
+    Point,
+    RelationGraph,
+    Trace,
+    box_from_grid,
+    box_to_grid,
+    draw,
+    from_grid,
+    lift,
+    points_from_grid,
+    same_object,
+    to_grid,
+)
 
 W, H = 640, 480
 

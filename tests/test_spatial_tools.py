@@ -9,9 +9,9 @@ import json
 
 import numpy as np
 import pytest
+from conftest import toolpath_cli
 from PIL import Image
 
-from conftest import toolpath_cli
 from toolpath.tools.registry import ToolContext, ToolError, get_tool
 
 W, H = 480, 360  # smaller than the spatial benchmark's 640x480 to keep the file fast; same scenes and cameras

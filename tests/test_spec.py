@@ -1,8 +1,8 @@
 import json
 
 import pytest
-
 from conftest import toolpath_cli, write
+
 from toolpath.spec import SpecError, load_spec, parse_spec
 
 GOOD = {"id": "t1", "instruction": "What is 2+3?"}

@@ -2,6 +2,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import write_old_runs_table
+
 from toolpath.runs import Store
 
 

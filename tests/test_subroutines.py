@@ -6,8 +6,15 @@ import pytest
 
 from toolpath.planners.induction import learn_preconditions, parse_proposal
 from toolpath.planners.library import Library
-from toolpath.planners.subroutines import (LibraryError, Predicate, ProposalError, Subroutine, Trace, default_library_path,
-                                           net_benefit)
+from toolpath.planners.subroutines import (
+    LibraryError,
+    Predicate,
+    ProposalError,
+    Subroutine,
+    Trace,
+    default_library_path,
+    net_benefit,
+)
 from toolpath.tools.image.edit_base import EditError, EditState, EditTool, Subtask, Target
 from toolpath.tools.image.priors import Prior
 

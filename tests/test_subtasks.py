@@ -5,8 +5,15 @@ import json
 
 import pytest
 
-from toolpath.planners.subtasks import (ChainError, InstructionError, describe_chain, parse_instruction,
-                                        split_clauses, subtasks_from_policy, topological_order)
+from toolpath.planners.subtasks import (
+    ChainError,
+    InstructionError,
+    describe_chain,
+    parse_instruction,
+    split_clauses,
+    subtasks_from_policy,
+    topological_order,
+)
 from toolpath.tools.image.edit_base import COLORS, Subtask, Target
 
 

@@ -18,7 +18,6 @@ from tests.tiny_lm import save_tiny_chat_lm
 from toolpath.train import vlm_data as vd
 
 
-
 @pytest.fixture(scope="module")
 def tiny_lm(tmp_path_factory):
     """A random 2-layer Llama with a byte-level BPE tokenizer trained on the words the data uses."""

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from toolpath.coords import CoordinateSpace
 from toolpath.evals.benchmarks import BenchmarkDataError
 from toolpath.evals.benchmarks.vabench import VABench, read_records, task_of
 from toolpath.evals.benchmarks.vabench_metrics import dtw, point_accuracy, resample_by_index, trace_errors
-from toolpath.coords import CoordinateSpace
 from toolpath.policies.formats.fsd import QUESTIONS, format_points, question_kind
 from toolpath.tools.spatial import Box
 
@@ -237,8 +237,13 @@ def test_task_of_reads_the_instruction_out_of_fsd_problems():
 from pathlib import Path  # noqa: E402
 
 from toolpath.evals.benchmarks import Record  # noqa: E402
-from toolpath.evals.benchmarks.vabench_scoring import (MISSING_POINTS, evaluate, grid_to_pixels,  # noqa: E402
-                                                        official_points, score_case)
+from toolpath.evals.benchmarks.vabench_scoring import (  # noqa: E402
+    MISSING_POINTS,
+    evaluate,
+    grid_to_pixels,
+    official_points,
+    score_case,
+)
 
 TABLE = Path(__file__).parent / "data" / "scoring_cases" / "vabench.json"
 BOX = [300.0, 200.0, 400.0, 300.0]

@@ -12,9 +12,8 @@ import sys
 import time
 
 import pytest
-from PIL import Image, ImageDraw
-
 from conftest import ROOT
+from PIL import Image, ImageDraw
 
 from toolpath.agents.episode import run_episode
 from toolpath.policies.scripted import ScriptedPolicy

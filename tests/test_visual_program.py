@@ -1,14 +1,13 @@
 """pySpatial's visual-program agent end to end: program → sandbox → answer, with repairs and the direct fallback."""
 
 import pytest
+from conftest import ROOT
 
 from toolpath.agents.episode import run_episode
 from toolpath.agents.visual_program import extract_program, parse_answer
 from toolpath.policies.scripted import ScriptedPolicy
 from toolpath.sandboxes.process import bwrap_works
 from toolpath.spec import parse_spec
-
-from conftest import ROOT
 
 needs_bwrap = pytest.mark.skipif(bwrap_works() is not None, reason=f"no bubblewrap sandbox: {bwrap_works()}")
 BARS = str(ROOT / "examples" / "assets" / "bars.png")

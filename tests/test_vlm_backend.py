@@ -8,14 +8,13 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import toolpath_cli
 from PIL import Image
 
 from toolpath.policies.base import PolicyError
 from toolpath.policies.hf import HFPolicy
 from toolpath.spec import ModelSpec
 from toolpath.state import ArtifactRef, Message, ToolCall
-
-from conftest import toolpath_cli
 
 PATCH, SIZE = 8, 32
 TOKENS_PER_IMAGE = (SIZE // PATCH) ** 2  # the CLS token is dropped ("default" feature selection)
@@ -60,8 +59,14 @@ def tiny_tokenizer():
 
 def build_tiny_llava(folder, template=CHATML, context=8192, seed=0):
     """A random LlavaForConditionalGeneration folder with its processor, as `from_pretrained` expects it."""
-    from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
-                              LlavaForConditionalGeneration, LlavaProcessor)
+    from transformers import (
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
 
     tok = tiny_tokenizer()
     processor = LlavaProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": SIZE},
@@ -379,11 +384,11 @@ def test_visual_program_sends_the_images_its_program_returned(tee, store):
                                capture_output=True, text=True).stdout.strip()
     if installed != toolpath.__file__:
         pytest.skip(f"the sandbox would import the installed toolpath ({installed or 'none'}), not this checkout's")
+    from conftest import ROOT
+
     from toolpath.agents.episode import run_episode
     from toolpath.policies.scripted import ScriptedPolicy
     from toolpath.spec import parse_spec
-
-    from conftest import ROOT
 
     spec = parse_spec({"id": "vp", "instruction": "How wide is the image?", "model": "scripted:none.yaml",
                        "inputs": {"images": [str(ROOT / "examples" / "assets" / "bars.png")]},

@@ -11,14 +11,19 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from conftest import SHARED_DATA
 
 from toolpath.evals.benchmarks import BenchmarkDataError, Record
 from toolpath.evals.benchmarks import webarena_eval as we
 from toolpath.evals.benchmarks import webarena_probes as wp
-from toolpath.evals.benchmarks.webarena import (PLACEHOLDER_VARS, WebArena, WebArenaLite,
-                                                WebArenaLiteV2, WebArenaVerified, WebArenaVerifiedHard)
+from toolpath.evals.benchmarks.webarena import (
+    PLACEHOLDER_VARS,
+    WebArena,
+    WebArenaLite,
+    WebArenaLiteV2,
+    WebArenaVerified,
+    WebArenaVerifiedHard,
+)
 from toolpath.evals.scoring import score_answer
 from toolpath.spec import TaskSpec
 

@@ -131,7 +131,8 @@ def test_bad_values_are_refused_with_the_field_named(tmp_path):
 
 
 def test_cli_accepts_weights_and_they_reach_the_model_options(tmp_path):
-    from toolpath.cli import WEIGHTS as CLI_WEIGHTS, build_parser
+    from toolpath.cli import WEIGHTS as CLI_WEIGHTS
+    from toolpath.cli import build_parser
 
     assert CLI_WEIGHTS == WEIGHTS
     args = build_parser().parse_args(["run", "t.yaml", "--weights", "int4"])

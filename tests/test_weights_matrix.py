@@ -7,12 +7,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from test_vlm_backend import build_tiny_llava, picture  # noqa: E402
+from tiny_lm import save_tiny_chat_lm  # noqa: E402
+
 from toolpath.policies.hf import HFPolicy  # noqa: E402
 from toolpath.spec import WEIGHTS, ModelSpec  # noqa: E402
 from toolpath.state import Message  # noqa: E402
-
-from test_vlm_backend import build_tiny_llava, picture  # noqa: E402
-from tiny_lm import save_tiny_chat_lm  # noqa: E402
 
 # budgets below the prompt's length, so the sparse kinds select
 KV_CACHES = [None, "kivi:2", "chanmix:2", "quest:32", "icecache:48"]

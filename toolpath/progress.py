@@ -20,7 +20,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 EVERY_VARIABLE = "TOOLPATH_PROGRESS_SECONDS"  # seconds between lines without a terminal (default 10)
 DEFAULT_EVERY = 10.0
@@ -157,7 +158,7 @@ class Progress:
         amount = f"{self._amount(self.done)} in {took}" if self.done else f"in {took}"
         self._line(f"{self.label}: {amount}" + "".join(f", {t}" for t in (self.value, outcome) if t))
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, kind, *_) -> None:

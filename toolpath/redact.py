@@ -16,7 +16,8 @@ import json
 import os
 import re
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 MARK = "[redacted]"

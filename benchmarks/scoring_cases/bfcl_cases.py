@@ -33,7 +33,6 @@ import tempfile
 import types
 from pathlib import Path
 
-
 # bfcl-eval's own dependencies (its Requires-Dist, as modules) that a runner import may reach
 _PACKAGE_DEPENDENCIES = {"anthropic", "bs4", "boto3", "botocore", "cohere", "datamodel_code_generator", "faiss",
                          "google", "serpapi", "html2text", "mistralai", "overrides", "pandas", "dotenv",

@@ -22,9 +22,10 @@ from __future__ import annotations
 import json
 import random
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
-from toolpath.policies.formats import CLOSE, MAX_CALLS, MAX_ISSUES, MAX_REPLY_CHARS, OPEN, FORMATS
+from toolpath.policies.formats import CLOSE, FORMATS, MAX_CALLS, MAX_ISSUES, MAX_REPLY_CHARS, OPEN
 from toolpath.policies.formats.fsd import FSDAnswer, parse_fsd
 from toolpath.policies.formats.native import NATIVE
 from toolpath.policies.formats.scalecua import ScaleCUAFormat, _block, split_calls

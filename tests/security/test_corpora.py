@@ -14,8 +14,8 @@ import sys
 import zlib
 
 import pytest
-
 from conftest import ROOT, write
+
 from toolpath.tools import corpus as corpus_mod
 from toolpath.tools.registry import ToolError, get_tool
 from toolpath.tools.search import cache as search_cache
@@ -166,6 +166,7 @@ def test_retrieve_walks_the_same_way(docs, home, monkeypatch):
     import threading
 
     from test_retrieval import tiny_model
+
     from toolpath.tools.retrieval import model as M
     from toolpath.tools.retrieval import text as text_mod
 
@@ -260,6 +261,7 @@ def test_a_secret_known_only_later_replaces_the_index_that_held_it(tmp_path, hom
 def _tiny_metaembed(home):
     """A tiny MetaEmbed where `retrieve` looks for its model."""
     from test_retrieval import tiny_model
+
     from toolpath.tools.retrieval import model as M
     from toolpath.tools.retrieval import text as text_mod
 

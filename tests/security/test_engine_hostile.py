@@ -3,8 +3,8 @@
 export, finished or half-written, under $TOOLPATH_HOME/models."""
 
 import pytest
-
 from conftest import write
+
 from security.test_model_files import FOLDERS, hostile_folder
 from toolpath import cli
 

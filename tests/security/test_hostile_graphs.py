@@ -4,8 +4,8 @@ did in toolpath's words, naming the nodes or the field, never LangGraph's or pyd
 import json
 
 import pytest
-
 from conftest import write
+
 from toolpath import cli
 from toolpath.agents.episode import EpisodeError, run_episode
 from toolpath.policies.scripted import ScriptedPolicy

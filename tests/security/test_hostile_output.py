@@ -12,14 +12,20 @@ from collections import OrderedDict
 import pytest
 
 from toolpath.agents.episode import run_episode
-from toolpath.policies.formats import (FORMATS, MAX_BLOCK_CHARS, MAX_CALLS, MAX_ISSUES, MAX_REPLY_CHARS,
-                                       parse_tool_calls)
+from toolpath.policies.formats import FORMATS, MAX_BLOCK_CHARS, MAX_CALLS, MAX_ISSUES, MAX_REPLY_CHARS, parse_tool_calls
 from toolpath.policies.formats.fsd import MAX_BLOCKS, MAX_ITEMS, parse_fsd
 from toolpath.policies.formats.scalecua import ScaleCUAFormat
 from toolpath.policies.scripted import ScriptedPolicy
 from toolpath.spec import parse_spec
-from toolpath.state import (MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, MAX_ARGUMENT_ITEMS, Message, NotPlainJSON,
-                            ToolCall, plain_json)
+from toolpath.state import (
+    MAX_ARGUMENT_CHARS,
+    MAX_ARGUMENT_DEPTH,
+    MAX_ARGUMENT_ITEMS,
+    Message,
+    NotPlainJSON,
+    ToolCall,
+    plain_json,
+)
 from toolpath.tools.gui import PLATFORMS
 from toolpath.tools.registry import load_tools
 

@@ -18,10 +18,10 @@ import pytest
 mcp = pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install 'toolpath[mcp]')")
 
 import anyio  # noqa: E402
+from conftest import ROOT  # noqa: E402
 from mcp import ClientSession  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
-from conftest import ROOT  # noqa: E402
 from toolpath.agents.episode import EpisodeError, run_episode  # noqa: E402
 from toolpath.policies.scripted import ScriptedPolicy  # noqa: E402
 from toolpath.sandboxes.process import bwrap_works  # noqa: E402

@@ -2,8 +2,8 @@
 the field, with no traceback, and nothing is started or stored."""
 
 import pytest
-
 from conftest import toolpath_cli, write
+
 from toolpath.sandboxes.base import LIMIT_RANGES, SandboxError, SandboxLimits
 
 

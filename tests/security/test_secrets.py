@@ -13,7 +13,6 @@ from pathlib import Path
 from urllib.request import urlopen
 
 import pytest
-
 from conftest import toolpath_cli, write
 
 from toolpath.policies.base import PolicyError, load

@@ -6,10 +6,8 @@ never finishes its request), never a 500, and the model must still answer afterw
 
 import json
 import socket
-import threading
 import time
 
-import httpx
 import pytest
 
 openai = pytest.importorskip("openai")

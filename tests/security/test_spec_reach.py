@@ -8,9 +8,9 @@ import json
 import os
 
 import pytest
+from conftest import write
 from PIL import Image
 
-from conftest import write
 from security.test_hostile_specs import OK, assert_refused, nothing_starts, spec  # noqa: F401 - a fixture
 from toolpath import cli
 from toolpath.runs import Store

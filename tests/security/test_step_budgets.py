@@ -115,8 +115,8 @@ def test_the_embodied_agent_starts_no_waypoint_once_the_budget_is_spent(tmp_path
     still records its outcome (check, finish) instead of being left running."""
     import time
 
-    from toolpath.policies.formats.fsd import question_kind
     from toolpath.baselines.fsd_oracle import OraclePolicy
+    from toolpath.policies.formats.fsd import question_kind
 
     class SlowLastCheck(OraclePolicy):
         identified = 0

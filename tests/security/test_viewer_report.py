@@ -7,7 +7,6 @@ import secrets
 import sqlite3
 
 import pytest
-
 from conftest import toolpath_cli
 
 from toolpath.evals.report import write_report

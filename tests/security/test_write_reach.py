@@ -14,9 +14,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import write
 from PIL import Image
 
-from conftest import write
 from security.test_hostile_specs import nothing_starts  # noqa: F401 - a fixture
 from security.test_spec_reach import SECRET_TEXT, run_refused
 from toolpath import cli
@@ -28,6 +28,7 @@ from toolpath.runs import Store
 from toolpath.spec import Reach, TaskSpec, load_spec
 from toolpath.state import ToolCall
 from toolpath.tools.registry import ToolContext, ToolError, get_tool
+
 
 def victim(tmp_path) -> Path:
     """A file outside the spec's folder that a hostile spec would overwrite."""

@@ -9,9 +9,9 @@ from __future__ import annotations
 import errno
 import os
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
 
 from .. import registry
 from ..policies.base import Policy, PolicyError, load, slow_to_load

@@ -98,7 +98,6 @@ def _ask(rt: Runtime, name: str, spec_node: dict, values: dict, state: GraphStat
 
 
 def make_graph_node(rt: Runtime, graph: dict, name: str):
-    from langgraph.types import Command
 
     spec_node = graph["nodes"][name]
     kind = spec_node["kind"]

@@ -32,10 +32,32 @@ from typing import Any
 
 from ..observations import ScreenObservation
 from ..policies.base import Response, word_count
-from .dom_page import (SETTLE, TEXT_INPUTS, Page, Plan, Unclear, Writer, centre, e_type, enabled, field_for, fields_of,
-                       holds, is_clickable, is_field, kind_is, match_text, norm, opened, ordinal, page_of, quoted,
-                       read_message, submit_button, visible_text)
-
+from .dom_page import (
+    SETTLE,
+    TEXT_INPUTS,
+    Page,
+    Plan,
+    Unclear,
+    Writer,
+    centre,
+    e_type,
+    enabled,
+    field_for,
+    fields_of,
+    holds,
+    is_clickable,
+    is_field,
+    kind_is,
+    match_text,
+    norm,
+    opened,
+    ordinal,
+    page_of,
+    quoted,
+    read_message,
+    submit_button,
+    visible_text,
+)
 
 # ---- rules -----------------------------------------------------------------------------------------------
 

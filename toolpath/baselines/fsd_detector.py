@@ -17,11 +17,28 @@ from typing import Any
 
 from ..policies.base import PolicyError, Response
 from ..state import Message
+
 # The segmentation itself lives with the tools (the spatial tools see the scene through it too); its names are
 # re-exported here, where the detector's callers and tests know them.
-from ..tools.fsd.detect import (FLAT_RATIO, HUE_TOLERANCE, HUES, MERGE_GAP, MIN_AREA, MIN_SATURATION,  # noqa: F401
-                                MIN_VALUE, PALETTE, PLATE_AREA, SIZE_CLEAR, Blob, blobs, color_masks, components,
-                                detect_scene, hsv, kind_of)
+from ..tools.fsd.detect import (  # noqa: F401
+    FLAT_RATIO,
+    HUE_TOLERANCE,
+    HUES,
+    MERGE_GAP,
+    MIN_AREA,
+    MIN_SATURATION,
+    MIN_VALUE,
+    PALETTE,
+    PLATE_AREA,
+    SIZE_CLEAR,
+    Blob,
+    blobs,
+    color_masks,
+    components,
+    detect_scene,
+    hsv,
+    kind_of,
+)
 from . import fsd_scene as S
 
 

@@ -44,13 +44,35 @@ from ..observations import SceneObservation
 from ..policies.base import Response, word_count
 from ..policies.formats import fsd
 from ..state import Message
+
 # The scene and its geometry live with the tools (the spatial tools answer from them too); re-exported here
 # because the FSD policies and their callers know them as fsd_scene's.
-from ..tools.fsd.scene import (CLEARANCE, COLORS, INSTRUCTION, KINDS, PREPS, RIM, TOP_FACE, TRACE_POINTS,  # noqa: F401
-                               VERBS, ObjectRef, Scene, SceneObject, Unanswerable, destination, free_area,
-                               free_points, grasp_box, grasp_point, grid, grid_box, object_ref, parse_instruction,
-                               relations, trace)
-
+from ..tools.fsd.scene import (  # noqa: F401
+    CLEARANCE,
+    COLORS,
+    INSTRUCTION,
+    KINDS,
+    PREPS,
+    RIM,
+    TOP_FACE,
+    TRACE_POINTS,
+    VERBS,
+    ObjectRef,
+    Scene,
+    SceneObject,
+    Unanswerable,
+    destination,
+    free_area,
+    free_points,
+    grasp_box,
+    grasp_point,
+    grid,
+    grid_box,
+    object_ref,
+    parse_instruction,
+    relations,
+    trace,
+)
 
 # ---- reading the message -------------------------------------------------------------------------------
 

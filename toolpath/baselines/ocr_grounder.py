@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from ..observations import ScreenObservation
-from ..state import Message, ToolCall
 from ..policies.base import Response
+from ..state import Message, ToolCall
 
 MATCH_MIN = 0.8
 KIND_WORDS = {"button": "button", "btn": "button", "menu": "menu", "field": "field", "input": "field",

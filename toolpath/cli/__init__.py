@@ -1,4 +1,4 @@
-"""`toolpath`: run | resume | runs | tools | models | eval | compress | mcp | serve | curate.
+"""`toolpath`: run | resume | runs | dag | tools | models | eval | compress | mcp | serve | curate.
 
 Exit codes: 0 the agent finished, 1 it failed or ran out of budget, 2 bad input (spec, arguments, ids).
 Only argparse and the standard library load while the arguments are parsed: each command is named by

@@ -5,9 +5,20 @@ from __future__ import annotations
 import sys
 
 from ..progress import Progress
-
-from .common import (EXIT_OK, BadInput, allowed_folders, echo, echo_json, error, model_overrides, one_line,
-                     parse_pairs, printable, store_from_args, when)
+from .common import (
+    EXIT_OK,
+    BadInput,
+    allowed_folders,
+    echo,
+    echo_json,
+    error,
+    model_overrides,
+    one_line,
+    parse_pairs,
+    printable,
+    store_from_args,
+    when,
+)
 
 
 def cmd_models_list(args) -> int:

@@ -22,10 +22,10 @@ def mean_log_prob(proxy: Proxy, text: str, max_tokens: int = MAX_TOKENS) -> floa
     return sum(chosen) / len(chosen)
 
 
-def score(proxy: Proxy, texts: list[str], stage=None) -> list[float]:
+def score(proxy: Proxy, texts: list[str], stage=None, max_tokens: int = MAX_TOKENS) -> list[float]:
     out = []
     for text in texts:
-        out.append(mean_log_prob(proxy, text))
+        out.append(mean_log_prob(proxy, text, max_tokens))
         if stage is not None:
             stage.update()
     return out

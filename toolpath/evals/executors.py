@@ -19,7 +19,7 @@ import os
 import queue
 import time
 from collections import deque
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from .sample import SampleResult, crashed, run_sample, timed_out
 

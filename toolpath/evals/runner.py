@@ -22,8 +22,8 @@ import os
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..runs import Store
 from ..spec import WEIGHTS

@@ -63,7 +63,7 @@ class SampleResult:
         return d
 
     @classmethod
-    def from_row(cls, row: dict) -> "SampleResult":
+    def from_row(cls, row: dict) -> SampleResult:
         import json
 
         d = json.loads(row.get("detail") or "{}")

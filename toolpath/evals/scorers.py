@@ -6,10 +6,10 @@ GUI grounding's scorers are in grounding_scorers.py (re-exported here).
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..spec import SCORING_MODES
 from .grounding_scorers import grounding, grounding_answer, point_in_box, point_in_polygon, xywh_to_xyxy

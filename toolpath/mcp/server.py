@@ -82,9 +82,10 @@ def call_in_session(tool: Tool, arguments: dict, session: Session) -> Any:
 def build_server(tools: dict[str, Tool], config: SessionConfig, one_client: bool = False) -> tuple[Any, Sessions]:
     """The SDK's low-level Server with toolpath's tools, and the sessions it keeps (one for the whole server when
     the transport has `one_client`: stdio)."""
+    from importlib.metadata import PackageNotFoundError, version
+
     import anyio
     import mcp.types as types
-    from importlib.metadata import PackageNotFoundError, version
     from mcp.server.lowlevel import Server
 
     try:

@@ -32,8 +32,8 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from ..tools.image.edit_base import STAGES, EditState, EditTool, StepOutcome, Subtask, path_cost, run_step, tools_for
 from ..tools.image.priors import Prior, load_priors
@@ -72,7 +72,7 @@ class SearchResult:
 @dataclass
 class _Node:
     id: int
-    parent: "_Node | None"
+    parent: _Node | None
     tool: EditTool | None  # None for the root
     depth: int  # stages done once this node's tool has run
     f0: float  # the optimistic key it was queued with before running
@@ -83,9 +83,9 @@ class _Node:
     g: float | None = None
     state: EditState | None = None
     outcome: StepOutcome | None = None
-    children: list["_Node"] = field(default_factory=list)
+    children: list[_Node] = field(default_factory=list)
 
-    def path(self) -> list["_Node"]:
+    def path(self) -> list[_Node]:
         out, n = [], self
         while n is not None and n.tool is not None:
             out.append(n)

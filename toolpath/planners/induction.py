@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..tools.image.edit_base import STAGES, EditTool
 from .subroutines import Predicate, ProposalError, Subroutine, Trace, _number, make_id
-
 
 # ---- mining --------------------------------------------------------------------------------------------------
 

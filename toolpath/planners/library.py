@@ -9,17 +9,27 @@ import math
 import os
 import random
 import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..tools.image.edit_base import EditState, EditTool, StepOutcome, Subtask, path_cost, run_step
 from ..tools.image.priors import Prior
 from .induction import check_tools, mine
-from .subroutines import (FORMAT_VERSION, InductionReport, LibraryError, ProposalError, Subroutine, Trace, Verdict,
-                          default_library_path, make_id, net_benefit)
-
+from .subroutines import (
+    FORMAT_VERSION,
+    InductionReport,
+    LibraryError,
+    ProposalError,
+    Subroutine,
+    Trace,
+    Verdict,
+    default_library_path,
+    make_id,
+    net_benefit,
+)
 
 # ---- the library ---------------------------------------------------------------------------------------------
 

@@ -26,9 +26,10 @@ import json
 import math
 import operator
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -105,7 +106,7 @@ class Predicate:
         return x is not None and bool(OPS[self.op](x, self.value))
 
     @classmethod
-    def parse(cls, text: str) -> "Predicate":
+    def parse(cls, text: str) -> Predicate:
         if not isinstance(text, str):
             raise ValueError(f"predicate: expected text like 'target_area < 0.05', got {text!r}")
         m = _PRED.match(text)
@@ -175,7 +176,7 @@ class Subroutine:
                 "uses": self.uses, "successes": self.successes, "source": self.source}
 
     @classmethod
-    def from_json(cls, d: Mapping) -> "Subroutine":
+    def from_json(cls, d: Mapping) -> Subroutine:
         return cls(id=str(d["id"]), kind=d["kind"], tools=tuple(d["tools"]),
                    preconditions=[Predicate.parse(p) for p in d.get("preconditions") or []],
                    cost=None if d.get("cost") is None else float(d["cost"]),
@@ -216,7 +217,7 @@ class Trace:
                 "quality": self.quality, "success": self.success, "via": self.via, "sample": self.sample}
 
     @classmethod
-    def from_json(cls, d: Mapping) -> "Trace":
+    def from_json(cls, d: Mapping) -> Trace:
         return cls(d["kind"], dict(d.get("features") or {}), tuple(d["tools"]), d["cost"], d["quality"],
                    d["success"], d["via"], d.get("sample"))
 

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..tools.image.edit_base import COLORS, KINDS, POSITIONS, SHAPES, Subtask, Target
 

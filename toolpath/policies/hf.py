@@ -31,8 +31,7 @@ from ..spec import ModelSpec
 from ..state import Message
 from .base import PolicyError, Response
 from .formats import FORMATS
-from .formats.native import (NATIVE, family, openai_tools, opener, repaired_template, takes_tools,
-                             template_messages)
+from .formats.native import NATIVE, family, openai_tools, opener, repaired_template, takes_tools, template_messages
 from .kvcache import held_bytes
 
 GENERATE_LOCK = threading.Lock()  # one generate() at a time per process: the CPU is the bottleneck anyway
@@ -63,7 +62,7 @@ class gguf_progress:
             yield item
             self.line.update(1)
 
-    def __enter__(self) -> "gguf_progress":
+    def __enter__(self) -> gguf_progress:
         self.line = Progress(self.label, 0, unit="tensors")
         try:
             import transformers.modeling_gguf_pytorch_utils as module
@@ -248,12 +247,12 @@ class HFPolicy:
         return attach(self.model, self.kv_cache.kind, self.kv_cache.options)
 
     @classmethod
-    def from_spec(cls, spec: ModelSpec) -> "HFPolicy":
+    def from_spec(cls, spec: ModelSpec) -> HFPolicy:
         """`hf:PATH`: a transformers model folder (safetensors) or a .gguf file."""
         return cls.from_path(spec.name.partition(":")[2], spec)
 
     @classmethod
-    def from_path(cls, path: str, spec: ModelSpec, name: str | None = None, digest: str | None = None) -> "HFPolicy":
+    def from_path(cls, path: str, spec: ModelSpec, name: str | None = None, digest: str | None = None) -> HFPolicy:
         """`digest`: the sha256 of a .gguf file when already known (it names the conversion cache)."""
         p = Path(path).expanduser()
         if not p.exists():

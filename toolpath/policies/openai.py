@@ -54,7 +54,7 @@ def availability() -> tuple[bool, str]:
 
 class OpenAIPolicy:
     @classmethod
-    def from_spec(cls, spec: ModelSpec) -> "OpenAIPolicy":
+    def from_spec(cls, spec: ModelSpec) -> OpenAIPolicy:
         """`openai:MODEL` on any OpenAI-compatible server."""
         return cls(spec.name.partition(":")[2], spec)
 

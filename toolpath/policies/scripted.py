@@ -36,12 +36,12 @@ class ScriptedPolicy:
         self.responses = [self._check(i, r) for i, r in enumerate(responses)]
 
     @classmethod
-    def from_spec(cls, spec) -> "ScriptedPolicy":
+    def from_spec(cls, spec) -> ScriptedPolicy:
         """`scripted:FILE`: the responses listed in a YAML file."""
         return cls.from_file(spec.name.partition(":")[2])
 
     @classmethod
-    def from_file(cls, path: str) -> "ScriptedPolicy":
+    def from_file(cls, path: str) -> ScriptedPolicy:
         p = Path(path)
         try:
             data = yaml.safe_load(p.read_text(encoding="utf-8"))

@@ -14,8 +14,9 @@ assistant turn) go into a user turn right after, so the model still sees them wh
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..state import ArtifactRef
 from .base import PolicyError

@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .clean import MAX_DEPTH, clean_data, clean_text, to_json
 from ..paths import home as default_home  # the store's folder when none is given
+from .clean import MAX_DEPTH, clean_data, clean_text, to_json
 from .common import StoreError, new_id, pid_alive
 from .durable import DurableCommits
 from .schema import RUN_FIELDS

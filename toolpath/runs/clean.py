@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..redact import redactor
 

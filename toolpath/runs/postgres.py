@@ -25,7 +25,7 @@ import re
 import socket
 import time
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from .common import StoreError
@@ -49,7 +49,7 @@ def _schema() -> str:
                        "CREATE TABLE IF NOT EXISTS eval_samples (\n    rowid BIGSERIAL,\n")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pg(sql: str) -> str:
     """A statement of the SQLite Store in PostgreSQL's dialect."""
     m = _INSERT.match(sql)

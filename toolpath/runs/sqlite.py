@@ -23,13 +23,14 @@ import threading
 import time
 import urllib.parse
 import uuid
+from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
+from ..paths import home as default_home
 from ..state import ArtifactRef, Message
 from .clean import clean_text, finite_or, json_text, to_json, valid_text
-from ..paths import home as default_home
 from .common import StoreError, new_id, pid_alive
 from .durable import DurableCommits
 from .schema import ADDED_COLUMNS, ADDED_INDEXES, RUN_FIELDS, SCHEMA
@@ -207,7 +208,7 @@ class Store:
                 self._saver = None
             self._conn.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -162,7 +162,7 @@ class BrowserSandbox(ScreenSandbox):
 
     # ----------------------------------------------------------------- lifecycle
 
-    def start(self) -> "BrowserSandbox":
+    def start(self) -> BrowserSandbox:
         if self._pool is not None:
             return self
         try:
@@ -254,7 +254,7 @@ class BrowserSandbox(ScreenSandbox):
         if self._driver_pid:  # whatever outlived a graceful close
             kill_tree(self._driver_pid)
 
-    def __enter__(self) -> "BrowserSandbox":
+    def __enter__(self) -> BrowserSandbox:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -214,7 +214,7 @@ class DesktopSandbox(ScreenSandbox):
 
     # ----------------------------------------------------------------- lifecycle
 
-    def start(self) -> "DesktopSandbox":
+    def start(self) -> DesktopSandbox:
         if self._started:
             return self
         if self._closed:
@@ -337,7 +337,7 @@ class DesktopSandbox(ScreenSandbox):
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
-    def __enter__(self) -> "DesktopSandbox":
+    def __enter__(self) -> DesktopSandbox:
         return self.start()
 
     def __exit__(self, *exc) -> None:

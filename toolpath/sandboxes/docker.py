@@ -254,7 +254,7 @@ class DockerSandbox(KernelSandbox):
         self._unfiltered: str | None = None  # why the container runs without toolpath's seccomp filter
 
     # ---- lifecycle ------------------------------------------------------------------------------------
-    def start(self) -> "DockerSandbox":
+    def start(self) -> DockerSandbox:
         try:
             if self.client is None:
                 self.client = _connect(self.base_url)

@@ -381,7 +381,7 @@ class ProcessSandbox(KernelSandbox):
         self._unfiltered: str | None = None  # why this sandbox runs without a seccomp filter
 
     # ---- lifecycle ----------------------------------------------------------------------------------
-    def start(self) -> "ProcessSandbox":
+    def start(self) -> ProcessSandbox:
         try:
             if self.isolation is None:
                 self.isolation = self._choose_isolation()

@@ -257,7 +257,7 @@ class Chain:
     tip: np.ndarray  # 4x4: last revolute joint's frame → tip frame
 
     @classmethod
-    def from_urdf(cls, path: str, tip: str, base: str | None = None) -> "Chain":
+    def from_urdf(cls, path: str, tip: str, base: str | None = None) -> Chain:
         root = ET.parse(path).getroot()
         by_child = {j.find("child").get("link"): j for j in root.findall("joint")}
         joints, link = [], tip

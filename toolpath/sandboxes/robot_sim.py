@@ -126,7 +126,7 @@ class TabletopSandbox:
 
     # ----------------------------------------------------------------- lifecycle
 
-    def start(self) -> "TabletopSandbox":
+    def start(self) -> TabletopSandbox:
         if self._c is not None:
             return self
         try:
@@ -148,7 +148,7 @@ class TabletopSandbox:
         if c is not None:
             c.close()
 
-    def __enter__(self) -> "TabletopSandbox":
+    def __enter__(self) -> TabletopSandbox:
         return self.start()
 
     def __exit__(self, *exc) -> None:

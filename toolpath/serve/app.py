@@ -21,17 +21,18 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from ..policies.base import Response
 from .access import Gate, host_names
 from .body import ByteBudget, parse_body, read_body
+from .chat_request import APIError, ChatRequest, parse_request
 from .connection import with_header_deadline
 from .context import fit_to_context
 from .engine import END, Engine, Job, pieces_to_loop
 from .gate import TextGate
-from .chat_request import APIError, ChatRequest, parse_request
 from .limits import Limits
 
 PLAIN_TURN = "\nUser:"  # policies/hf.py's: where a model without a chat template starts a user turn of its own
@@ -257,7 +258,7 @@ class ChatServer:
         finally:
             self.engine.close()
 
-    def start(self) -> "ChatServer":
+    def start(self) -> ChatServer:
         """In a daemon thread; returns once it accepts connections."""
         server = self._uvicorn()
         self._thread = threading.Thread(target=server.run, kwargs={"sockets": [self.socket]},

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import threading
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from .chat_request import APIError, bad
 from .limits import Limits

@@ -12,11 +12,12 @@ import asyncio
 import concurrent.futures
 import queue
 import shutil
-from collections import deque
 import threading
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..policies.base import Policy, Response
 from .chat_request import ChatRequest

@@ -7,13 +7,12 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Callable
 
 from .corpus import read_bytes
-
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".html", ".htm", ".jsonl")
 PASSAGE_WORDS = (100, 200)  # a passage is closed once it has 100 words and the next paragraph would pass 200

@@ -42,7 +42,7 @@ class Point:
         object.__setattr__(self, "y", _number(self.y, "Point y"))
 
     @classmethod
-    def of(cls, p) -> "Point":
+    def of(cls, p) -> Point:
         """A Point from a Point, an (x, y) pair or a 2-element array."""
         if isinstance(p, Point):
             return p
@@ -78,7 +78,7 @@ class Box:
             raise ValueError(f"Box {self.as_list()} needs x1 <= x2 and y1 <= y2")
 
     @classmethod
-    def of(cls, b) -> "Box":
+    def of(cls, b) -> Box:
         if isinstance(b, Box):
             return b
         if isinstance(b, (str, bytes)) or not hasattr(b, "__len__") or len(b) != 4:
@@ -131,7 +131,7 @@ class Trace:
         object.__setattr__(self, "points", pts)
 
     @classmethod
-    def of(cls, t) -> "Trace":
+    def of(cls, t) -> Trace:
         return t if isinstance(t, Trace) else cls(tuple(t))
 
     def __len__(self) -> int:
@@ -152,7 +152,7 @@ class Trace:
         """Arc length: the sum of the segment lengths."""
         return sum(a.distance(b) for a, b in zip(self.points, self.points[1:]))
 
-    def resample(self, n: int) -> "Trace":
+    def resample(self, n: int) -> Trace:
         """n points evenly spaced by arc length along the polyline, first and last kept. A trace of zero
         length (one point, or all points equal) gives n copies of its first point."""
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
@@ -177,7 +177,7 @@ class Trace:
         return [p.as_list() for p in self.points]
 
     @classmethod
-    def from_grid(cls, points, width: int, height: int) -> "Trace":
+    def from_grid(cls, points, width: int, height: int) -> Trace:
         return cls(tuple(points_from_grid(points, width, height)))
 
 
@@ -248,7 +248,7 @@ class RelationGraph:
     relations: list[tuple[str, str, str]] = field(default_factory=list)
 
     @classmethod
-    def from_answer(cls, answer, width: int, height: int) -> "RelationGraph":
+    def from_answer(cls, answer, width: int, height: int) -> RelationGraph:
         """From a parsed FSD answer (policies.formats.fsd.FSDAnswer): its (name, grid box) objects in pixels, and its
         relations. A name given twice (ASMv2 lists several boxes under one name) gets "#2", "#3" …"""
         g = cls(relations=list(answer.relations))

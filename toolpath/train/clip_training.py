@@ -83,7 +83,7 @@ def pixel_values(processor, images: list[np.ndarray]):
     return torch.cat(out) if out else torch.zeros(0)
 
 
-def _caption_ids(captions: list[str]) -> tuple[list[str], "np.ndarray"]:
+def _caption_ids(captions: list[str]) -> tuple[list[str], np.ndarray]:
     unique = sorted(set(captions))
     index = {c: i for i, c in enumerate(unique)}
     return unique, np.array([index[c] for c in captions])

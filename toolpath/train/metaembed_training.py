@@ -80,7 +80,7 @@ def multivector_loss(q, d, groups, temperature: float, same=None):
     return torch.stack(losses).mean(), [float(x.detach()) for x in losses]
 
 
-def mean_pooled(model, enc) -> "torch.Tensor":
+def mean_pooled(model, enc) -> torch.Tensor:
     """The frozen encoder's sentence embeddings of a tokenised batch: mean of the token states, unit length."""
     import torch
 

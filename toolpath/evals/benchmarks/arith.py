@@ -7,7 +7,7 @@ Categories: add, sub, mul, div, mixed. The scorer is numeric (last number in the
 from __future__ import annotations
 
 import random
-from typing import Iterable
+from collections.abc import Iterable
 
 from ...spec import TaskSpec
 from ..scorers import numeric

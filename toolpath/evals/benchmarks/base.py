@@ -32,8 +32,9 @@ points) gives each record's fraction with its number of points as the weight.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from ...spec import SCORING_MODES, TaskSpec
 
@@ -58,7 +59,7 @@ class Score(float):
 
     def __new__(cls, value: float, metrics: dict[str, float] | None = None, explanation: str = "",
                 weight: float = 1.0, scores: dict[str, float] | None = None,
-                weights: dict[str, float] | None = None) -> "Score":
+                weights: dict[str, float] | None = None) -> Score:
         self = super().__new__(cls, value)
         self.metrics = dict(metrics or {})
         self.explanation = explanation
@@ -106,7 +107,7 @@ class Benchmark:
     scores_final_state: bool = False
     scoring: str = "toolpath"
 
-    def scored_as(self, mode: str) -> "Benchmark":
+    def scored_as(self, mode: str) -> Benchmark:
         """This benchmark scoring in `mode` (itself when it already does): a shallow copy, so the data it
         read once is shared."""
         check_scoring(mode)

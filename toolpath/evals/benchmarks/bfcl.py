@@ -21,11 +21,12 @@ Scoring, both modes per sample, each with the metric "scorer:bfcl-eval <version>
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
+from ...agents.user_turns import read_conversation
 from ...spec import TaskSpec
 from . import Benchmark, BenchmarkDataError, Record, Score, pick, task_id
-from ...agents.user_turns import read_conversation
 from . import bfcl_data as data
 from . import bfcl_multi_turn_official as multi_turn
 from .bfcl_multi_turn import ExecutingTool, instances

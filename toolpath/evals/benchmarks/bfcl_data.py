@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from . import BenchmarkDataError, read_json_lines
@@ -75,7 +75,7 @@ def _lines(path: Path, key: str = "id") -> list[dict]:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(category: str) -> tuple[dict, ...]:
     """The category's items in file order, each {id, question, function, ground_truth (AST and multi-turn
     categories)}; a multi-turn item also has its involved_classes and initial_config."""
@@ -98,7 +98,7 @@ def load(category: str) -> tuple[dict, ...]:
     return tuple(items)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _class_doc(class_name: str) -> tuple[dict, ...]:
     from bfcl_eval.constants.executable_backend_config import MULTI_TURN_FUNC_DOC_FILE_MAPPING
 

@@ -24,7 +24,7 @@ import sys
 import time
 import types
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from . import BenchmarkDataError
@@ -86,7 +86,7 @@ def _exec(path, name: str) -> types.ModuleType:
     return module
 
 
-@lru_cache(maxsize=None)
+@cache
 def handler_class(module: str, cls: str) -> type:
     """The package's handler class, from its file and its base class's, with the stand-ins seen by them only."""
     folder = package_dir() / "model_handler" / "local_inference"

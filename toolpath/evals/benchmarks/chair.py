@@ -15,8 +15,8 @@ Data:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from ...spec import TaskSpec
 from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, task_id

@@ -25,8 +25,9 @@ mention has none). "shape" and "object" name no class.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .pope_sources import ALSO_TRUE
 
@@ -73,7 +74,7 @@ class Vocabulary:
         self.longest = max(len(p) for p in self.phrases)
 
     @classmethod
-    def from_lines(cls, lines: Iterable[list[str]], extra: dict[str, str | None] | None = None) -> "Vocabulary":
+    def from_lines(cls, lines: Iterable[list[str]], extra: dict[str, str | None] | None = None) -> Vocabulary:
         """From synonym lines (class first) and extra phrases (words → class or None)."""
         phrases: dict[tuple[str, ...], str | None] = {}
         for line in lines:

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 from PIL import Image, ImageDraw
 
-
 # ---- a screen being drawn ---------------------------------------------------------------------------------
 
 @dataclass

@@ -37,8 +37,9 @@ scenes carry no such labels, so no question is written about them.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ...spec import TaskSpec
 from ..scorers import SCORERS, mindcube_letter

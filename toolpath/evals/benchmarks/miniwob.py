@@ -29,8 +29,8 @@ import importlib.util
 import json
 import os
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from ...spec import TaskSpec
 from . import Benchmark, BenchmarkDataError, Record, Score, pick, task_id

@@ -27,8 +27,9 @@ Where the data is:
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ...spec import TaskSpec
 from ..official_qa import OMNI3D_SCORERS

@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ...spec import TaskSpec
 from ..grounding_scorers import grounding_verdict

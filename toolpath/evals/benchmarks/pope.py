@@ -17,8 +17,8 @@ Data:
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from ...spec import TaskSpec
 from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, task_id

@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import re
 
-from ..scorers import HEDGE  # the phrases with which a reply takes back its own answer
+from ..scorers import (
+    HEDGE,  # the phrases with which a reply takes back its own answer
+    answer_text,
+    yes_no,
+)
 from ..scorers import normalised as normalise
-from ..scorers import answer_text, yes_no
 
 YES_NO_WORDS = {"yes", "no", "true", "false", "yep", "yeah", "nope"}
 # After normalisation ("isn't" → "isn t", "cannot" stays): the words that negate a sentence.

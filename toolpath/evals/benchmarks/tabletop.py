@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Iterable
+from collections.abc import Iterable
 
 from ...spec import TaskSpec
 from . import Benchmark, BenchmarkDataError, Record, Score, pick, task_id

@@ -45,13 +45,13 @@ import json
 import logging
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import urlparse
 
 from ...spec import TaskSpec
-from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, read_json, require, task_id
-from . import webarena_eval
+from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, read_json, require, task_id, webarena_eval
 from .webarena_probes import probes_for
 from .webarena_verified_official import CURRENT, check_release
 

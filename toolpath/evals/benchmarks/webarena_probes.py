@@ -11,7 +11,6 @@ import re
 import urllib.parse
 from typing import Any
 
-
 # ---- helpers that WebArena calls in configs, and whether we can compute them ----------------------------
 
 # Those that need the live site's REST API (an admin token): no page state can stand in for them.

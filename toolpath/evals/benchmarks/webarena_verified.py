@@ -24,6 +24,7 @@ from . import webarena_verified_values as values
 from .webarena_result import result as _result
 from .webarena_verified_values import is_pattern
 
+
 def _parse_response(answer: str | None) -> dict | None:
     """The agent's JSON response object (bare or in a ``` block), else None."""
     if not isinstance(answer, str):

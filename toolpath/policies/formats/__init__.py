@@ -17,8 +17,19 @@ from __future__ import annotations
 from typing import Any
 
 from ... import registry
-from .common import (MAX_BLOCK_CHARS, MAX_CALLS, MAX_ISSUES, MAX_REPLY_CHARS, Parsed, ResponseFormat,  # noqa: F401
-                     cap_issues, loads_lenient, make_call, python_literal, read_reply)
+from .common import (  # noqa: F401
+    MAX_BLOCK_CHARS,
+    MAX_CALLS,
+    MAX_ISSUES,
+    MAX_REPLY_CHARS,
+    Parsed,
+    ResponseFormat,
+    cap_issues,
+    loads_lenient,
+    make_call,
+    python_literal,
+    read_reply,
+)
 from .deepeyes import DeepEyesFormat
 from .json import CLOSE, OPEN, JSONFormat, demonstration, issue_feedback, parse_tool_calls, render_tools  # noqa: F401
 

@@ -11,8 +11,7 @@ import re
 from typing import Any
 
 from ...state import ToolCall
-from .common import (MAX_BLOCK_CHARS, MAX_CALLS, Parsed, cap_issues, cut, loads_lenient, make_call, read_reply,
-                     snippet)
+from .common import MAX_BLOCK_CHARS, MAX_CALLS, Parsed, cap_issues, cut, loads_lenient, make_call, read_reply, snippet
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 # Possessive `\s*+`: with a lazy body after it, a plain `\s*` retried every split of a long whitespace run.

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 
 from ...coords import MAX_PIXELS, MIN_PIXELS, CoordinateSpace
 from ...state import ToolCall
-from .common import (MAX_BLOCK_CHARS, MAX_CALLS, Parsed, cap_issues, make_call, python_literal, read_reply,
-                     snippet)
+from .common import MAX_BLOCK_CHARS, MAX_CALLS, Parsed, cap_issues, make_call, python_literal, read_reply, snippet
 
 MODES = ("grounding", "direct", "reasoned")
 _TAG = {t: (re.compile(rf"<{t}>", re.I), re.compile(rf"</{t}>", re.I)) for t in ("think", "operation", "action")}

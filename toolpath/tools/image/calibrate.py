@@ -9,7 +9,7 @@ the priors table A* and the subroutine library read (priors.py).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 

@@ -18,8 +18,9 @@ tools directly, without an agent or a run.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -126,7 +127,7 @@ class EditState:
     text_boxes: list[tuple[int, int, int, int, str]] = field(default_factory=list)  # x0, y0, x1, y1, text read
     info: dict[str, Any] = field(default_factory=dict)  # what tools want later stages or the trace to know
 
-    def evolve(self, **changes) -> "EditState":
+    def evolve(self, **changes) -> EditState:
         """A new state with some fields replaced (tools never mutate the state they are given)."""
         return replace(self, **changes)
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import cv2
 import numpy as np
@@ -94,9 +95,11 @@ def _load_detector(path: str):
 
     model_type = AutoConfig.from_pretrained(path, local_files_only=True).model_type
     if model_type == "owlvit":
-        from transformers import OwlViTForObjectDetection as Model, OwlViTProcessor as Processor
+        from transformers import OwlViTForObjectDetection as Model
+        from transformers import OwlViTProcessor as Processor
     elif model_type == "owlv2":
-        from transformers import Owlv2ForObjectDetection as Model, Owlv2Processor as Processor
+        from transformers import Owlv2ForObjectDetection as Model
+        from transformers import Owlv2Processor as Processor
     else:
         raise ValueError(f"its config says model_type {model_type!r}; expected 'owlvit' or 'owlv2'")
     model = Model.from_pretrained(path, local_files_only=True).eval()

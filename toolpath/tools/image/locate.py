@@ -31,9 +31,24 @@ import cv2
 import numpy as np
 
 from .edit_base import COLORS, SHAPES, EditError, EditState, EditTool, Subtask, Target, register_edit_tool
-from .features import (background_distance, delta_e_lab, background_model, blobs, candidate_blobs, fill_holes,
-                       foreground_mask, hue_chroma, hue_match, lab, min_blob_area, named_share, pick_blob,
-                       require_image, target_hue, MIN_CHROMA)
+from .features import (
+    MIN_CHROMA,
+    background_distance,
+    background_model,
+    blobs,
+    candidate_blobs,
+    delta_e_lab,
+    fill_holes,
+    foreground_mask,
+    hue_chroma,
+    hue_match,
+    lab,
+    min_blob_area,
+    named_share,
+    pick_blob,
+    require_image,
+    target_hue,
+)
 from .quality import check_foreground, check_locate, dilate, erode
 
 LOCATE_KINDS = ("recolor", "remove", "replace")

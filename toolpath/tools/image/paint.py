@@ -26,7 +26,16 @@ import cv2
 import numpy as np
 
 from .edit_base import COLORS, EditError, EditState, EditTool, Subtask, register_edit_tool
-from .features import lab, mask_box, require_color, require_image, require_mask, require_shape, shape_box, shape_coverage
+from .features import (
+    lab,
+    mask_box,
+    require_color,
+    require_image,
+    require_mask,
+    require_shape,
+    shape_box,
+    shape_coverage,
+)
 from .quality import check_background, check_draw, check_recolor, check_upscale
 
 MAX_FACTOR = 4.0

@@ -18,9 +18,28 @@ import cv2
 import numpy as np
 
 from .edit_base import COLORS, POSITIONS, SHAPES, EditState, Subtask, text_query
-from .features import (Background, delta_e_lab, background_distance, background_model, blobs, border_band, color_lab,
-                       distance_to, color_names, hue_match, kmeans, HUE_TOL, lab, mask_box, named_share, color_mask,
-                       shape_box, shape_coverage, shape_score, NAMES)
+from .features import (
+    HUE_TOL,
+    NAMES,
+    Background,
+    background_distance,
+    background_model,
+    blobs,
+    border_band,
+    color_lab,
+    color_mask,
+    color_names,
+    delta_e_lab,
+    distance_to,
+    hue_match,
+    kmeans,
+    lab,
+    mask_box,
+    named_share,
+    shape_box,
+    shape_coverage,
+    shape_score,
+)
 from .fill_area import fill_mask
 
 INK_DE = 30.0  # a pixel this far (ΔE) from the background around it is ink

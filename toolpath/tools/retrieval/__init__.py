@@ -23,9 +23,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..registry import ToolError, ToolResult, tool
 from ..corpus import Corpus, corpus_root, walk
 from ..corpus_text import TEXT_SUFFIXES
+from ..registry import ToolError, ToolResult, tool
 from ..search.images import IMAGE_SUFFIXES
 from .model import MetaEmbedConfig
 from .scoring import late_interaction, parse_budget

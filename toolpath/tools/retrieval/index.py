@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ...paths import home
 from ...redact import redact_data, redactor

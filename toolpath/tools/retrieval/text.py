@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...loaded_once import LoadedOnce
+from ...paths import models_dir
 from ...redact import redactor
 from ..corpus import walk
-from ..registry import ToolError
-from ...paths import models_dir
 from ..corpus_text import PASSAGE_WORDS, TEXT_SUFFIXES, file_passages
+from ..registry import ToolError
 from . import model as M
 from .index import VectorIndex, vector_index
 

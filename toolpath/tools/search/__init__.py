@@ -40,11 +40,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..image.ops import open_image
-from ..registry import ToolContext, ToolError, ToolResult, tool
 from ..corpus import corpus_root
 from ..corpus_text import TEXT_SUFFIXES
-from .images import IMAGE_SUFFIXES, _SIDE, _describe, _load_small, _refine, image_index
+from ..image.ops import open_image
+from ..registry import ToolContext, ToolError, ToolResult, tool
+from .images import _SIDE, IMAGE_SUFFIXES, _describe, _load_small, _refine, image_index
 from .rerank import RERANK_POOL, RerankUnavailable, _rerank, _wants_rerank
 from .searxng import _http_search
 from .text_index import best_snippet, text_index

@@ -27,7 +27,7 @@ _INDEX_VERSION = 5  # bump when the index layout, the parsing (redaction include
 stats = {"text_builds": 0, "image_builds": 0}
 
 _LOCK = threading.Lock()  # tool calls run in a thread pool: one index build at a time per process
-_LOADED: dict[str, "_Held"] = {}  # cache folder (home + corpus + key) -> index already in memory
+_LOADED: dict[str, _Held] = {}  # cache folder (home + corpus + key) -> index already in memory
 
 
 class _Held:

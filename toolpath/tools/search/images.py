@@ -6,9 +6,9 @@ import json
 import logging
 from pathlib import Path
 
-from ..registry import ToolError
 from ...redact import redact
 from ..corpus import Corpus, open_image, walk
+from ..registry import ToolError
 from .cache import cache_dir, cached_index, stats
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,6 @@ import os
 from ...loaded_once import LoadedOnce
 from ...quiet import quiet_model_loading
 
-
 RERANK_POOL = 20  # the embedder re-scores at least this many BM25 passages (4 k when that is more)
 
 

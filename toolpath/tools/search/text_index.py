@@ -9,9 +9,9 @@ from pathlib import Path
 
 from ...redact import redactor
 from ..corpus import Corpus, walk
+from ..corpus_text import PASSAGE_WORDS, TEXT_SUFFIXES, file_passages
 from ..registry import ToolError
 from .cache import cache_dir, cached_index, stats
-from ..corpus_text import PASSAGE_WORDS, TEXT_SUFFIXES, file_passages
 
 log = logging.getLogger(__name__)
 

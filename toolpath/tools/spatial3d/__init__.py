@@ -13,8 +13,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .poses import (camera_center, describe_camera_motion, move_backward, move_forward, relative_pose,
-                    rotate_left, rotate_right, turn_around, yaw_between)
+from .poses import (
+    camera_center,
+    describe_camera_motion,
+    move_backward,
+    move_forward,
+    relative_pose,
+    rotate_left,
+    rotate_right,
+    turn_around,
+    yaw_between,
+)
 from .reconstruct import reconstruct
 from .scene import QuestionImages, Reconstruction
 

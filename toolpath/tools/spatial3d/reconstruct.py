@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ...paths import home
-from .scene import Reconstruction, QuestionImages
+from .scene import QuestionImages, Reconstruction
 
 BACKENDS = {"classic": "toolpath.tools.spatial3d.classic:reconstruct_classic",
             "learned": "toolpath.tools.spatial3d.learned:reconstruct_learned"}

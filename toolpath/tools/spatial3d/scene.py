@@ -75,7 +75,7 @@ class Reconstruction:
                             meta=np.frombuffer(json.dumps({"backend": self.backend, "info": self.info}, default=str).encode(), dtype=np.uint8))
 
     @classmethod
-    def load(cls, path: Path) -> "Reconstruction":
+    def load(cls, path: Path) -> Reconstruction:
         import json
 
         with np.load(path) as z:

@@ -61,8 +61,22 @@ seed), checks.py (an edited image against its task), adapter.py (the benchmark).
 from .adapter import Edits
 from .checks import SubtaskResult, check, classify_shape
 from .generation import generate, make_task, subtask_samples
-from .scene import (BG_KINDS, CELLS, SIZES, EditScene, EditTask, Obj, Text, delta_e_rgb, expected_image, input_image,
-                    object_mask, render, states, text_mask)
+from .scene import (
+                    BG_KINDS,
+                    CELLS,
+                    SIZES,
+                    EditScene,
+                    EditTask,
+                    Obj,
+                    Text,
+                    delta_e_rgb,
+                    expected_image,
+                    input_image,
+                    object_mask,
+                    render,
+                    states,
+                    text_mask,
+)
 
 __all__ = ["BG_KINDS", "CELLS", "SIZES", "EditScene", "EditTask", "Edits", "Obj", "SubtaskResult", "Text", "check",
            "classify_shape", "delta_e_rgb", "expected_image", "generate", "input_image", "make_task", "object_mask",

@@ -8,8 +8,9 @@ import io
 import json
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -17,10 +18,9 @@ from PIL import Image
 from ....paths import home
 from ....spec import TaskSpec
 from .. import Benchmark, Record, Score, pick, task_id
-from .scene import EditTask, N_TASKS, input_image
-from .generation import make_task
 from .checks import SubtaskResult, check
-
+from .generation import make_task
+from .scene import N_TASKS, EditTask, input_image
 
 # ---- the benchmark adapter -------------------------------------------------------------------------------
 

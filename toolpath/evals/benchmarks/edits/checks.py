@@ -11,8 +11,22 @@ from PIL import Image
 
 from ....tools.image.edit_base import COLORS
 from ....tools.image.quality import dilate, erode
-from .scene import (CELLS, EditScene, EditTask, NAMES, TOL, color_names, delta_e_rgb, final_size, object_mask, render,
-                    states, text_box, text_mask, texture_scale)
+from .scene import (
+    CELLS,
+    NAMES,
+    TOL,
+    EditScene,
+    EditTask,
+    color_names,
+    delta_e_rgb,
+    final_size,
+    object_mask,
+    render,
+    states,
+    text_box,
+    text_mask,
+    texture_scale,
+)
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,29 @@ import numpy as np
 
 from ....tools.image.edit_base import COLORS, KINDS, POSITIONS, SHAPES, Subtask, Target
 from ....tools.image.fonts import font
-from .scene import (BG_KINDS, CELLS, CONTRAST, DARK_BG, EditScene, EditTask, GAP, LIGHT_BG, NAMES, N_TASKS, Obj, SIZES,
-                    Text, WORDS_ADD, WORDS_LONG, WORDS_SHORT, color_names, delta_e_rgb, render, states, text_color)
-
+from .scene import (
+    BG_KINDS,
+    CELLS,
+    CONTRAST,
+    DARK_BG,
+    GAP,
+    LIGHT_BG,
+    N_TASKS,
+    NAMES,
+    SIZES,
+    WORDS_ADD,
+    WORDS_LONG,
+    WORDS_SHORT,
+    EditScene,
+    EditTask,
+    Obj,
+    Text,
+    color_names,
+    delta_e_rgb,
+    render,
+    states,
+    text_color,
+)
 
 # ---- generation ------------------------------------------------------------------------------------------
 
