@@ -13,6 +13,7 @@ from .items import CurateError
 
 EMBED_BATCH = 32
 ROWS = 1024  # kernel rows computed at once: memory stays ROWS x n, however large the corpus
+BANDWIDTH_SCALE = 1.0
 
 
 def embeddings(texts: list[str], stage=None):
@@ -32,16 +33,26 @@ def embeddings(texts: list[str], stage=None):
     return np.concatenate(parts).astype(np.float64)
 
 
-def kernel_density(vectors, bandwidth: float | None = None):
-    """The mean Gaussian kernel between each vector and all of them (itself included), shape (n,)."""
+def median_squared_distance(vectors) -> float:
+    """The median squared distance between two of the vectors, from a seeded sample of at most 512 of them (the
+    median moves little beyond that); 1.0 when they are all one point."""
+    import numpy as np
+
+    sample = vectors[np.random.default_rng(0).choice(len(vectors), size=min(len(vectors), 512), replace=False)]
+    off = _squared_distances(sample, sample)[~np.eye(len(sample), dtype=bool)]
+    median = float(np.median(off)) if off.size else 0.0
+    return median if median > 0 else 1.0
+
+
+def kernel_density(vectors, bandwidth: float | None = None, scale: float = BANDWIDTH_SCALE):
+    """The mean Gaussian kernel between each vector and all of them (itself included), shape (n,). The bandwidth
+    is `scale` times the median squared distance unless given."""
     import numpy as np
 
     vectors = np.asarray(vectors, dtype=np.float64)
     n = len(vectors)
-    if bandwidth is None:  # from a seeded sample of at most 512 texts: the median moves little beyond that
-        sample = vectors[np.random.default_rng(0).choice(n, size=min(n, 512), replace=False)]
-        off = _squared_distances(sample, sample)[~np.eye(len(sample), dtype=bool)]
-        bandwidth = float(np.median(off)) if off.size and np.median(off) > 0 else 1.0
+    if bandwidth is None:
+        bandwidth = scale * median_squared_distance(vectors)
     out = np.empty(n)
     for start in range(0, n, ROWS):
         d2 = _squared_distances(vectors[start:start + ROWS], vectors)
