@@ -3,8 +3,9 @@ corpus, and inverse-propensity sampling, which draws texts with probability prop
 sample covers the space (rare kinds of text as well as common ones) instead of mirroring its crowded regions.
 
 The embeddings are the bundled MiniLM's (tools/search/rerank.py: mean-pooled, L2-normalised), the ones search
-re-ranks with. The kernel is Gaussian, exp(-|x - y|^2 / h), with the bandwidth h the median squared distance
-between texts unless given, so the estimate neither sees every text as alone nor all as one crowd.
+re-ranks with. The kernel is Gaussian, exp(-|x - y|^2 / h), with the bandwidth h a share (BANDWIDTH_SCALE) of
+the median squared distance between texts unless given, so the estimate neither sees every text as alone nor
+all as one crowd.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from .items import CurateError
 
 EMBED_BATCH = 32
 ROWS = 1024  # kernel rows computed at once: memory stays ROWS x n, however large the corpus
-BANDWIDTH_SCALE = 1.0
+# The kernel's width: a quarter of the median squared distance. Wider kernels flatten the density towards
+# uniform sampling; benchmarks/curate.py measures coverage at several widths (docs/results/curate.md).
+BANDWIDTH_SCALE = 0.25
 
 
 def embeddings(texts: list[str], stage=None):
