@@ -18,6 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from ..arith_questions import CATEGORIES, question
 from ..pydoc_text import topics_text
 from ..spec import ModelSpec
 from ..state import Message, ToolCall
@@ -59,30 +60,15 @@ def english_blocks(tokenizer, split: str, n_blocks: int, length: int) -> list[Ex
     return [Example(ids[i * length:(i + 1) * length].unsqueeze(0).to(torch.long)) for i in range(n)]
 
 
-def _question(rng: random.Random, category: str) -> tuple[str, str, int]:
-    # The arith benchmark's generator (evals/benchmarks/arith.py), repeated: compress sits below evals.
-    a, b, c = rng.randint(12, 999), rng.randint(12, 999), rng.randint(2, 40)
-    if category == "add":
-        return f"What is {a} + {b}?", f"{a} + {b}", a + b
-    if category == "sub":
-        return f"What is {a} - {b}?", f"{a} - {b}", a - b
-    if category == "mul":
-        return f"What is {a} times {b}?", f"{a} * {b}", a * b
-    if category == "div":
-        return f"What is {a * c} divided by {c}?", f"{a * c} / {c}", a
-    return f"What is ({a} + {b}) * {c}?", f"({a} + {b}) * {c}", (a + b) * c
-
-
 def arith_episodes(split: str, n: int) -> list[list[Message]]:
     """`n` solved arithmetic episodes as transcripts (what a correct run of the arith benchmark records)."""
     rng = random.Random(TRANSCRIPT_SEEDS[split])
-    cats = ("add", "sub", "mul", "div", "mixed")
     out = []
     for i in range(n):
-        question, expr, answer = _question(rng, cats[i % len(cats)])
+        text, expr, answer = question(rng, CATEGORIES[i % len(CATEGORIES)])
         out.append([
             Message(role="system", content=SYSTEM),
-            Message(role="user", content=question + " Use the calculator tool, then give the number."),
+            Message(role="user", content=text + " Use the calculator tool, then give the number."),
             Message(role="assistant", tool_calls=[ToolCall(id="call1", name="calculator",
                                                            arguments={"expression": expr})]),
             Message(role="tool", name="calculator", tool_call_id="call1", content=str(answer)),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 
+from ...arith_questions import CATEGORIES, question
 from ...spec import TaskSpec
 from ..scorers import numeric
 from . import Benchmark, Record, Score
@@ -16,31 +17,19 @@ from . import Benchmark, Record, Score
 N_RECORDS = 50  # without --limit; a larger --limit generates more (sweeps of hundreds of episodes)
 
 
-def _question(rng: random.Random, category: str) -> tuple[str, str, float]:
-    a, b, c = rng.randint(12, 999), rng.randint(12, 999), rng.randint(2, 40)
-    if category == "add":
-        return f"What is {a} + {b}?", f"{a} + {b}", a + b
-    if category == "sub":
-        return f"What is {a} - {b}?", f"{a} - {b}", a - b
-    if category == "mul":
-        return f"What is {a} times {b}?", f"{a} * {b}", a * b
-    if category == "div":
-        return f"What is {a * c} divided by {c}?", f"{a * c} / {c}", a
-    return f"What is ({a} + {b}) * {c}?", f"({a} + {b}) * {c}", (a + b) * c
-
-
 class Arith(Benchmark):
     name = "arith"
     description = "arithmetic questions the calculator tool solves (built in, generated from a seed)"
-    categories = ("add", "sub", "mul", "div", "mixed")
+    categories = CATEGORIES
 
     def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
         rng = random.Random(seed)
         n = N_RECORDS if limit is None else limit
         for i in range(n):
             cat = self.categories[i % len(self.categories)]
-            q, expr, ans = _question(rng, cat)
-            yield Record(id=f"arith-{seed}-{i:03d}", category=cat, data={"question": q, "expression": expr, "answer": ans})
+            q, expr, ans = question(rng, cat)
+            yield Record(id=f"arith-{seed}-{i:03d}", category=cat,
+                         data={"question": q, "expression": expr, "answer": ans})
 
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
         spec = {
