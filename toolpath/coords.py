@@ -73,11 +73,13 @@ class CoordinateSpace:
     def describe(self) -> str:
         """How the model should write coordinates, for its prompt."""
         if self.convention == "absolute":
-            return (f"Coordinates are pixels of the screenshot as you see it ({int(self.model_w)}x{int(self.model_h)}): "
-                    f"x from 0 (left) to {int(self.model_w)}, y from 0 (top) to {int(self.model_h)}.")
+            return (f"Coordinates are pixels of the screenshot as you see it ({int(self.model_w)}x{int(self.model_h)}):"
+                    f" x from 0 (left) to {int(self.model_w)}, y from 0 (top) to {int(self.model_h)}.")
         if self.convention == "normalized":
-            return "Coordinates are fractions of the screenshot: x from 0.0 (left) to 1.0 (right), y from 0.0 (top) to 1.0 (bottom)."
-        return "Coordinates are on a 0-1000 grid over the screenshot: x from 0 (left) to 1000 (right), y from 0 (top) to 1000 (bottom)."
+            return ("Coordinates are fractions of the screenshot: x from 0.0 (left) to 1.0 (right), "
+                    "y from 0.0 (top) to 1.0 (bottom).")
+        return ("Coordinates are on a 0-1000 grid over the screenshot: x from 0 (left) to 1000 (right), "
+                "y from 0 (top) to 1000 (bottom).")
 
     def to_screen(self, x: float, y: float) -> tuple[int, int]:
         """Screen pixel (integer, inside the screen) for a model point; ValueError if it lies outside the image."""
@@ -93,7 +95,8 @@ class CoordinateSpace:
         return min(int(px), self.screen_w - 1), min(int(py), self.screen_h - 1)
 
     def from_screen(self, px: float, py: float) -> tuple[float, float]:
-        """The model point for the centre of screen pixel (px, py), in this convention (rounded as a model writes it)."""
+        """The model point for the centre of screen pixel (px, py), in this convention
+        (rounded as a model writes it)."""
         x = (px + 0.5) * self.model_w / self.screen_w
         y = (py + 0.5) * self.model_h / self.screen_h
         if self.convention == "normalized":

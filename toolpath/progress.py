@@ -111,7 +111,8 @@ class Progress:
         parts = [f"{self._fraction()} ({100 * self.done / self.total:.0f}%)" if self.total else self._amount(self.done),
                  self._rate(elapsed)]
         if self.total and self.done > self.initial:
-            parts.append(f"{tqdm.format_interval((self.total - self.done) * elapsed / (self.done - self.initial))} left")
+            left = (self.total - self.done) * elapsed / (self.done - self.initial)
+            parts.append(f"{tqdm.format_interval(left)} left")
         if self.value:
             parts.append(self.value)
         return f"{self.label}: {', '.join(parts)}"

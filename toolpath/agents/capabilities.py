@@ -264,7 +264,8 @@ def gui_task(instruction: str, ctx: ToolContext, files: list[str] = []) -> ToolR
         raise ToolError(f"files: the {ctx.caller.rt.spec.sandbox.kind} sandbox has no file chooser to offer them to")
     with tempfile.TemporaryDirectory(prefix="toolpath-offer-") as folder:
         if paths:  # under their image names (edited_1.png), as a user's files would be named
-            box.offer_files([shutil.copyfile(p, Path(folder) / f"{n}{p.suffix or '.png'}") for n, p in zip(files, paths)])
+            box.offer_files([shutil.copyfile(p, Path(folder) / f"{n}{p.suffix or '.png'}")
+                             for n, p in zip(files, paths)])
         try:
             did = run_nested(ctx, "gui_task", instruction)
         finally:

@@ -312,7 +312,8 @@ def _ending(call: ToolCall, mode: str) -> dict:
         info = str(a.get("info") or "")
         if mode == "grounding":
             return {"status": "finished", "answer": json.dumps({"refused": True, "reason": info})}
-        return {"status": "failed", "error": f"the agent gave up: terminate(status='failure'){': ' + info if info else ''}"}
+        return {"status": "failed",
+                "error": f"the agent gave up: terminate(status='failure'){': ' + info if info else ''}"}
     return {"status": "finished", "answer": str(a.get("info") or "") or "success"}
 
 
@@ -440,7 +441,8 @@ def make_finish_node(rt: Runtime):
         if state.get("status") == "running":  # routed here by an observe failure that set no status
             update["status"] = "failed"
         if final is not None or shot is not None:
-            text = "final state: " + json.dumps(final, ensure_ascii=False, default=str)[:2000] if final else "final screen"
+            text = ("final state: " + json.dumps(final, ensure_ascii=False, default=str)[:2000] if final
+                    else "final screen")
             msg = Message(role="assistant", name="finish", content=text, images=[shot] if shot else [])
             extra = {"final_state": final} if final is not None else {}
             update = st.record("finish", [msg], update, **extra)

@@ -215,7 +215,8 @@ def _messages(rt: Runtime, state: EmbodiedState, question: str) -> list[Message]
     lines, seg = _truth(rt, (w, h))
     if lines:
         text += ["Scene truth:", *(json.dumps(o) for o in lines),
-                 "Segmentation: the second image; pixel value = index + 1 of the object seen there, 0 for anything else."]
+                 "Segmentation: the second image; pixel value = index + 1 of the object seen there, "
+                 "0 for anything else."]
         images.append(seg)
     return [Message(role="system", content=SYSTEM_PROMPT), Message(role="user", content="\n".join(text), images=images)]
 

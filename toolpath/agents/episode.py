@@ -299,7 +299,8 @@ def resume_episode(run_id: str, store: Store, on_event: Callable[[dict], None] |
         agent, rt = _runtime(spec, run_id, store, policy, on_event, recorded=True)
     except (PolicyError, ToolError, ValueError) as err:
         raise EpisodeError(str(err)) from err
-    with _episode_sandbox(rt, agent, sandbox), _episode_mcp_servers(rt):  # a fresh kernel: the killed one's variables are gone
+    # a fresh kernel: the killed one's variables are gone
+    with _episode_sandbox(rt, agent, sandbox), _episode_mcp_servers(rt):
         return _resume(agent, rt, store, run_id)
 
 

@@ -272,7 +272,8 @@ def make_answer_node(rt: Runtime, direct: bool):
     from langgraph.types import Command
 
     def answer_node(state: ProgramState, st: Step) -> Any:
-        update, text = _policy(rt, state, st, DIRECT_PROMPT if direct else ANSWER_PROMPT, "direct" if direct else "answer")
+        update, text = _policy(rt, state, st, DIRECT_PROMPT if direct else ANSWER_PROMPT,
+                               "direct" if direct else "answer")
         if text is None:
             return Command(update=update, goto=END)
         answer, _ = parse_answer(text)

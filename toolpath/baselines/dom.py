@@ -158,7 +158,8 @@ def rule_copy(ins: str, els: list[dict], w: Writer, page: Page) -> Plan | None:
     if len(areas) != 1 or target is None or button is None:
         raise Unclear("expected one textarea to copy from, a field to paste into and a submit button")
     text = str(areas[0].get("value") or areas[0]["text"])
-    return Plan("Paste the textarea's text into the field and submit", w.fill(target, text) + [w.click(button), w.done()])
+    return Plan("Paste the textarea's text into the field and submit",
+                w.fill(target, text) + [w.click(button), w.done()])
 
 
 def _nth_word(ins: str, els: list[dict]) -> str | None:
@@ -280,7 +281,8 @@ def rule_checkboxes(ins: str, els: list[dict], w: Writer, page: Page) -> Plan | 
     if not boxes:
         return None
     wanted_text = m.group(1).strip()
-    wanted = set() if norm(wanted_text) == "nothing" else {norm(x) for x in re.split(r",\s*|\s+and\s+", wanted_text) if x.strip()}
+    wanted = (set() if norm(wanted_text) == "nothing"
+              else {norm(x) for x in re.split(r",\s*|\s+and\s+", wanted_text) if x.strip()})
     labelled = [(b, norm(_label_text(b, els))) for b in boxes]
     known = {lab for _, lab in labelled}
     unknown = wanted - known
@@ -321,7 +323,8 @@ def rule_focus(ins: str, els: list[dict], w: Writer, page: Page) -> Plan | None:
 WIDGET_KINDS = {"button": lambda e: e["tag"] == "button", "textarea": lambda e: e["tag"] == "textarea",
                 "checkbox": lambda e: e["tag"] == "input" and e_type(e) == "checkbox",
                 "radio": lambda e: e["tag"] == "input" and e_type(e) == "radio",
-                "text": lambda e: e["tag"] == "input" and e_type(e) in TEXT_INPUTS and e_type(e) not in ("date", "time")}
+                "text": lambda e: (e["tag"] == "input" and e_type(e) in TEXT_INPUTS
+                                   and e_type(e) not in ("date", "time"))}
 
 
 def rule_widget(ins: str, els: list[dict], w: Writer, page: Page) -> Plan | None:
@@ -382,7 +385,8 @@ def rule_click(ins: str, els: list[dict], w: Writer, page: Page) -> Plan | None:
     header = _unopened_header(els, seen)
     if header is not None:
         what = "tab" if header["tag"] in ("li", "a") else "section"
-        return Plan(f'Open the {what} "{visible_text(header).strip()}" to look for "{missing}"', [w.click(header), SETTLE])
+        return Plan(f'Open the {what} "{visible_text(header).strip()}" to look for "{missing}"',
+                    [w.click(header), SETTLE])
     raise Unclear(f'"{missing}" is not on the page and there is no unopened tab or section to look in')
 
 
@@ -428,8 +432,8 @@ def _unopened_header(els: list[dict], seen: set[str]) -> dict | None:
     return None
 
 
-RULES = (rule_login, rule_passwords, rule_autocomplete, rule_copy, rule_select_list, rule_checkboxes, rule_spinner, rule_enter,
-         rule_focus, rule_widget, rule_click)
+RULES = (rule_login, rule_passwords, rule_autocomplete, rule_copy, rule_select_list, rule_checkboxes, rule_spinner,
+         rule_enter, rule_focus, rule_widget, rule_click)
 
 
 def decide(page: Page, convention: str = "absolute") -> Plan:
@@ -437,9 +441,11 @@ def decide(page: Page, convention: str = "absolute") -> Plan:
     w = Writer(convention)
     ins = page.instruction
     if not ins:
-        return Plan("Give up: there is no instruction to follow", ['terminate(status="failure", info="no instruction")'])
+        return Plan("Give up: there is no instruction to follow",
+                    ['terminate(status="failure", info="no instruction")'])
     if not page.elements:
-        return Plan("Give up: the page shows no elements", ['terminate(status="failure", info="no elements on the page")'])
+        return Plan("Give up: the page shows no elements",
+                    ['terminate(status="failure", info="no elements on the page")'])
     try:
         for rule in RULES:
             plan = rule(ins, page.content, w, page)

@@ -94,7 +94,8 @@ def query_of(instruction: str) -> tuple[list[str], str | None]:
     """(the strings to find, the element kind named) from an instruction."""
     text = TYPE_INTO.sub(" ", instruction)
     kinds = [KIND_WORDS[w] for w in re.findall(r"[a-z]+", text.lower()) if w in KIND_WORDS]
-    kind = "field" if "search" in text.lower() and ("bar" in kinds or "field" in kinds) else (kinds[-1] if kinds else None)
+    kind = ("field" if "search" in text.lower() and ("bar" in kinds or "field" in kinds)
+            else (kinds[-1] if kinds else None))
     quoted = [q.strip() for q in QUOTED.findall(text) if q.strip()]
     if quoted:
         return quoted, kind

@@ -19,7 +19,6 @@ import sys
 
 from .common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, BadInput, add_reach_arguments, error
 
-
 # The spec's model.options.weights values (spec.WEIGHTS; spelled out here so `toolpath --help` imports no pydantic).
 WEIGHTS = ("fp32", "bf16", "int8", "int4")
 KV_CACHE_HELP = ("a KV cache for local models: kivi, chanmix, quest or icecache, with N its bits (quantized) or "
