@@ -11,7 +11,7 @@ import pytest
 
 from tests.tiny_lm import save_tiny_chat_lm
 from toolpath.curate import askllm, perplexity
-from toolpath.curate.density import inverse_propensity_sample, kernel_density
+from toolpath.curate.density import inverse_propensity_sample, kernel_density, median_squared_distance
 from toolpath.curate.export import write_jsonl
 from toolpath.curate.items import CurateError, Item
 from toolpath.curate.proxy import load_proxy
@@ -131,7 +131,10 @@ def test_kernel_density_is_low_for_the_outlier_and_sampling_favours_it():
     rng = np.random.default_rng(0)
     crowd = rng.normal(0, 0.05, size=(30, 8)) + 1.0
     vectors = np.vstack([crowd, -np.ones((1, 8))])
-    density = kernel_density(vectors)
+    default = kernel_density(vectors)
+    assert default == pytest.approx(kernel_density(vectors, bandwidth=0.25 * median_squared_distance(vectors)))
+    assert default.argmin() == 30
+    density = kernel_density(vectors, bandwidth=1.0)  # wider than the crowd: every crowd text is common
     assert density.argmin() == 30
     picks = [inverse_propensity_sample(density, 3, seed) for seed in range(50)]
     assert sum(30 in p for p in picks) > 20  # uniform sampling would pick it about 5 times in 50
