@@ -154,7 +154,7 @@ def main() -> int:
               "threads": args.threads, "configs": results}
     if "greedy" in results:  # every row against greedy, measured in this run
         base = results["greedy"]
-        for name, row in results.items():
+        for _name, row in results.items():
             row["vs_greedy"] = {
                 "pope_f1": {s: row["pope"]["figures"]["official"][s]["f1"] - v["f1"]
                             for s, v in base["pope"]["figures"]["official"].items()},

@@ -138,7 +138,7 @@ def hit_test(box, site: Site, rects) -> tuple[dict, list[float]]:
             sx, sy = space.to_screen(*space.from_screen(px, py))  # as the model writes it, then executed
             worst = max(worst, abs(sx - px), abs(sy - py))
             n = len(site.hits)
-            clicks.append(timed(lambda: box.act("click", {"x": sx, "y": sy})))
+            clicks.append(timed(lambda sx=sx, sy=sy: box.act("click", {"x": sx, "y": sy})))
             hit = site.wait_hit(n)
             hits += hit is not None and hit.get("id") == f"t{i}"
         results[conv] = (hits, worst, space)
@@ -152,7 +152,8 @@ def latencies(box, reps: int) -> dict[str, list[float]]:
     for i in range(reps):
         out["write"].append(timed(lambda: box.act("write", {"message": "hello"})))
         out["press"].append(timed(lambda: box.act("press", {"keys": "backspace"})))
-        out["scroll"].append(timed(lambda: box.act("scroll", {"clicks": -1 if i % 2 == 0 else 1, "x": 900, "y": 500})))
+        out["scroll"].append(timed(lambda i=i: box.act("scroll", {"clicks": -1 if i % 2 == 0 else 1,
+                                                                 "x": 900, "y": 500})))
     return out
 
 
@@ -166,7 +167,7 @@ def raw_playwright_click(url: str, reps: int) -> list[float]:
         b = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         page = b.new_page(viewport={"width": W, "height": H}, device_scale_factor=1)
         page.goto(url)
-        out = [timed(lambda: page.mouse.click(640 + i % 7, 360)) for i in range(reps)]
+        out = [timed(lambda i=i: page.mouse.click(640 + i % 7, 360)) for i in range(reps)]
         b.close()
     return out
 
@@ -197,7 +198,7 @@ def raw_xtest_click(display: str, reps: int) -> list[float]:
         d.sync()
 
     try:
-        return [timed(lambda: click(i)) for i in range(reps)]
+        return [timed(lambda i=i: click(i)) for i in range(reps)]
     finally:
         d.close()
 
@@ -232,7 +233,7 @@ def browser_run(args, site: Site, rects, base) -> None:
             rows[f"{k} (settle {settle:g} s)"] = v
     with BrowserSandbox(start_url=site.url + "/", settle=0) as box:
         box.act("click", {"x": 1, "y": 1})
-        rows["click (settle 0)"] = [timed(lambda: box.act("click", {"x": 640 + i % 7, "y": 360}))
+        rows["click (settle 0)"] = [timed(lambda i=i: box.act("click", {"x": 640 + i % 7, "y": 360}))
                                     for i in range(args.reps)]
         box.goto(site.url + "/latency")
         for k, v in latencies(box, args.reps).items():
@@ -265,7 +266,7 @@ def desktop_run(args, site: Site, rects, base) -> None:
         except Exception as err:
             print(f"desktop: no raw XTest reference ({type(err).__name__}: {err})")
     with DesktopSandbox(start_url=site.url + "/latency", screen=f"{W}x{H}x24", settle=0) as box:
-        rows["click (settle 0)"] = [timed(lambda: box.act("click", {"x": 900 + i % 7, "y": 500}))
+        rows["click (settle 0)"] = [timed(lambda i=i: box.act("click", {"x": 900 + i % 7, "y": 500}))
                                     for i in range(args.reps)]
         for k, v in latencies(box, args.reps).items():
             rows[f"{k} (settle 0)"] = v

@@ -98,7 +98,7 @@ def child(cfg: dict, timeout: float) -> dict:
                            timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
-    line = next((l for l in r.stdout.splitlines() if l.startswith("RESULT ")), None)
+    line = next((text for text in r.stdout.splitlines() if text.startswith("RESULT ")), None)
     if line is None:
         tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
         return {"error": f"exit {r.returncode}: {tail}"}
@@ -202,7 +202,10 @@ def main() -> None:
             continue
         q = r.get("ratio") or {}
         ppl = f"{r['ppl']:.2f}" if r.get("ppl") else "-"
-        f = lambda k: f"{q[k]:.2f}" if q.get(k) is not None else "-"  # noqa: E731
+
+        def f(k, q=q):
+            return f"{q[k]:.2f}" if q.get(k) is not None else "-"
+
         print(f"| {r['model']} | {r['option']} | {r['load_s']:.1f} | {r['ttft_s']:.2f} | {r['decode_tps']:.1f} | "
               f"{r['peak_rss_mb']:.0f} | {ppl} | {f('decode_tps')} | {f('ppl')} | {f('peak_rss')} |")
     threads = rows[0].get("threads") if rows else None

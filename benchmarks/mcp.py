@@ -129,7 +129,7 @@ def main() -> None:
 
     stats = {k: _stats(v) for k, v in results.items()}
     base = stats["direct"]["median_ms"]
-    for k, s in stats.items():
+    for _k, s in stats.items():
         s["ratio_to_direct"] = s["median_ms"] / base
     report = {"calls": args.calls, "warmup": args.warmup, "tool": "calculator", "arguments": ARGS, "results": stats,
               "bridge_ms": stats["stdio"]["median_ms"] - stats["sdk_stdio"]["median_ms"]}

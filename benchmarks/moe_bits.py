@@ -75,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     averages = [float(a) for a in args.averages.split(",")]
-    say = (lambda s: print(s, file=sys.stderr, flush=True))
+
+    def say(s):
+        print(s, file=sys.stderr, flush=True)
+
     started = time.perf_counter()
 
     from transformers import AutoModelForCausalLM, AutoTokenizer

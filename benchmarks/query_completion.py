@@ -164,7 +164,7 @@ def main() -> int:
     retriever_alone = {w: mean([measure(retriever, pictures, f"{phrase} {qd.article(q)} {q}", q, args.k) for q in qs])
                        for w, phrase in wordings.items()}
     base = results["raw"]
-    for name, r in results.items():
+    for _name, r in results.items():
         r["ratios"] = {m: round(r[m] / base[m], 3) if base[m] else None for m in ("precision", "recall", "quality")}
     lo, mid, hi = (results[f"relevance=high,quality={x}"] for x in ("low", "medium", "high"))
     wins = sum(hi["per_query"][q]["quality"] > lo["per_query"][q]["quality"] for q in qs)

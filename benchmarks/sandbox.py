@@ -65,7 +65,7 @@ def main() -> None:
         if reason:
             print(f"{isolation}: not available here ({reason}); not measured")
             continue
-        s, cell, restart = measure(lambda: ProcessSandbox(isolation=isolation), args.starts, args.cells)
+        s, cell, restart = measure(lambda isolation=isolation: ProcessSandbox(isolation=isolation), args.starts, args.cells)
         print(f"{isolation:8s} sandbox start (kernel ready)   {s * 1000:7.1f} ms (median of {args.starts}; goal <= 200 ms)")
         print(f"{isolation:8s} cell round trip                {cell * 1000:7.2f} ms (mean of {args.cells}; goal <= 5 ms)")
         print(f"{isolation:8s} kernel restart (crash + 1 cell) {restart * 1000:6.1f} ms (median of {args.starts})")

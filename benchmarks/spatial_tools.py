@@ -87,7 +87,7 @@ def tabletop(scenes: int, tmp: Path) -> dict:
         Image.fromarray(obs.rgb).save(path)
         ctx = _ctx([path])
 
-        def on(point, index):
+        def on(point, index, w=w, h=h, seg=seg):
             u, v = min(int(point[0] * w / 1000), w - 1), min(int(point[1] * h / 1000), h - 1)
             return bool(seg[v, u] == index)
 

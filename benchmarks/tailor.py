@@ -48,7 +48,10 @@ def main(argv=None) -> int:
     ap.add_argument("--heldout-episodes", type=int, default=6, help="held-out tool-call episodes")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    log = (lambda t: print(f"tailor-bench: {t}", file=sys.stderr, flush=True))
+
+    def log(t):
+        print(f"tailor-bench: {t}", file=sys.stderr, flush=True)
+
     opts = kind_options(tailor.KIND, {"keep": args.keep, "trials": args.trials, "seed": args.seed,
                                       "finetune_steps": args.finetune_steps}, "compress")
     started = time.perf_counter()

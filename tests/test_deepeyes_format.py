@@ -114,7 +114,8 @@ def test_malformed_turns_become_observations_and_the_run_goes_on(tmp_path, store
 
 
 def test_nine_turns_by_default_unless_the_spec_says(tmp_path, store):
-    loop = ['<tool_call>{"name": "calculator", "arguments": {"expression": "%d+1"}}' % i for i in range(20)]
+    loop = ['<tool_call>{"name": "calculator", "arguments": {"expression": "%d+1"}}' % i  # noqa: UP031 - JSON braces
+            for i in range(20)]
     r = run_episode(spec(tmp_path, tools=["calculator"]), store, policy=ScriptedPolicy(loop))
     assert r.status == "budget_exhausted" and r.steps == 9 and "max_steps=9" in r.error
     assert '"max_steps":9' in store.get_run(r.run_id)["spec"]  # kept for a resume

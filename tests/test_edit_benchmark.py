@@ -128,11 +128,11 @@ def opencv_edit(task):
             col, row = E.CELLS[s.params["position"]]
             cw, ch = img.shape[1] / 3, img.shape[0] / 3
             size = int(0.09 * img.shape[0])
-            l, top, r, b = _other_font(size, False).getbbox(s.params["text"])
-            x = (col * cw + 12 * k, col * cw + (cw - (r - l)) / 2, (col + 1) * cw - 12 * k - (r - l))[col]
+            left, top, r, b = _other_font(size, False).getbbox(s.params["text"])
+            x = (col * cw + 12 * k, col * cw + (cw - (r - left)) / 2, (col + 1) * cw - 12 * k - (r - left))[col]
             y = (row * ch + 12 * k, row * ch + (ch - (b - top)) / 2, (row + 1) * ch - 12 * k - (b - top))[row]
             cell = img[int(row * ch):int((row + 1) * ch), int(col * cw):int((col + 1) * cw)]
-            new = _write(img, s.params["text"], (x - l, y - top), size,
+            new = _write(img, s.params["text"], (x - left, y - top), size,
                          (0, 0, 0) if cell.mean() > 128 else (255, 255, 255), serif=False)
             written[touch[1]], img = np.any(new != img, axis=-1), new
         elif s.kind == "background":
@@ -232,8 +232,8 @@ def test_targets_are_unique_when_each_subtask_runs(suite):
 def test_objects_and_texts_do_not_overlap(suite):
     for t in suite:
         W, H = t.scene.width, t.scene.height
-        for scene in E.states(t):
-            masks = [E.object_mask(o, W, H) for o in scene.objects] + [E.text_mask(x, W, H) for x in scene.texts]
+        for state in E.states(t):
+            masks = [E.object_mask(o, W, H) for o in state.objects] + [E.text_mask(x, W, H) for x in state.texts]
             assert (np.sum(masks, axis=0) <= 1).all(), t.id
 
 

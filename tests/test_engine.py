@@ -162,7 +162,7 @@ def test_prefix_reuse_keeps_greedy_output_and_counts_tokens(tiny, engine_home, m
     fresh = _load(tiny, monkeypatch, engine_home, engine="onnxruntime", prefix_cache_mb=0)
     assert fresh.prefix is None
     messages, before = list(MESSAGES), 0
-    for step in range(3):
+    for _step in range(3):
         a, b = reusing.respond(messages, []), fresh.respond(messages, [])
         assert (a.raw, a.tokens_in, a.tokens_out) == (b.raw, b.tokens_in, b.tokens_out)
         assert b.reused_tokens == 0 and b.prefill_tokens == b.tokens_in

@@ -78,7 +78,8 @@ def test_a_bare_call_longer_than_the_decode_window_is_read():
     # number or a \u escape must not lose the call.
     for pad in range(4080, 4100, 3):
         for value in ("true", "12345678", '"\\u00e9"', "[1, 2.5e10]"):
-            text = 'x {"name": "a", "arguments": {"p": "%s", "q": %s}} y' % ("z" * pad, value)
+            text = ('x {"name": "a", "arguments": {"p": "%s", "q": %s}} y'  # noqa: UP031 - JSON braces
+                    % ("z" * pad, value))
             p = parse_tool_calls(text)
             assert len(p.calls) == 1 and p.issues == [] and p.content == "x  y", (pad, value, p.issues)
 

@@ -368,8 +368,8 @@ def test_ocr_rapid_reads_sale(rapid):
     boxes = _ocr_boxes(img, "ocr_rapid")
     assert sorted(b[4] for b in boxes) == ["SALE", "WELCOME"]
     sale = next(b for b in boxes if b[4] == "SALE")
-    l, t, r, b = T.font(44).getbbox("SALE")  # the font's box; the ink box found is inside it by its bearings
-    assert abs(sale[0] - (60 + l)) <= 4 and abs(sale[1] - (60 + t)) <= 3 and abs(sale[2] - (60 + r)) <= 4
+    left, t, r, b = T.font(44).getbbox("SALE")  # the font's box; the ink box found is inside it by its bearings
+    assert abs(sale[0] - (60 + left)) <= 4 and abs(sale[1] - (60 + t)) <= 3 and abs(sale[2] - (60 + r)) <= 4
 
 
 def test_ocr_tesseract_reads_sale():
@@ -385,8 +385,8 @@ def test_text_mser_finds_lines_and_picks_the_named_one_by_shape():
     s = Subtask("s1", "text_remove", None, {"text": "sale"})
     st = TOOLS["text_mser"].fn(EditState(image=img), s)
     assert len(st.text_boxes) == 1 and st.text_boxes[0][4] == ""
-    l, t, r, b = T.font(44).getbbox("SALE")
-    assert np.allclose(st.text_boxes[0][:4], (60 + l, 60 + t, 60 + r, 60 + b), atol=4)
+    left, t, r, b = T.font(44).getbbox("SALE")
+    assert np.allclose(st.text_boxes[0][:4], (60 + left, 60 + t, 60 + r, 60 + b), atol=4)
     assert check("text_mser", EditState(image=img), st, s) >= 0.8
     twins = write(write(background("uniform"), "WINTER", (40, 60), 30), "MARKET", (40, 250), 30)
     with pytest.raises(EditError, match="needs OCR"):

@@ -136,7 +136,10 @@ def test_generated_pope_popular_and_adversarial_follow_their_order(generated):
                    and r.data["source"] == source]
         random_ = [r.data["object"] for r in generated if r.category == "random" and r.data["label"] == "no"
                    and r.data["source"] == source]
-        mean_rank = lambda names: sum(freq_rank.get(n, len(by_freq)) for n in names) / len(names)  # noqa: E731
+
+        def mean_rank(names, freq_rank=freq_rank, by_freq=by_freq):
+            return sum(freq_rank.get(n, len(by_freq)) for n in names) / len(names)
+
         assert mean_rank(popular) < mean_rank(random_)  # popular negatives are the frequent objects
 
 
@@ -172,8 +175,8 @@ def test_easyvqa_objects_come_from_its_own_questions():
 def _pope_file(folder, lines: list) -> object:
     for name in ("a.jpg", "b.jpg"):
         Image.new("RGB", (8, 8), "white").save(folder / name)
-    return write(folder / "coco_pope_popular.json", "\n".join(l if isinstance(l, str) else json.dumps(l)
-                                                             for l in lines) + "\n")
+    return write(folder / "coco_pope_popular.json", "\n".join(line if isinstance(line, str) else json.dumps(line)
+                                                             for line in lines) + "\n")
 
 
 def test_pope_reads_real_format_files_with_images_beside_or_elsewhere(tmp_path, monkeypatch):

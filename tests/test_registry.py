@@ -7,7 +7,8 @@ from toolpath.tools.registry import ToolContext, ToolError, get_tool, parse_docs
 
 
 @tool(cost=2.5, quality=0.8)
-def sample(name: str, count: int = 2, scale: float | None = None, tags: list[str] = [], ctx: ToolContext = None) -> str:
+def sample(name: str, count: int = 2, scale: float | None = None, tags: list[str] = [],  # noqa: B006 - a tool as written
+           ctx: ToolContext = None) -> str:
     """Do a sample thing.
 
     It spans two lines.

@@ -229,7 +229,7 @@ def test_report_of_two_synthetic_evals(store, two):
     assert sorted(out["plots"]) == ["compare.png", "cost_vs_score.png", f"scores_1_{a}.png", f"scores_2_{b}.png"]
     pngs = embedded_pngs(page)
     assert {k: len(v) for k, v in pngs.items()} == {"categories": 2, "cost_score": 1, "compare": 1}
-    for name, path in out["plots"].items():
+    for name, _path in out["plots"].items():
         assert f"]({name})" in text and f"<a href='{name}'>" in page
     compare = decoded(open(out["plots"]["compare.png"], "rb").read())
     assert compare.tobytes() == decoded(pngs["compare"][0]).tobytes()

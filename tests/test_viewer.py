@@ -429,7 +429,7 @@ def test_real_embodied_and_computer_use_runs_render(page, tmp_path):
                               cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for name in ("pick_place.yaml", "browser.yaml")]
     outs = [p.communicate(timeout=180) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs):
         assert p.returncode in (0, 1), err  # 1: the episode ended unsuccessfully, still a run to look at
     embodied, gui = (json.loads(out)["run_id"] for out, _ in outs)
     server, url = serve(home, port=0)

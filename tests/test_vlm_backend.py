@@ -174,7 +174,7 @@ def test_every_image_reaches_the_processor_once_in_order_with_tool_turns(tmp_pat
     assert spy.text.count("<image>") == len(ORDER)  # one placeholder per image, before the processor expands it
     assert r.tokens_in >= len(ORDER) * TOKENS_PER_IMAGE and r.raw is not None
     chat, labels = p._vlm_chat(conversation(tmp_path), [CROP])
-    assert [l.split()[0] for l in labels] == ["'a.png'", "'b.png'", "'crop_1.png'", "'view_1.png'", "'view_2.png'"]
+    assert [label.split()[0] for label in labels] == ["'a.png'", "'b.png'", "'crop_1.png'", "'view_1.png'", "'view_2.png'"]
     assert "message 4, tool crop" in labels[2]
     roles = [m["role"] for m in chat]
     if tool == "images":  # the tool turn itself carries its images

@@ -221,7 +221,7 @@ def responses(item: dict) -> list[tuple[str, list | None]]:
     props = (fn.get("parameters") or {}).get("properties") or {}
     required = (fn.get("parameters") or {}).get("required") or []
     for key, value in first["arguments"].items():
-        def variant(v, what):
+        def variant(v, what, key=key):
             out.append((f"{key}: {what}", [{**first, "arguments": {**first["arguments"], key: v}}] + right[1:]))
         if isinstance(value, bool):
             variant(not value, "the other boolean")

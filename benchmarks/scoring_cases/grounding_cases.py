@@ -283,7 +283,7 @@ def osworld_cases(rng: random.Random) -> list[dict]:
 
     boxes = [[10, 10, 50, 20], [0, 0, 120, 40], [1890, 1050, 30, 30], [640.5, 360.25, 99.5, 20.75], [300, 200, 0, 24],
              [300, 200, 24, 0], [700, 400, -60, 30], [-10, -10, 20, 20], [0, 0, 1, 1]]
-    for k in range(12):
+    for _ in range(12):
         size = rng.choice(SIZES_DESKTOP)
         w, h = rng.randint(8, 300), rng.randint(8, 120)
         boxes.append([rng.randint(0, size[0] - w), rng.randint(0, size[1] - h), w, h])

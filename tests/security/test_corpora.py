@@ -72,7 +72,7 @@ def hostile_corpus(base):
     (docs / "sub").mkdir()
     os.symlink("good.txt", docs / "alias.txt")  # a link inside the corpus: read once, where it points
     Image.new("RGB", (64, 48), (200, 40, 40)).save(docs / "red.png")
-    for name, make, _ in HOSTILE:
+    for _name, make, _ in HOSTILE:
         make(docs, out)
     return docs
 

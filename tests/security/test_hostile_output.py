@@ -45,7 +45,8 @@ def nested(depth: int) -> str:
 
 @pytest.mark.parametrize("reply, expected", [
     ("<tool_call>" + "[" * 100_000, "nested too deeply"),
-    (call('{"name": "calculator", "arguments": {"expression": %s}}' % nested(MAX_ARGUMENT_DEPTH + 5)),
+    (call('{"name": "calculator", "arguments": {"expression": %s}}'  # noqa: UP031 - JSON braces
+          % nested(MAX_ARGUMENT_DEPTH + 5)),
      f"nested more than {MAX_ARGUMENT_DEPTH} levels deep"),
     (call('{"name": "calculator", "arguments": {"expression": NaN}}'), "not a finite number"),
     (call('{"name": "calculator", "arguments": {"expression": -Infinity}}'), "not a finite number"),
@@ -54,7 +55,8 @@ def nested(depth: int) -> str:
     (call("{'name': 'calculator', 'arguments': {'expression': 1+2j}}"), "a complex number (1+2j) is not JSON"),
     (call("{'name': 'calculator', 'arguments': {'expression': b'2+3'}}"), "bytes b'2+3' is not JSON"),
     (call("{'name': 'calculator', 'arguments': {'expression': {'2', '3'}}}"), "a set"),
-    (call("{'name': 'calculator', 'arguments': {'expression': %d}}" % 2**70), "does not fit in 64 bits"),
+    (call("{'name': 'calculator', 'arguments': {'expression': %d}}" % 2**70),  # noqa: UP031 - JSON braces
+     "does not fit in 64 bits"),
     (call('{"name": "%s", "arguments": {}}' % ("x" * 1000)), "longer than 200 characters"),
 ])
 def test_json_calls_that_are_not_plain_data_are_issues(reply, expected):
@@ -165,7 +167,8 @@ def test_hostile_sizes_are_read_in_linear_time_and_the_excess_reported(name, rea
 
 
 def test_calls_past_the_limit_are_reported_not_dropped():
-    many = "".join(call('{"name": "calculator", "arguments": {"expression": "%d"}}' % i) for i in range(MAX_CALLS + 7))
+    many = "".join(call('{"name": "calculator", "arguments": {"expression": "%d"}}' % i)  # noqa: UP031 - JSON braces
+                   for i in range(MAX_CALLS + 7))
     p = parse_tool_calls(many)
     assert len(p.calls) == MAX_CALLS and p.calls[-1].arguments == {"expression": str(MAX_CALLS - 1)}
     assert p.issues == [f"your reply has {MAX_CALLS + 7} tool calls; only the first {MAX_CALLS} were read and the "

@@ -69,7 +69,7 @@ def test_a_secret_left_in_an_old_store_is_not_reported(evaluation, tmp_path, mon
     key = "sk-tp-" + secrets.token_hex(16)
     with sqlite3.connect(store.home / "runs.db") as db:  # as stores wrote it before errors were redacted
         db.execute("UPDATE eval_samples SET detail = ? WHERE sample_id = 's2'",
-                   ('{"answer": "no", "error": "server said: Authorization: Bearer %s"}' % key,))
+                   (f'{{"answer": "no", "error": "server said: Authorization: Bearer {key}"}}',))
         db.execute("UPDATE eval_samples SET score = 0 WHERE sample_id = 's2'")
     monkeypatch.setenv("OPENAI_API_KEY", key)
     out = write_report(store, [eval_id], out_dir=tmp_path / "out")
