@@ -43,12 +43,25 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor, dtype: 
     return q.to(dtype) * scale.to(dtype) + zero.to(dtype)
 
 
-class ChannelCodec:
-    """Per-channel quantization over groups of `group` tokens: a block of n tokens (n a multiple of the group)
-    -> (packed codes [B, H, n, bytes], scale and zero [B, H, n / group, C])."""
+class _GroupCodec:
+    """What both min/max codecs share: `codes(x)` -> (codes, scale, zero) and `from_codes` back; the codes are
+    stored packed at `bits` each."""
 
     def __init__(self, bits: int, group: int):
         self.bits, self.group = bits, group
+
+    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        q, scale, zero = self.codes(x)
+        return pack(q, self.bits), scale, zero
+
+    def decode(self, parts: tuple[torch.Tensor, ...], channels: int, dtype: torch.dtype) -> torch.Tensor:
+        packed, scale, zero = parts
+        return self.from_codes(unpack(packed, self.bits, channels), scale, zero, dtype)
+
+
+class ChannelCodec(_GroupCodec):
+    """Per-channel quantization over groups of `group` tokens: a block of n tokens (n a multiple of the group)
+    -> (packed codes [B, H, n, bytes], scale and zero [B, H, n / group, C])."""
 
     def codes(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(codes [B, H, n, C] unpacked, scale, zero)."""
@@ -63,21 +76,10 @@ class ChannelCodec:
         q = q.reshape(b, h, n // self.group, self.group, c)
         return dequantize(q, scale.unsqueeze(3), zero.unsqueeze(3), dtype).reshape(b, h, n, c)
 
-    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        q, scale, zero = self.codes(x)
-        return pack(q, self.bits), scale, zero
 
-    def decode(self, parts: tuple[torch.Tensor, ...], channels: int, dtype: torch.dtype) -> torch.Tensor:
-        packed, scale, zero = parts
-        return self.from_codes(unpack(packed, self.bits, channels), scale, zero, dtype)
-
-
-class TokenCodec:
+class TokenCodec(_GroupCodec):
     """Per-token quantization over groups of about `group` channels (padded by repeating the last channel,
     which leaves its group's min and max unchanged): -> (packed codes, scale and zero [B, H, n, groups])."""
-
-    def __init__(self, bits: int, group: int):
-        self.bits, self.group = bits, group
 
     def width(self, c: int) -> int:
         """Channels per group: c // group groups (at least one), as even as padding allows, so a class of
@@ -104,14 +106,6 @@ class TokenCodec:
             q = torch.cat([q, q[..., -1:].expand(b, h, n, pad)], dim=-1)
         x = dequantize(q.reshape(b, h, n, -1, g), scale.unsqueeze(4), zero.unsqueeze(4), dtype)
         return x.reshape(b, h, n, -1)[..., :c]
-
-    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        q, scale, zero = self.codes(x)
-        return pack(q, self.bits), scale, zero
-
-    def decode(self, parts: tuple[torch.Tensor, ...], channels: int, dtype: torch.dtype) -> torch.Tensor:
-        packed, scale, zero = parts
-        return self.from_codes(unpack(packed, self.bits, channels), scale, zero, dtype)
 
 
 class FP8Codec:
