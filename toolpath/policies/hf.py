@@ -348,7 +348,8 @@ class HFPolicy:
                 chat.append({"role": t.role, "content": text})
         return chat
 
-    def _vlm_chat(self, messages: list[Message], tools: list[dict], fmt=FORMATS["json"]) -> tuple[list[dict], list[str]]:
+    def _vlm_chat(self, messages: list[Message], tools: list[dict],
+                  fmt=FORMATS["json"]) -> tuple[list[dict], list[str]]:
         """The chat a vision-language model sees (content parts with the images read as pixels) and the label of
         each image in order; PolicyError naming an image that cannot be read."""
         from .vlm_chat import build_chat
@@ -364,7 +365,8 @@ class HFPolicy:
             raise PolicyError(f"{self.name}: its chat template refused the conversation: {err}") from None
         return dict(self.tokenizer(text + prefill, add_special_tokens=False, return_tensors="pt"))
 
-    def _inputs(self, messages: list[Message], tools: list[dict], fmt, tool_choice: Any = None) -> tuple[dict, list[str]]:
+    def _inputs(self, messages: list[Message], tools: list[dict], fmt,
+                tool_choice: Any = None) -> tuple[dict, list[str]]:
         """The model's full inputs (input_ids, attention_mask and, for a VLM, pixel_values and whatever else its
         processor makes: image_sizes, image_grid_thw...) and the labels of the images in them. A forced
         tool_choice ends the prompt with the call's opener (_prefill)."""
@@ -480,7 +482,8 @@ class HFPolicy:
         for stop in generation.get("stop") or ():  # the caller's own stop sequences end the answer, unshown
             raw = raw.split(stop, 1)[0]
         parsed = fmt.parse(raw, id_prefix=f"call{sum(1 for m in messages if m.role == 'assistant') + 1}")
-        return Response(text=parsed.content, tool_calls=parsed.calls, issues=parsed.issues, answer=parsed.answer, raw=raw,
-                        tokens_in=int(n_in), tokens_out=int(new.shape[0]), latency_s=time.perf_counter() - started,
+        return Response(text=parsed.content, tool_calls=parsed.calls, issues=parsed.issues, answer=parsed.answer,
+                        raw=raw, tokens_in=int(n_in), tokens_out=int(new.shape[0]),
+                        latency_s=time.perf_counter() - started,
                         cache_bytes=held_bytes(cache) if cache is not None else None, decoding=decoding,
                         prefill_tokens=int(n_in) - reused, reused_tokens=reused)

@@ -191,7 +191,8 @@ class OpenAIPolicy:
             parsed = fmt.parse(text, id_prefix=f"call{turn}")
             return Response(text=parsed.content, tool_calls=parsed.calls, issues=parsed.issues, answer=parsed.answer,
                             raw=json.dumps(msg), tokens_in=int(usage.get("prompt_tokens") or 0),
-                            tokens_out=int(usage.get("completion_tokens") or 0), latency_s=time.perf_counter() - started)
+                            tokens_out=int(usage.get("completion_tokens") or 0),
+                            latency_s=time.perf_counter() - started)
         for i, c in enumerate(msg.get("tool_calls") or []):
             fn = c.get("function") if isinstance(c, dict) else None
             fn = fn if isinstance(fn, dict) else {}
@@ -208,11 +209,12 @@ class OpenAIPolicy:
             if not isinstance(args, dict):
                 issues.append(f"tool call {i + 1} ({name}): arguments must be a JSON object")
                 continue
-            call, problem = make_call(str(c.get("id") or f"call{turn}_{i + 1}"), name, args, f"tool call {i + 1} ({name})")
+            call, problem = make_call(str(c.get("id") or f"call{turn}_{i + 1}"), name, args,
+                                      f"tool call {i + 1} ({name})")
             calls.append(call) if call else issues.append(problem)
         if not calls and not issues and "<tool_call>" in text:  # a server without native tool parsing
             parsed = parse_tool_calls(text, id_prefix=f"call{turn}")
             text, calls, issues = parsed.content, parsed.calls, parsed.issues
         return Response(text=text, tool_calls=calls, issues=issues, raw=json.dumps(msg),
-                        tokens_in=int(usage.get("prompt_tokens") or 0), tokens_out=int(usage.get("completion_tokens") or 0),
-                        latency_s=time.perf_counter() - started)
+                        tokens_in=int(usage.get("prompt_tokens") or 0),
+                        tokens_out=int(usage.get("completion_tokens") or 0), latency_s=time.perf_counter() - started)

@@ -75,7 +75,7 @@ class PrefixCache:
 
         best, best_n = None, 0
         with self._lock:
-            for key, (ids, kv, _) in self._entries.items():
+            for key, (ids, _kv, _) in self._entries.items():
                 n = min(common_prefix(ids, input_ids), input_ids.shape[0] - 1)
                 if n > best_n:
                     best, best_n = key, n

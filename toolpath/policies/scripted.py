@@ -68,7 +68,8 @@ class ScriptedPolicy:
             try:
                 plain_json(c.get("arguments") or {})
             except NotPlainJSON as err:
-                raise PolicyError(f"scripted policy {self.source}: response {i + 1}, tool call {j + 1}: {err}") from None
+                raise PolicyError(f"scripted policy {self.source}: response {i + 1}, "
+                                  f"tool call {j + 1}: {err}") from None
         return r
 
     def respond(self, messages: list[Message], tools: list[dict], **generation: Any) -> Response:

@@ -60,7 +60,8 @@ def load_vlm(folder: Path, dtype: Any) -> tuple[Any, Any]:
         processor = AutoProcessor.from_pretrained(str(folder))
     except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError) as err:
         # Some processors (Qwen2-VL's, with its video processor) cannot even be built without torchvision.
-        hint = "" if importlib.util.find_spec("torchvision") else " (torchvision is not installed; some processors need it)"
+        hint = ("" if importlib.util.find_spec("torchvision")
+                else " (torchvision is not installed; some processors need it)")
         raise PolicyError(f"cannot load the processor of vision-language model {folder}: "
                           f"{type(err).__name__}: {err}{hint}") from err
     missing = [part for part in ("image_processor", "tokenizer") if getattr(processor, part, None) is None]

@@ -308,8 +308,8 @@ class Store:
             raise ValueError(f"unknown run fields: {sorted(unknown)}")
         fields = _run_fields(fields)
         cols = ", ".join(f"{k} = ?" for k in fields)
-        self._write(run_id, f"UPDATE runs SET {cols}, updated = ? WHERE id = ?", (*fields.values(), time.time(), run_id),
-                    defer)
+        self._write(run_id, f"UPDATE runs SET {cols}, updated = ? WHERE id = ?",
+                    (*fields.values(), time.time(), run_id), defer)
 
     def _show(self, row) -> dict:
         """A runs row as callers see it (a dead 'running' run as interrupted: see _shown)."""

@@ -155,4 +155,5 @@ def stage_inputs(box, files: list[Path], images: dict[str, Path]) -> None:
             os.chmod(folder / p.name, 0o644)
     if images and hasattr(box, "preload"):
         box.preload("\n".join(["from PIL import Image as _Image"] + [
-            f"{name} = _Image.open({('inputs/' + Path(path).name)!r}); {name}.load()" for name, path in images.items()]))
+            f"{name} = _Image.open({('inputs/' + Path(path).name)!r}); {name}.load()"
+            for name, path in images.items()]))

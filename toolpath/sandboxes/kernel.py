@@ -58,7 +58,7 @@ def _images(image_dir, cell, limit):
     paths = []
     try:
         for kind, item in pending[:limit]:
-            p = os.path.join(image_dir, "cell%d_%d.png" % (cell, len(paths) + 1))
+            p = os.path.join(image_dir, f"cell{cell}_{len(paths) + 1}.png")
             if kind == "figure":
                 plt.figure(item).savefig(p, format="png")
             else:
@@ -100,17 +100,17 @@ def run_cell(cell, code, output_cap, image_limit, image_dir, scratch="/tmp"):
         os.dup2(out.fileno(), 1)
         os.dup2(err.fileno(), 2)
         try:
-            tree = ast.parse(code, "<cell %d>" % cell)
+            tree = ast.parse(code, f"<cell {cell}>")
             last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
             if last is not None:
                 tree.body.pop()
-            exec(compile(tree, "<cell %d>" % cell, "exec"), namespace)
+            exec(compile(tree, f"<cell {cell}>", "exec"), namespace)
             if last is not None:
-                value = eval(compile(ast.Expression(last.value), "<cell %d>" % cell, "eval"), namespace)
+                value = eval(compile(ast.Expression(last.value), f"<cell {cell}>", "eval"), namespace)
                 if value is not None:
                     result["value"] = repr(value)[:output_cap]
         except SystemExit as e:
-            result["error"] = "SystemExit(%s): the kernel keeps running" % repr(e.code)[:200]
+            result["error"] = f"SystemExit({repr(e.code)[:200]}): the kernel keeps running"
         except BaseException as e:
             etype, evalue, tb = sys.exc_info()
             # Drop the kernel's own frame so the traceback starts in the user's cell.
@@ -132,7 +132,7 @@ def run_cell(cell, code, output_cap, image_limit, image_dir, scratch="/tmp"):
         result["images"], result["images_dropped"] = _images(image_dir, cell, image_limit)
     except Exception as e:  # a figure that cannot be drawn (or saved) must not take the kernel down
         result["images"], result["images_dropped"] = [], 0
-        result["error"] = ((result["error"] or "") + "\n(saving images failed: %s)" % e)[-output_cap:]
+        result["error"] = ((result["error"] or "") + f"\n(saving images failed: {e})")[-output_cap:]
         result["no_space"] = result["no_space"] or _out_of_space(e)
     return result
 
@@ -173,7 +173,7 @@ def serve(out_fd, image_dir, scratch="/tmp"):
 def _options(argv):
     """--name value pairs into a dict."""
     if len(argv) % 2:
-        raise SystemExit("launch: expected --name value pairs, got %r" % (argv,))
+        raise SystemExit(f"launch: expected --name value pairs, got {argv!r}")
     return {argv[i].lstrip("-"): argv[i + 1] for i in range(0, len(argv), 2)}
 
 
@@ -202,7 +202,7 @@ def _drop_root(uid):
     os.setresuid(uid, uid, uid)
     caps = _capabilities()
     if os.getuid() != uid or any(caps[k] for k in ("CapPrm", "CapEff", "CapAmb")):
-        raise SystemExit("launch: could not drop privileges: uid %d, %r" % (os.getuid(), caps))
+        raise SystemExit(f"launch: could not drop privileges: uid {os.getuid()}, {caps!r}")
 
 
 def _own_pid_namespace():
@@ -225,7 +225,7 @@ def _install_seccomp(fd):
     try:
         import ctypes
     except ImportError:  # a Python built without libffi: refuse to run unfiltered rather than go on quietly
-        raise SystemExit("launch: this Python has no ctypes, which installing the seccomp filter needs")
+        raise SystemExit("launch: this Python has no ctypes, which installing the seccomp filter needs") from None
 
     data = b""
     while True:
@@ -235,7 +235,7 @@ def _install_seccomp(fd):
         data += chunk
     os.close(fd)
     if not data or len(data) % 8:
-        raise SystemExit("launch: the seccomp program is empty or cut (%d bytes)" % len(data))
+        raise SystemExit(f"launch: the seccomp program is empty or cut ({len(data)} bytes)")
 
     class SockFprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
@@ -245,7 +245,7 @@ def _install_seccomp(fd):
     libc = ctypes.CDLL(None, use_errno=True)
     PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
     if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
-        raise SystemExit("launch: could not install the seccomp filter: %s" % os.strerror(ctypes.get_errno()))
+        raise SystemExit(f"launch: could not install the seccomp filter: {os.strerror(ctypes.get_errno())}")
 
 
 def _kill_everything_else():
@@ -291,14 +291,14 @@ def launch(argv):
 
     opts = _options(argv)
     if not _own_pid_namespace():
-        raise SystemExit("launch: refusing to run outside a PID namespace of its own (pid %d)" % os.getpid())
+        raise SystemExit(f"launch: refusing to run outside a PID namespace of its own (pid {os.getpid()})")
     if "seccomp" in opts:
         _install_seccomp(int(opts["seccomp"]))
     elif "seccomp-file" in opts:
         try:
             fd = os.open(opts["seccomp-file"], os.O_RDONLY)
         except OSError as err:
-            raise SystemExit("launch: cannot read the seccomp program: %s" % err)
+            raise SystemExit(f"launch: cannot read the seccomp program: {err}") from err
         _install_seccomp(fd)
     ctl = _control_socket(opts)
     if "import-root" in opts:  # the host's toolpath, bound read-only, ahead of any installed copy

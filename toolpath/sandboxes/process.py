@@ -160,7 +160,8 @@ def _unshare_script(kernel: str, control_fd: int, disk_mb: int, seccomp_fd: int 
               f'"$R"{INSIDE}',
               'mkdir -p "$R/proc" "$R/dev/shm"',
               'mount -t proc -o nosuid,nodev,noexec proc "$R/proc"',
-              'for d in null zero full random urandom tty; do touch "$R/dev/$d"; mount --bind "/dev/$d" "$R/dev/$d"; done',
+              'for d in null zero full random urandom tty; do '
+              'touch "$R/dev/$d"; mount --bind "/dev/$d" "$R/dev/$d"; done',
               f'mount -t tmpfs -o mode=1777,{bounded} tmpfs "$R/dev/shm"',
               # System V shared memory of this IPC namespace: no more than /dev/shm holds, and removed once no
               # process has it attached (it would otherwise outlive the kernel that made it).

@@ -526,7 +526,7 @@ def scripted_pick_place(robot: TabletopSandbox, pick: str, place: str, clearance
     def truth(name):
         return next(o for o in robot.objects_truth() if o["name"] == name)
 
-    for attempt in range(1 + (retries if check_grasp else 0)):
+    for _attempt in range(1 + (retries if check_grasp else 0)):
         o = truth(pick)
         x, y, z = o["position"]
         yaw = grasp_yaw(o["yaw"])

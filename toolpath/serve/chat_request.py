@@ -291,7 +291,8 @@ def _call(c: Any, where: str, sizes: Sizes) -> ToolCall:
         raise bad(f"{where}.function.arguments: {err}", f"{where}.function.arguments") from None
 
 
-def _messages(body: dict, folder: Path, sees_images: bool, model: str, sizes: Sizes) -> tuple[list[Message], list[Path]]:
+def _messages(body: dict, folder: Path, sees_images: bool, model: str,
+              sizes: Sizes) -> tuple[list[Message], list[Path]]:
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise bad("`messages` must be a non-empty list", "messages", "missing_required_parameter")
@@ -311,13 +312,14 @@ def _messages(body: dict, folder: Path, sees_images: bool, model: str, sizes: Si
         elif role == "assistant":
             calls = [_call(c, f"{where}.tool_calls[{j}]", sizes) for j, c in enumerate(m.get("tool_calls") or [])]
             names.update({c.id: c.name for c in calls})
-            out.append(Message(role="assistant", content=_text(m.get("content"), f"{where}.content", sizes), tool_calls=calls))
+            out.append(Message(role="assistant", content=_text(m.get("content"), f"{where}.content", sizes),
+                               tool_calls=calls))
         elif role == "tool":
             call_id = m.get("tool_call_id")
             if not isinstance(call_id, str) or not call_id:
                 raise bad(f"{where}: a tool message needs the tool_call_id it answers", f"{where}.tool_call_id")
-            out.append(Message(role="tool", content=_text(m.get("content"), f"{where}.content", sizes), tool_call_id=call_id,
-                               name=names.get(call_id) or m.get("name") or None))
+            out.append(Message(role="tool", content=_text(m.get("content"), f"{where}.content", sizes),
+                               tool_call_id=call_id, name=names.get(call_id) or m.get("name") or None))
         elif role == "user":
             content = m.get("content")
             if not isinstance(content, list):

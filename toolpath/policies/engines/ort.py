@@ -278,8 +278,8 @@ class EnginePrefix:
     inside its generator, so the state kept is one generator and the tokens it has read (the last call's: the next
     step of an episode, or the next episode with the same system prompt and tools); a prompt that starts the same
     way rewinds it to the shared prefix and appends only the rest. Its size is `capacity` tokens of keys and values,
-    what prefix_cache_mb allows. Calls run one at a time (hf.GENERATE_LOCK); a lookup takes the generator out, so two calls
-    never extend the same one."""
+    what prefix_cache_mb allows. Calls run one at a time (hf.GENERATE_LOCK); a lookup takes the generator out, so two
+    calls never extend the same one."""
 
     def __init__(self, capacity: int):
         self.capacity = capacity

@@ -223,7 +223,7 @@ def _find_actions(text: str, issues: list[str]) -> list[tuple[str, int, int, str
         else:
             found.append((kind, start, end + len(cl), text[start + len(op): end], True))
     starts = [b[1] for b in found]
-    for kind, (op, cl) in _ACTION_TAGS.items():
+    for kind, (_op, cl) in _ACTION_TAGS.items():
         if kind in unclosed:
             issues.append(f"<{kind}> is not closed with {cl} before the next action")
     for kind, (op, cl) in _ACTION_TAGS.items():

@@ -61,7 +61,8 @@ def demonstration(schemas: list[dict]) -> list[dict]:
         return []
     return [
         {"role": "user", "content": "What is 12 times 7? Use the calculator tool, then give the number."},
-        {"role": "assistant", "content": f'{OPEN}{{"name": "calculator", "arguments": {{"expression": "12 * 7"}}}}{CLOSE}'},
+        {"role": "assistant",
+         "content": f'{OPEN}{{"name": "calculator", "arguments": {{"expression": "12 * 7"}}}}{CLOSE}'},
         {"role": "user", "content": "Result of calculator: 84"},
         {"role": "assistant", "content": "84"},
     ]
@@ -69,7 +70,8 @@ def demonstration(schemas: list[dict]) -> list[dict]:
 
 def _to_call(obj: Any, idx: int, call_id: str) -> tuple[ToolCall | None, str | None]:
     if not isinstance(obj, dict):
-        return None, f"tool call {idx}: expected a JSON object with \"name\" and \"arguments\", got {type(obj).__name__}"
+        return None, (f"tool call {idx}: expected a JSON object with \"name\" and \"arguments\", "
+                      f"got {type(obj).__name__}")
     if "function" in obj and isinstance(obj["function"], dict):  # OpenAI's {"type": "function", "function": {...}}
         obj = obj["function"]
     name = obj.get("name") or obj.get("tool")

@@ -145,7 +145,8 @@ class ScaleCUAFormat:
 
     def shape(self) -> str:
         if self.mode == "grounding":
-            return "Reply with <action>click(x=…, y=…)</action> for the element, or <action>terminate(status=\"failure\")</action> if it is not on the screen."
+            return ("Reply with <action>click(x=…, y=…)</action> for the element, or "
+                    "<action>terminate(status=\"failure\")</action> if it is not on the screen.")
         head = "<think>your reasoning</think>\n" if self.mode == "reasoned" else ""
         return (f"Reply as {head}<operation>what you do next, in one sentence</operation>\n"
                 "<action>one or more calls, one per line</action>")
@@ -185,7 +186,8 @@ class ScaleCUAFormat:
         if unread:
             issues.append(f"the <action> block is {len(action) + unread:,} characters long; only its first "
                           f"{len(action):,} (at most {MAX_BLOCK_CHARS:,}, up to a line break) were read")
-        order = {s["name"]: list(s.get("parameters", {}).get("properties", {})) for s in (schemas or self.schemas or [])}
+        order = {s["name"]: list(s.get("parameters", {}).get("properties", {}))
+                 for s in (schemas or self.schemas or [])}
         calls: list[ToolCall] = []
         statements = split_calls(action)
         if len(statements) > MAX_CALLS:
@@ -236,7 +238,8 @@ class ScaleCUAFormat:
             if name == "hotkey" or (len(params) == 1 and len(args) > 1 and params[0] == "keys"):
                 args = [args[0] if len(args) == 1 and isinstance(args[0], list) else args]
             if len(args) > len(params):
-                return None, f"{name} takes at most {len(params)} positional argument(s) ({', '.join(params)}), got {len(args)}"
+                return None, (f"{name} takes at most {len(params)} positional argument(s) ({', '.join(params)}), "
+                              f"got {len(args)}")
             for p, v in zip(params, args):
                 if p in kwargs:
                     return None, f"{name} got {p} twice"
