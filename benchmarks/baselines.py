@@ -86,8 +86,8 @@ def plans(bfcl_categories=BFCL_CATEGORIES) -> dict[str, list[Plan]]:
                        bounds=(Bound(None, "grammar planner"),), note="the model writes the subtask chain")],
         "mindcube": [Plan("mindcube", "mindcube", data=("TOOLPATH_MINDCUBE_DIR", SHARED_DATA / "mindcube"),
                           note="the shipped sample's questions")],
-        "omni3d_bench": [Plan("omni3d_bench", "omni3d_bench", data=("TOOLPATH_OMNI3D_DIR", SHARED_DATA / "omni3d_bench"),
-                              note="the shared sample")],
+        "omni3d_bench": [Plan("omni3d_bench", "omni3d_bench",
+                              data=("TOOLPATH_OMNI3D_DIR", SHARED_DATA / "omni3d_bench"), note="the shared sample")],
         # A text model does not see the camera image, so a failed consistency check would only be asked again
         # blind: no retries, which keeps its episodes to one attempt's time.
         "tabletop": [Plan("tabletop", "tabletop", agent_params={"retries": 0},
@@ -316,7 +316,8 @@ def bound_cell(bounds: list[dict]) -> str:
     return "<br>".join(f"{b['bound']}: {score_cell(b)}" for b in bounds) or "–"
 
 
-HEADER = "| benchmark | n | score [95 % CI] | median s / episode | prefilled / episode | reused / episode | upper bound | notes |"
+HEADER = ("| benchmark | n | score [95 % CI] | median s / episode | prefilled / episode | reused / episode "
+          "| upper bound | notes |")
 
 
 def model_table(rows: list[dict], bounds: dict[str, list[dict]]) -> list[str]:

@@ -148,7 +148,8 @@ def main() -> int:
         results[name] = row
         f = row["pope"]["figures"]["official"]
         log(f"{name}: POPE acc " + ", ".join(f"{s} {v['accuracy']:.3f}" for s, v in f.items())
-            + f"; CHAIR_s {row['chair']['figures'].get('chair_s', 0):.3f} CHAIR_i {row['chair']['figures'].get('chair_i', 0):.3f}")
+            + f"; CHAIR_s {row['chair']['figures'].get('chair_s', 0):.3f}"
+            f" CHAIR_i {row['chair']['figures'].get('chair_i', 0):.3f}")
         del policy
     report = {"model": args.model, "pope_per_split": args.pope_per_split, "chair": len(chair), "seed": args.seed,
               "threads": args.threads, "configs": results}

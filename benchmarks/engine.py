@@ -54,7 +54,8 @@ def folder_bytes(folder: Path, suffixes: tuple[str, ...]) -> int:
 
 
 def source_folder(model: str) -> Path:
-    """The model folder a spec's `local`, `local:NAME` or `hf:PATH` loads (a GGUF converted once, as the backend does)."""
+    """The model folder a spec's `local`, `local:NAME` or `hf:PATH` loads (a GGUF converted once, as the backend
+    does)."""
     from toolpath.policies.hf import convert_gguf
     from toolpath.policies.local import bundled_gguf
 

@@ -56,7 +56,8 @@ def run_mode(name: str, runner, tasks, on_task=None) -> dict:
             "cost_per_task": sum(r["cost"] for r in per_task) / n,
             "tool_calls_per_task": sum(r["tool_calls"] for r in per_task) / n,
             "quality": sum(qualities) / len(qualities) if qualities else 0.0,
-            "expansions_per_search": (sum(r["expansions"] for r in per_task) / max(1, sum(r["searches"] for r in per_task))),
+            "expansions_per_search": (sum(r["expansions"] for r in per_task)
+                                      / max(1, sum(r["searches"] for r in per_task))),
             "searches": sum(r["searches"] for r in per_task),
             "fast_hits": sum(r["fast_hits"] for r in per_task), "fast_tries": sum(r["fast_tries"] for r in per_task),
             "per_task": per_task}
@@ -73,12 +74,14 @@ def main() -> int:
     args = ap.parse_args()
 
     tasks = E.generate(args.tasks, args.seed)
-    print(f"{len(tasks)} tasks (seed {args.seed}), {sum(t.steps for t in tasks)} subtasks; alpha {args.alpha}, k {args.k}")
+    print(f"{len(tasks)} tasks (seed {args.seed}), {sum(t.steps for t in tasks)} subtasks; "
+          f"alpha {args.alpha}, k {args.k}")
     out = {}
     t0 = time.perf_counter()
     out["fixed"] = run_mode("fixed", fixed_chain, tasks)
     print(f"  fixed done ({time.perf_counter() - t0:.0f} s)", flush=True)
-    out["ucs"] = run_mode("ucs", FastSlow(None, alpha=args.alpha, use_fast=False, learn=False, heuristic=False).run, tasks)
+    out["ucs"] = run_mode("ucs", FastSlow(None, alpha=args.alpha, use_fast=False, learn=False, heuristic=False).run,
+                          tasks)
     print(f"  ucs done ({time.perf_counter() - t0:.0f} s)", flush=True)
     out["astar"] = run_mode("astar", FastSlow(None, alpha=args.alpha, use_fast=False, learn=False).run, tasks)
     print(f"  astar done ({time.perf_counter() - t0:.0f} s)", flush=True)
@@ -111,12 +114,14 @@ def main() -> int:
         out["fast_slow"] = run_mode("fast_slow", fs.run, tasks, on_task=after_task)
         out["fast_slow"]["learning"] = learning
         out["fast_slow"]["curve"] = curve
-        out["fast_slow"]["library"] = [{"kind": s.kind, "tools": list(s.tools), "preconditions": [str(p) for p in s.preconditions],
-                                        "uses": s.uses, "successes": s.successes, "cost": s.cost, "quality": s.quality}
+        out["fast_slow"]["library"] = [{"kind": s.kind, "tools": list(s.tools),
+                                        "preconditions": [str(p) for p in s.preconditions], "uses": s.uses,
+                                        "successes": s.successes, "cost": s.cost, "quality": s.quality}
                                        for s in lib.subroutines]
     print(f"  fast_slow done ({time.perf_counter() - t0:.0f} s)\n")
 
-    print(f"{'MODE':<10} {'TASK OK':>8} {'SUBTASK OK':>11} {'COST s/TASK':>12} {'CALLS/TASK':>11} {'QUALITY':>8} {'EXPANSIONS/SEARCH':>18}")
+    print(f"{'MODE':<10} {'TASK OK':>8} {'SUBTASK OK':>11} {'COST s/TASK':>12} {'CALLS/TASK':>11} {'QUALITY':>8} "
+          f"{'EXPANSIONS/SEARCH':>18}")
     for m in ("fixed", "ucs", "astar", "fast_slow"):
         r = out[m]
         exp = f"{r['expansions_per_search']:.2f}" if r["searches"] else "-"
@@ -124,18 +129,19 @@ def main() -> int:
               f"{r['tool_calls_per_task']:>11.2f} {r['quality']:>8.3f} {exp:>18}")
     fsr, ast, ucs = out["fast_slow"], out["astar"], out["ucs"]
     L = fsr["learning"]
-    print(f"\nfast path: {fsr['fast_hits']} of {fsr['fast_tries']} subroutine tries passed; A* ran {fsr['searches']} times "
-          f"(pure A*: {ast['searches']})")
+    print(f"\nfast path: {fsr['fast_hits']} of {fsr['fast_tries']} subroutine tries passed; "
+          f"A* ran {fsr['searches']} times (pure A*: {ast['searches']})")
     print(f"learning: {L['inductions']} inductions, {L['accepted']} subroutines accepted, {L['validations']} A/B runs "
           f"({L['cached']} answered from the cache), {L['seconds']:.2f} s (not in any task's cost)")
     print("\nlearning curve (fast-slow, per block of the suite):")
     print(f"  {'TASKS':>6} {'COST s/TASK':>12} {'CALLS/TASK':>11} {'TASK OK':>8} {'SUBROUTINES':>12}")
     for c in fsr["curve"]:
-        print(f"  {c['tasks']:>6} {c['cost_per_task']:>12.4f} {c['tool_calls_per_task']:>11.2f} {100 * c['success']:>7.1f}% "
-              f"{c['subroutines']:>12}")
+        print(f"  {c['tasks']:>6} {c['cost_per_task']:>12.4f} {c['tool_calls_per_task']:>11.2f} "
+              f"{100 * c['success']:>7.1f}% {c['subroutines']:>12}")
     print("\nlibrary at the end:")
     for s in fsr["library"]:
-        print(f"  {s['kind']:<12} {' → '.join(s['tools']):<40} uses {s['uses']:>3}  if {' and '.join(s['preconditions']) or 'always'}")
+        print(f"  {s['kind']:<12} {' → '.join(s['tools']):<40} uses {s['uses']:>3}  "
+              f"if {' and '.join(s['preconditions']) or 'always'}")
     ratio = fsr["cost_per_task"] / ast["cost_per_task"]
     calls = fsr["tool_calls_per_task"] / ast["tool_calls_per_task"]
     points = 100 * (fsr["success"] - ast["success"])

@@ -43,7 +43,8 @@ from toolpath.policies.base import load
 from toolpath.spec import ModelSpec
 
 # torch: this measures transformers' generate() on the policy's model (benchmarks/engine.py measures the engines)
-spec = ModelSpec(name=cfg["model"], options={"engine": "torch", **({} if cfg["option"] is None else {"weights": cfg["option"]})})
+spec = ModelSpec(name=cfg["model"],
+                 options={"engine": "torch", **({} if cfg["option"] is None else {"weights": cfg["option"]})})
 t0 = time.perf_counter()
 policy = load(spec)
 load_s = time.perf_counter() - t0
@@ -86,7 +87,8 @@ with torch.inference_mode():
         n += x.shape[1] - 1
 out.update(ppl=math.exp(nll / n) if n else None, ppl_tokens=n, ppl_s=time.perf_counter() - t,
            peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-           weights=getattr(policy, "weights", {}).get("weights"), model_mb=getattr(policy, "weights", {}).get("bytes", 0) / 2**20)
+           weights=getattr(policy, "weights", {}).get("weights"),
+           model_mb=getattr(policy, "weights", {}).get("bytes", 0) / 2**20)
 print("RESULT " + json.dumps(out))
 """
 

@@ -140,7 +140,8 @@ def main() -> None:
     names = {"direct": "A direct, in-process", "stdio": "B MCP stdio (mcp_servers)", "http": "C MCP http (mcp_servers)",
              "sdk_stdio": "D MCP stdio, SDK async loop"}
     for k, s in stats.items():
-        print(f"  {names[k]:<30} {s['median_ms']:8.3f} {s['mean_ms']:8.3f} {s['p90_ms']:8.3f}  x{s['ratio_to_direct']:.0f}")
+        print(f"  {names[k]:<30} {s['median_ms']:8.3f} {s['mean_ms']:8.3f} {s['p90_ms']:8.3f}  "
+              f"x{s['ratio_to_direct']:.0f}")
     print(f"  the sync bridge (B - D): {report['bridge_ms']:.3f} ms per call")
 
 

@@ -43,7 +43,8 @@ def main() -> None:
         print(json.dumps(rows, indent=1))
         return
     for row in rows:
-        print(f"{row['tool_format']:9} {row['tokens_in']:4} prompt tokens, {row['seconds']} s\n  reply: {row['raw']!r}\n"
+        print(f"{row['tool_format']:9} {row['tokens_in']:4} prompt tokens, {row['seconds']} s\n"
+              f"  reply: {row['raw']!r}\n"
               f"  calls: {row['calls']}  issues: {row['issues']}")
 
 

@@ -40,8 +40,9 @@ def messages_for(rec, fmt) -> list[Message]:
     shot = ArtifactRef(sha256="0" * 64, path=rec.data["image"], mime="image/png")
     w, h = rec.data["image_size"]
     return [Message(role="system", content=fmt.space(w, h).describe()),
-            Message(role="user", content=f"Task: {rec.data['instruction']}\nStep 1: the current screenshot is attached. "
-                                         + fmt.shape(), images=[shot])]
+            Message(role="user", content=f"Task: {rec.data['instruction']}\n"
+                                         "Step 1: the current screenshot is attached. " + fmt.shape(),
+                    images=[shot])]
 
 
 def answer_of(resp, fmt, size) -> str:
@@ -84,7 +85,8 @@ def main() -> None:
             pick = rng.choice(lines)[0] if lines else (0, 0, *size)
             for name, a in (("ocr-grounder", ans),
                             ("centre", json.dumps({"point": [size[0] // 2, size[1] // 2]})),
-                            ("random-text", json.dumps({"point": [(pick[0] + pick[2]) // 2, (pick[1] + pick[3]) // 2]}))):
+                            ("random-text",
+                             json.dumps({"point": [(pick[0] + pick[2]) // 2, (pick[1] + pick[3]) // 2]}))):
                 s = grounding(a, expected(rec), {})
                 scores[name][rec.category].append(s)
                 if name == "ocr-grounder" and s == 0 and args.misses:

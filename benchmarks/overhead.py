@@ -7,8 +7,8 @@ Measured in one run, on the same machine:
   B. toolpath react graph, a policy that always calls a no-op tool, no checkpointer      (ratio B/A, goal ≤ 1.3)
   C. bare LangGraph + LangGraph's stock SqliteSaver (its defaults)                        (for scale)
   E. bare LangGraph + a checkpointer that stores nothing, durability sync: LangGraph's own floor   (for scale)
-  D. toolpath react graph + toolpath's store checkpointer (WAL, synchronous=NORMAL),
-     durability="async" + nodes waiting for the previous commit, i.e. exactly what `toolpath run` does                             (goal ≤ 1 ms per node step)
+  D. toolpath react graph + toolpath's store checkpointer (WAL, synchronous=NORMAL),     (goal ≤ 1 ms per node step)
+     durability="async" + nodes waiting for the previous commit, i.e. exactly what `toolpath run` does
 and the database bytes per step after the run (before and after the finished run's checkpoints are pruned).
 One "step" is one policy call plus one tool call: two LangGraph node steps.
 """

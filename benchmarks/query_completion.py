@@ -151,7 +151,8 @@ def main() -> int:
                 seconds += time.monotonic() - t
                 kept += bool(done["caption"]) and done["completion"] == done["caption"]
                 rows.append(measure(retriever, pictures, done["completion"], q, args.k))
-                examples.setdefault(name, []).append(done["completion"]) if s == 0 and len(examples.get(name, [])) < 4 else None
+                if s == 0 and len(examples.get(name, [])) < 4:
+                    examples.setdefault(name, []).append(done["completion"])
             per_query[q] = mean(rows)
         results[name] = {"per_query": per_query, **mean(list(per_query.values())),
                          "seconds_per_completion": round(seconds / (len(qs) * args.samples), 3),

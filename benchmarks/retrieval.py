@@ -115,7 +115,8 @@ def budgets_section(args, shared: dict) -> dict:
             ranks.append(rank_of(s, target))
         rows[f"metaembed {nq}x{nd}"] = metrics(ranks) | {
             "budget": [nq, nd], "bytes_per_item_read": nd * cfg.dim * 2, "bytes_per_item_stored": cfg.nd * cfg.dim * 2,
-            "query_score_ms": round(1000 * score_s / len(queries), 3), "doc_encode_ms": round(1000 * doc_s / len(texts), 1)}
+            "query_score_ms": round(1000 * score_s / len(queries), 3),
+            "doc_encode_ms": round(1000 * doc_s / len(texts), 1)}
         log(f"  {nq}x{nd}: {rows[f'metaembed {nq}x{nd}']}")
 
     log("MiniLM mean pooling (single vector)")
@@ -164,7 +165,8 @@ def budgets_section(args, shared: dict) -> dict:
             "minilm": single["recall@5"]},
         "1x1 costs no more than single-vector MiniLM (bytes read per item, ms per query)": {
             "met": small["bytes_per_item_read"] <= single["bytes_per_item_read"]
-            and small["query_encode_ms"] + small["query_score_ms"] <= single["query_encode_ms"] + single["query_score_ms"],
+            and (small["query_encode_ms"] + small["query_score_ms"]
+                 <= single["query_encode_ms"] + single["query_score_ms"]),
             "metaembed": [small["bytes_per_item_read"], round(small["query_encode_ms"] + small["query_score_ms"], 2)],
             "minilm": [single["bytes_per_item_read"], round(single["query_encode_ms"] + single["query_score_ms"], 2)]},
     }
@@ -228,7 +230,8 @@ def main() -> int:
     b = out.get("budgets")
     if b:
         print(f"{b['queries']} held-out queries, {b['collection']} passages")
-        print(f"{'METHOD':<22} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'nDCG@10':>8} {'BYTES/ITEM':>11} {'ENC ms':>7} {'SCORE ms':>9}")
+        print(f"{'METHOD':<22} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'nDCG@10':>8} {'BYTES/ITEM':>11} {'ENC ms':>7} "
+              f"{'SCORE ms':>9}")
         for name, r in b["rows"].items():
             print(f"{name:<22} {r['recall@1']:>6.1f} {r['recall@5']:>6.1f} {r['recall@10']:>6.1f} {r['ndcg@10']:>8.1f} "
                   f"{r.get('bytes_per_item_read', ''):>11} {r.get('query_encode_ms', ''):>7} {r['query_score_ms']:>9}")

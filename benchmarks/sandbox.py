@@ -3,11 +3,11 @@ same run.
 
     python benchmarks/sandbox.py [--cells 200] [--starts 10]
 
-Goals: start ≤ 200 ms, round trip ≤ 5 ms. A restart is what a cell that kills its kernel costs before the next
-cell can run (the sandbox's launcher forks a fresh kernel; the sandbox and its /episode folder stay). The baseline is the cheapest way to run code in a fresh process,
-with no isolation and no state kept between cells; where a Docker engine answers, the Docker sandbox is measured
-too, against `docker run --rm IMAGE python -c …` (IMAGE: $TOOLPATH_DOCKER_IMAGE, else one built from this
-machine's Python by toolpath.sandboxes.docker_image).
+Goals: start ≤ 200 ms, round trip ≤ 5 ms. A restart is what a cell that kills its kernel costs before the next cell
+can run (the sandbox's launcher forks a fresh kernel; the sandbox and its /episode folder stay). The baseline is
+the cheapest way to run code in a fresh process, with no isolation and no state kept between cells; where a Docker
+engine answers, the Docker sandbox is measured too, against `docker run --rm IMAGE python -c …` (IMAGE:
+$TOOLPATH_DOCKER_IMAGE, else one built from this machine's Python by toolpath.sandboxes.docker_image).
 """
 
 from __future__ import annotations
@@ -65,9 +65,12 @@ def main() -> None:
         if reason:
             print(f"{isolation}: not available here ({reason}); not measured")
             continue
-        s, cell, restart = measure(lambda isolation=isolation: ProcessSandbox(isolation=isolation), args.starts, args.cells)
-        print(f"{isolation:8s} sandbox start (kernel ready)   {s * 1000:7.1f} ms (median of {args.starts}; goal <= 200 ms)")
-        print(f"{isolation:8s} cell round trip                {cell * 1000:7.2f} ms (mean of {args.cells}; goal <= 5 ms)")
+        s, cell, restart = measure(lambda isolation=isolation: ProcessSandbox(isolation=isolation), args.starts,
+                                   args.cells)
+        print(f"{isolation:8s} sandbox start (kernel ready)   {s * 1000:7.1f} ms "
+              f"(median of {args.starts}; goal <= 200 ms)")
+        print(f"{isolation:8s} cell round trip                {cell * 1000:7.2f} ms "
+              f"(mean of {args.cells}; goal <= 5 ms)")
         print(f"{isolation:8s} kernel restart (crash + 1 cell) {restart * 1000:6.1f} ms (median of {args.starts})")
         print(f"{isolation:8s} ratio round trip / subprocess.run: {cell / b:.3f}")
 

@@ -59,7 +59,8 @@ def main() -> int:
         print(json.dumps(rows, indent=2))
         return 0
     if args.markdown:
-        print("| table | N | official mode | toolpath mode | where toolpath mode differs (cases: we score higher / lower) |")
+        print("| table | N | official mode | toolpath mode "
+              "| where toolpath mode differs (cases: we score higher / lower) |")
         print("|---|---:|---:|---:|---|")
         for r in rows:
             diffs = "; ".join(f"{d['kind']} {d['toolpath_higher']}/{d['toolpath_lower']}" for d in r["differences"])

@@ -117,7 +117,8 @@ def main() -> None:
     print(f"{args.model}, {args.tokens} max tokens, median of {args.repeats}")
     for k in rows:
         first = f"   first token {out['first_token_ms'][k]:8.1f} ms" if k in out["first_token_ms"] else ""
-        print(f"  {k:<11} {out['tokens_per_s'][k]:7.2f} tokens/s   whole answer {out['whole_answer_ms'][k]:8.1f} ms{first}")
+        print(f"  {k:<11} {out['tokens_per_s'][k]:7.2f} tokens/s   "
+              f"whole answer {out['whole_answer_ms'][k]:8.1f} ms{first}")
     print(f"ratio served / in-process: {out['ratio_served_vs_in_process']:.3f}  streamed / in-process: "
           f"{out['ratio_streamed_vs_in_process']:.3f}  first-token overhead: {out['first_token_overhead_ms']:.1f} ms")
 

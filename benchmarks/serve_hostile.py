@@ -88,7 +88,8 @@ def hostile(port: int, model: str) -> dict[str, int]:
         "text/plain POST": (lambda: post(port, chat, ctype="text/plain"), 415),
         "100,000 nested [": (lambda: post(port, b"[" * 100_000), 400),
         "65 MiB body declared": (lambda: send(port, "POST /v1/chat/completions HTTP/1.1\nHost: 127.0.0.1\n"
-                                                    f"Content-Type: application/json\nContent-Length: {65 << 20}"), 413),
+                                                    "Content-Type: application/json\n"
+                                                    f"Content-Length: {65 << 20}"), 413),
     }
     return {name: int(run() == want) for name, (run, want) in cases.items()}
 

@@ -133,13 +133,15 @@ def mindcube_rows() -> None:
         print("B. MindCube among: no scenes under ../shared/data/mindcube; not measured")
         return
     n_pairs = sum(len(n) * (len(n) - 1) // 2 for n, _ in scenes)
-    print(f"B. MindCube among: {len(scenes)} scenes, {n_pairs} view pairs (right = yaw within 30° of the expected step)")
+    print(f"B. MindCube among: {len(scenes)} scenes, {n_pairs} view pairs "
+          "(right = yaw within 30° of the expected step)")
     base = _two_view_among(scenes)
     for label, options in (("classic", {}), ("classic, ASIFT fallback (affine='auto')", {"affine": "auto"})):
         ours = _classic_among(scenes, **options)
-        print(f"   {label}: poses claimed for {ours['claimed']} pairs in {ours['scenes']} scenes, right {ours['right']} "
-              f"({_pct(ours['right'], ours['claimed'])}); declined {n_pairs - ours['claimed']} pairs, "
-              f"{len(scenes) - ours['scenes']} scenes entirely; {ours['seconds']:.1f} s median per scene")
+        print(f"   {label}: poses claimed for {ours['claimed']} pairs in {ours['scenes']} scenes, "
+              f"right {ours['right']} ({_pct(ours['right'], ours['claimed'])}); "
+              f"declined {n_pairs - ours['claimed']} pairs, {len(scenes) - ours['scenes']} scenes entirely; "
+              f"{ours['seconds']:.1f} s median per scene")
         if ours["claimed"] and base["right"]:
             ratio = (ours["right"] / ours["claimed"]) / (base["right"] / base["claimed"])
             print(f"     precision ratio to two-view: {ratio:.2f}x (goal: ≥ 80% right where claimed)")

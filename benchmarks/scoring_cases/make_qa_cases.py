@@ -113,7 +113,8 @@ def int_replies(n: int) -> list[tuple[str, str | None]]:
 
 def float_replies(g: float) -> list[tuple[str, str | None]]:
     return [("bare", repr(g)), ("rounded", f"{g:.1f}"), ("with unit", f"{g} meters"),
-            ("prose", f"approximately {g} meters"), ("tagged", f"<ans>{g}</ans>"), ("answer tag", f"<answer>{g}</answer>"),
+            ("prose", f"approximately {g} meters"), ("tagged", f"<ans>{g}</ans>"),
+            ("answer tag", f"<answer>{g}</answer>"),
             ("close", f"{g * 1.08:.3f}"), ("off", f"{g * 1.3:.3f}"), ("far", f"{g * 2.2:.3f}"), ("negated", f"-{g}"),
             ("nan", "nan"), ("inf", "inf"), ("empty", ""), ("none", None), ("scientific", f"{g:e}"),
             ("unit glued", f"{g}m"), ("labelled", f"Answer: {g}"), ("working then result", f"{2 * g} / 2 = {g}")]
@@ -122,7 +123,8 @@ def float_replies(g: float) -> list[tuple[str, str | None]]:
 def yes_no_replies(gt: str) -> list[tuple[str, str | None]]:
     other = "no" if gt == "yes" else "yes"
     return [("bare", gt), ("capitalised", gt.title()), ("with period", f"{gt.title()}."),
-            ("with reason", f"{gt.title()}, it is."), ("sentence", f"The answer is {gt}."), ("opinion", f"I think {gt}"),
+            ("with reason", f"{gt.title()}, it is."), ("sentence", f"The answer is {gt}."),
+            ("opinion", f"I think {gt}"),
             ("boolean", "true" if gt == "yes" else "false"), ("boolean", "True" if gt == "yes" else "False"),
             ("tagged", f"<ans>{gt}</ans>"), ("answer tag", f"<answer>{gt}</answer>"), ("wrong", other),
             ("wrong", f"{other.title()}."), ("hedge", "not sure"), ("hedge", "I don't know"), ("hedge", "unknown"),
@@ -165,7 +167,8 @@ MINDCUBE_REPLIES = [
     ("bare", "{gt}"), ("with period", "{gt}."), ("parenthesised", "({gt})"), ("with option text", "{gt}. Image 3"),
     ("bold", "**{gt}.** Image 3"), ("answer tag", "<Answer>{gt}</Answer>"), ("answer tag", "<answer>{gt}</answer>"),
     ("sentence", "The answer is {gt}"), ("labelled", "Answer: {gt}"), ("my answer", "My answer is {gt}."),
-    ("rejects another first", "Not {other}. The answer is {gt}"), ("rejects another with period", "{other}. is wrong; the answer is {gt}"),
+    ("rejects another first", "Not {other}. The answer is {gt}"),
+    ("rejects another with period", "{other}. is wrong; the answer is {gt}"),
     ("reasoning then answer", "Image 1 is the front view, so the back is opposite. Answer: {gt}"),
     ("sentence ending in a capital", "The chair is left of image D. The answer is {gt}"),
     ("lowercase", "{low}"), ("option word", "Option {gt}"), ("contraction", "I'd pick {gt}"),

@@ -85,7 +85,8 @@ def _url_answers(ref: str) -> list:
 def webarena_inputs(data: Path) -> list[dict]:
     configs = json.loads((data / "test.raw.json").read_text())
     lite2 = data / "webarena_lite_v2_tasks"
-    extra = [json.loads(p.read_text()) for p in sorted(lite2.glob("*.json")) if p.stem.isdigit()] if lite2.is_dir() else []
+    extra = ([json.loads(p.read_text()) for p in sorted(lite2.glob("*.json")) if p.stem.isdigit()]
+             if lite2.is_dir() else [])
     cases, seen = [], set()
     for source, tasks in (("wa", configs), ("lite2", extra)):
         for t in tasks:
@@ -179,7 +180,8 @@ def verified_inputs(data: Path) -> list[dict]:
         cfg = next(c for c in t["eval"] if c["evaluator"] == "AgentResponseEvaluator")
         cfg = {k: v for k, v in cfg.items() if k != "evaluator"}
         ex = cfg["expected"]
-        right = {"task_type": ex["task_type"].upper(), "status": ex["status"], "retrieved_data": ex.get("retrieved_data")}
+        right = {"task_type": ex["task_type"].upper(), "status": ex["status"],
+                 "retrieved_data": ex.get("retrieved_data")}
         answers = [right, json.dumps(right), "```json\n" + json.dumps(right, indent=1) + "\n```",
                    "Done. " + json.dumps(right), {**right, "task_type": ex["task_type"].lower()},
                    {**right, "status": "SUCCESS" if ex["status"] != "SUCCESS" else "NOT_FOUND_ERROR"},
@@ -213,8 +215,9 @@ def verified_official(src: Path, cases: list[dict]) -> list[float]:
     trace = NetworkTrace.model_construct(is_playwright=False, src_file=P("<none>"), events=[])
     out = []
     for c in cases:
-        task = WebArenaVerifiedTask.model_validate({**copy.deepcopy(base), "eval": [{"evaluator": "AgentResponseEvaluator",
-                                                                      **copy.deepcopy(c["case"]["eval"])}]})
+        task = WebArenaVerifiedTask.model_validate({**copy.deepcopy(base),
+                                                    "eval": [{"evaluator": "AgentResponseEvaluator",
+                                                              **copy.deepcopy(c["case"]["eval"])}]})
         ctx = TaskEvalContext(task=task, agent_response_raw=c["case"]["answer"], network_trace=trace, config=wv.config)
         out.append(float(AgentResponseEvaluator().evaluate(context=ctx, config=task.eval[0]).score))
     return out
