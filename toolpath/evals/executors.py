@@ -4,11 +4,11 @@ Each executor takes the jobs (evals/sample.py) and yields (job, SampleResult) as
 order; the runner stores each at once. All three run the same `run_sample`, so they give the same results.
 
     inline   this process, one at a time (workers 1); the time limit is the agent's own (between steps)
-    local    N worker processes (forked from a clean server process: no state shared with the eval's process). A sample past its time
-             limit (plus a grace period) has its worker killed and replaced, and is stored as timed out; a worker
-             that dies is replaced and its sample stored as failed, named. Workers die with the eval's process,
-             even a kill -9 of it (see _die_with); the server and multiprocessing's resource tracker then exit
-             on their own, as their last client is gone
+    local    N worker processes (forked from a clean server process: no state shared with the eval's process). A sample
+             past its time limit (plus a grace period) has its worker killed and replaced, and is stored as timed out; a
+             worker that dies is replaced and its sample stored as failed, named. Workers die with the eval's process,
+             even a kill -9 of it (see _die_with); the server and multiprocessing's resource tracker then exit on their
+             own, as their last client is gone
     ray      a Ray task per sample on the cluster at $RAY_ADDRESS, or on a local Ray started for the eval;
              a task past its time limit is cancelled
 """

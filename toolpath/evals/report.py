@@ -397,8 +397,10 @@ def _overall_name(n: dict) -> str:
 
 
 def _markdown(nums: list[dict], plots: list[dict], created: str) -> str:
-    out = ["# toolpath report", "", f"{len(nums)} eval(s), written {created}. Scores are means (weighted where a benchmark pools its score); intervals are "
-           f"{LEVEL:.0%} bootstrap confidence intervals (percentile, {N_RESAMPLES} resamples, seed 0).", ""]
+    out = ["# toolpath report", "",
+           f"{len(nums)} eval(s), written {created}. Scores are means (weighted where a benchmark pools its score); "
+           f"intervals are {LEVEL:.0%} bootstrap confidence intervals (percentile, {N_RESAMPLES} resamples, seed 0).",
+           ""]
     if len(nums) > 1:
         out += ["| eval | benchmark | model | n | score | 95% CI | cost | failures |",
                 "|---|---|---|---:|---:|---|---|---:|"]
@@ -470,8 +472,9 @@ def _html(nums: list[dict], plots: list[dict], created: str) -> str:
            "style-src 'unsafe-inline'\">",
            f"<title>toolpath report: {h(', '.join(n['id'] for n in nums))}</title><style>{_CSS}</style></head><body>",
            "<h1>toolpath report</h1>",
-           f"<p class='muted'>{len(nums)} eval(s), written {h(created)}. Scores are means (weighted where a benchmark pools its score); intervals are "
-           f"{LEVEL:.0%} bootstrap confidence intervals (percentile, {N_RESAMPLES} resamples, seed 0).</p>"]
+           f"<p class='muted'>{len(nums)} eval(s), written {h(created)}. Scores are means "
+           f"(weighted where a benchmark pools its score); intervals are {LEVEL:.0%} bootstrap confidence intervals "
+           f"(percentile, {N_RESAMPLES} resamples, seed 0).</p>"]
     if len(nums) > 1:
         out.append("<table><tr><th>eval</th><th>benchmark</th><th>model</th><th>n</th><th>score</th><th>95% CI</th>"
                    "<th>cost</th><th>failures</th></tr>")

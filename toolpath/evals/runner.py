@@ -207,7 +207,8 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
         if row is None:
             raise ResumeError(f"--resume {resume!r}: no such eval (toolpath eval list shows them)")
         if row["benchmark"] != get_benchmark(benchmark).name:
-            raise ResumeError(f"--resume {row['id']}: that eval is of benchmark {row['benchmark']!r}, not {benchmark!r}")
+            raise ResumeError(f"--resume {row['id']}: that eval is of benchmark {row['benchmark']!r}, "
+                              f"not {benchmark!r}")
         eval_id, params = row["id"], row["params"]
         limit, seed, data = params.get("limit"), params.get("seed", 0), params.get("data")
         scoring = params.get("scoring", "toolpath")
@@ -225,15 +226,15 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
     if agent_params and records and not resume:
         check_agent_params(bench, records[0], agent_params)
     if not resume:
-        eval_id = store.create_eval(bench.name, model_name, {"limit": limit, "seed": seed, "model_given": bool(model),
-                                                              "scoring": scoring,
-                                                              **({"kv_cache": kv_cache} if kv_cache else {}),
-                                                              **({"decoding": decoding} if decoding else {}),
-                                                              **({"weights": weights} if weights else {}),
-                                                              **({"engine": engine} if engine else {}),
-                                                              **({"agent_params": agent_params} if agent_params else {}),
-                                                              **({"categories": list(categories)} if categories else {}),
-                                                              **({"data": str(data)} if data else {})}, len(records))
+        eval_id = store.create_eval(bench.name, model_name, {
+            "limit": limit, "seed": seed, "model_given": bool(model), "scoring": scoring,
+            **({"kv_cache": kv_cache} if kv_cache else {}),
+            **({"decoding": decoding} if decoding else {}),
+            **({"weights": weights} if weights else {}),
+            **({"engine": engine} if engine else {}),
+            **({"agent_params": agent_params} if agent_params else {}),
+            **({"categories": list(categories)} if categories else {}),
+            **({"data": str(data)} if data else {})}, len(records))
     result = EvalResult(eval_id=eval_id, benchmark=bench.name, model=model_name,
                         overall_excludes=tuple(bench.overall_excludes), scoring=scoring, weights=weights,
                         aggregate=bench.aggregate)
@@ -257,7 +258,7 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
 
         stream = run_inline(jobs, store, on_event)
     count = len(done)
-    for job, sample in stream:
+    for _, sample in stream:
         store.put_eval_sample(eval_id, sample.sample_id, sample.run_id, sample.category, sample.status, sample.score,
                               sample.tokens, sample.seconds, sample.detail())
         done[sample.sample_id] = sample

@@ -234,7 +234,8 @@ def omni3d(answer: str | None, expected: Any, options: dict) -> float:
     benchmark's authors') or vlmevalkit (official_qa.py)."""
     kind = options.get("answer_type")
     if kind not in OMNI3D_TYPES:
-        raise ValueError(f"evaluator omni3d: options.answer_type must be one of {', '.join(OMNI3D_TYPES)}, got {kind!r}")
+        raise ValueError(f"evaluator omni3d: options.answer_type must be one of {', '.join(OMNI3D_TYPES)}, "
+                         f"got {kind!r}")
     if scoring_of(options) == "official":
         which = options.get("official", "vadar")
         if which not in OMNI3D_SCORERS:

@@ -205,7 +205,8 @@ _RECOLOR_VERB = r"(?:make|turn|paint|colou?r|recolou?r)"
 # (kind, pattern, builder(match, texts) → (target, params)); tried in order, the first full match wins, so the
 # text and background forms come before the object forms that would also match them.
 _RULES: list[tuple[str, str, Any]] = [
-    ("text_replace", r"(?:replace|swap)\s+(?:the\s+)?text\s+" + _Q.format("a") + r"\s+(?:with|by|for)\s+" + _Q.format("b"),
+    ("text_replace", r"(?:replace|swap)\s+(?:the\s+)?text\s+" + _Q.format("a") + r"\s+(?:with|by|for)\s+"
+     + _Q.format("b"),
      lambda m, t: (None, {"old": _text(t, m["a"], "old text"), "text": _text(t, m["b"], "new text")})),
     ("text_replace", r"change\s+(?:the\s+)?text\s+" + _Q.format("a") + r"\s+(?:to|into)\s+" + _Q.format("b"),
      lambda m, t: (None, {"old": _text(t, m["a"], "old text"), "text": _text(t, m["b"], "new text")})),
@@ -217,10 +218,11 @@ _RULES: list[tuple[str, str, Any]] = [
      + r"\s+(?:at|in|on|to)\s+(?:the\s+)?(?P<pos>[a-z][a-z\s\-]*)",
      lambda m, t: (None, {"text": _text(t, m["a"], "text"), "position": _position(m["pos"])})),
     ("background", r"(?:remove|erase|delete)\s+(?:the\s+)?background", lambda m, t: (None, {"color": "white"})),
-    ("background", r"(?:make|turn|paint|colou?r|recolou?r|set)\s+(?:the\s+)?background(?:\s+colou?r)?\s+(?:to\s+|into\s+)?" + _COLOR,
+    ("background", r"(?:make|turn|paint|colou?r|recolou?r|set)\s+(?:the\s+)?background(?:\s+colou?r)?"
+     r"\s+(?:to\s+|into\s+)?" + _COLOR,
      lambda m, t: (None, {"color": color_word(m["color"])})),
-    ("background", r"(?:change|replace)\s+(?:the\s+)?(?:colou?r\s+of\s+(?:the\s+)?)?background(?:\s+colou?r)?\s+(?:to|into|with)\s+"
-     + _ART + _COLOR + r"(?:\s+(?:one|background))?",
+    ("background", r"(?:change|replace)\s+(?:the\s+)?(?:colou?r\s+of\s+(?:the\s+)?)?background(?:\s+colou?r)?"
+     r"\s+(?:to|into|with)\s+" + _ART + _COLOR + r"(?:\s+(?:one|background))?",
      lambda m, t: (None, {"color": color_word(m["color"])})),
     ("upscale", r"(?:upscale|upsample|enlarge|super-?resolve)(?:\s+(?:the\s+)?(?:image|picture|photo))?(?:\s+by)?"
      r"(?:\s+a\s+factor\s+of)?(?:\s+(?:(?P<f1>\d+(?:\.\d+)?)\s*[x×]|[x×]\s*(?P<f2>\d+(?:\.\d+)?)|(?P<f3>\d+(?:\.\d+)?))"
@@ -230,7 +232,8 @@ _RULES: list[tuple[str, str, Any]] = [
      lambda m, t: (target_from_words(m["target"]), {"color": color_word(m["color"])})),
     ("recolor", _RECOLOR_VERB + r"\s+" + _ART + _TARGET + r"\s+(?:to\s+|into\s+)?" + _COLOR,
      lambda m, t: (target_from_words(m["target"]), {"color": color_word(m["color"])})),
-    ("replace", r"replace\s+" + _ART + _TARGET + r"\s+(?:with|by)\s+" + _ART + r"(?P<color>[a-z]+)(?:\s+(?P<shape>[a-z]+))?",
+    ("replace", r"replace\s+" + _ART + _TARGET + r"\s+(?:with|by)\s+" + _ART
+     + r"(?P<color>[a-z]+)(?:\s+(?P<shape>[a-z]+))?",
      lambda m, t: _replace(m)),
     ("remove", r"(?:remove|erase|delete)\s+" + _ART + _TARGET, lambda m, t: (target_from_words(m["target"]), {})),
 ]

@@ -39,7 +39,7 @@ cat, kitten, feline, tabby
 dog, puppy, beagle, pup, chihuahua, schnauzer, dachshund, rottweiler, canine, pitbull, collie, pug, terrier, poodle, labrador, doggie, doberman, mutt, doggy, spaniel, bulldog, sheepdog, weimaraner, corgi, cocker, greyhound, retriever, brindle, hound, whippet, husky
 horse, colt, pony, racehorse, stallion, equine, mare, foal, palomino, mustang, clydesdale, bronc, bronco
 sheep, lamb, ram, lamb, goat, ewe
-cow, cattle, oxen, ox, calf, cattle, holstein, heifer, buffalo, bull, zebu, bison 
+cow, cattle, oxen, ox, calf, cattle, holstein, heifer, buffalo, bull, zebu, bison
 elephant
 bear, panda
 zebra
@@ -77,7 +77,7 @@ pizza
 donut, doughnut, bagel
 cake,  cheesecake, cupcake, shortcake, coffeecake, pancake
 chair, seat, stool
-couch, sofa, recliner, futon, loveseat, settee, chesterfield 
+couch, sofa, recliner, futon, loveseat, settee, chesterfield
 potted plant, houseplant
 bed
 dining table, table, desk
@@ -100,7 +100,7 @@ scissors
 teddy bear, teddybear
 hair drier, hairdryer
 toothbrush
-"""
+"""  # noqa: E501 -- data: synonyms.txt as published, one category a line
 
 
 IMAGES_ENV = "TOOLPATH_CHAIR_IMAGES"
@@ -164,7 +164,7 @@ def coco_records(instances: Path) -> list[Record]:
         raise BenchmarkDataError(f"{instances}: malformed COCO annotations: missing or bad {err}") from None
     captions = instances.with_name(instances.name.replace("instances_", "captions_", 1))
     if captions != instances and captions.is_file():
-        for n, a in enumerate(read_json(captions, "COCO captions").get("annotations", [])):
+        for _n, a in enumerate(read_json(captions, "COCO captions").get("annotations", [])):
             if a.get("image_id") in objects and isinstance(a.get("caption"), str):
                 objects[a["image_id"]].update(coco_mentions(a["caption"]))
     env = os.environ.get(IMAGES_ENV, "").strip()

@@ -189,7 +189,8 @@ def draw_desktop(rng: random.Random, size: tuple[int, int]) -> Screen:
     # top panel
     s.rect((0, 0, W, 28), fill=(28, 28, 30))
     s.text(12, 14, "Activities", fsm, (235, 235, 235))
-    s.text(W // 2, 14, f"{rng.choice(('Mon', 'Tue', 'Wed', 'Thu', 'Fri'))} {rng.randrange(24):02d}:{rng.randrange(60):02d}",
+    s.text(W // 2, 14,
+           f"{rng.choice(('Mon', 'Tue', 'Wed', 'Thu', 'Fri'))} {rng.randrange(24):02d}:{rng.randrange(60):02d}",
            fsm, (235, 235, 235), anchor="mm")
     # the window
     X0, Y0, X1, Y1 = rng.randint(20, 70), rng.randint(40, 56), W - rng.randint(20, 70), H - rng.randint(12, 40)

@@ -108,7 +108,7 @@ def task_url(task: str) -> str:
 
 def setup_js(seed: int, episode_ms: int = EPISODE_MS) -> str:
     """Start a seeded episode as miniwob's selenium driver does, with a longer timer and no reward HUD."""
-    return ("(() => { core.EPISODE_MAX_TIME = %d; Math.seedrandom(%s); core.startEpisodeReal(); "
+    return ("(() => { core.EPISODE_MAX_TIME = %d; Math.seedrandom(%s); core.startEpisodeReal(); "  # noqa: UP031 JS braces
             "var hud = document.getElementById('reward-display'); if (hud) hud.style.display = 'none'; "
             "return document.getElementById('query') ? document.getElementById('query').textContent : ''; })()"
             % (episode_ms, json.dumps(str(seed))))

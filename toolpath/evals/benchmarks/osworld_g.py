@@ -181,7 +181,8 @@ def read_groups(folder: Path) -> dict[str, list[str]]:
                 groups.setdefault(str(it["id"]), []).append(str(group))
         return groups
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-        raise BenchmarkDataError(f"{path}: expected {{\"classified\": {{group: [{{\"id\": …}}, …]}}}}: {err!r}") from None
+        raise BenchmarkDataError(f"{path}: expected {{\"classified\": {{group: [{{\"id\": …}}, …]}}}}: "
+                                 f"{err!r}") from None
 
 
 def read_records(path: Path) -> list[Record]:

@@ -138,7 +138,8 @@ def read_file(file: Path) -> list[Record]:
         out.append(Record(id=rid, category=category, data={
             "instruction": item["instruction"].strip(), "image": str(image),
             "box_type": "refusal" if pro and is_negative(item) else "bbox",
-            "box_coordinates": None if pro and is_negative(item) else list(item["bbox"]), "bbox_format": "xyxy" if pro else "xywh",
+            "box_coordinates": None if pro and is_negative(item) else list(item["bbox"]),
+            "bbox_format": "xyxy" if pro else "xywh",
             "platform": agent_platform, "types": types, "format": "pro" if pro else "v1/v2", "index": i,
             "image_size": list(size) if size else None,
             "source": item.get("data_source") or item.get("application")}))
@@ -188,6 +189,7 @@ def score_case(case: dict, scoring: str) -> float:
     pro = case.get("evaluator") == "screenspot_pro"
     negative = pro and is_negative(case)
     record = Record(id="case", category="case", data={
-        "box_type": "refusal" if negative else "bbox", "box_coordinates": None if negative else case.get("bbox"), "bbox_format": "xyxy" if pro else "xywh",
+        "box_type": "refusal" if negative else "bbox", "box_coordinates": None if negative else case.get("bbox"),
+        "bbox_format": "xyxy" if pro else "xywh",
         "format": "pro" if pro else "v1/v2", "image_size": case.get("img_size"), "types": []})
     return ScreenSpot(data=None).scored_as(scoring).score(record, case.get("answer")).value

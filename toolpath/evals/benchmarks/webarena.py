@@ -29,9 +29,9 @@ done here: point the browser at a deployment whose sessions and state you manage
 Scoring (webarena_eval.py): the runner calls `score_final(record, answer, final_state)` with the browser's
 final state (its URL and the probes the spec asked for); `score(record, answer)` scores answer-only tasks and
 gives 0 to the rest. `evaluate()` returns the per-evaluator details. `scoring` ("toolpath" or "official", see
-webarena_eval.evaluate) picks the published evaluators, bugs included, or a careful grader's reading. fuzzy_match uses the judge policy
-$TOOLPATH_WEBARENA_JUDGE (a model spec such as openai:gpt-4.1-mini) or `judge=`; without one, fuzzy items
-are unscorable. Anything unscorable scores 0 and is logged with the reason.
+webarena_eval.evaluate) picks the published evaluators, bugs included, or a careful grader's reading.
+fuzzy_match uses the judge policy $TOOLPATH_WEBARENA_JUDGE (a model spec such as openai:gpt-4.1-mini) or `judge=`;
+without one, fuzzy items are unscorable. Anything unscorable scores 0 and is logged with the reason.
 WebArena-Verified's official scores are those of the package's release `release=` names, else
 $TOOLPATH_WEBARENA_VERIFIED_RELEASE, else the current one (1.2.3; 1.0.0 keeps its two bugs, see
 webarena_verified_official); every WebArena-Verified score carries the metric "scorer:webarena-verified
@@ -197,7 +197,8 @@ class WebArena(Benchmark):
         self.root = root if root is None or (root / entry).exists() or not root.exists() else root.parent
         self.path = root if root is None else root / entry if (root / entry).exists() or not root.exists() else root
         self._judge, self.env = judge, env
-        chosen = sites if sites is not None else [s for s in os.environ.get(SITES_ENV, "").replace(" ", "").split(",") if s]
+        chosen = (sites if sites is not None
+                  else [s for s in os.environ.get(SITES_ENV, "").replace(" ", "").split(",") if s])
         self.sites = set(chosen)
         unknown = self.sites - set(SITE_VARS)
         if unknown:

@@ -308,7 +308,8 @@ def program_html(block: dict, final_state: dict | None, intent: str = "", judge=
     for n, entry in enumerate(block.get("program_html") or []):
         target = html_target(entry)
         if "unscorable" in target:
-            return _result("program_html", 0.0 if score == 0 else None, items, f"program_html[{n}]: {target['unscorable']}")
+            return _result("program_html", 0.0 if score == 0 else None, items,
+                           f"program_html[{n}]: {target['unscorable']}")
         found, text = _probe_value(probes, target["probe"])
         if not found:
             return _result("program_html", 0.0 if score == 0 else None, items,
@@ -381,7 +382,8 @@ def evaluate(eval_block: Any, answer: str | None, final_state: dict | None = Non
             else:
                 results.append(_result(kind, None, [], f"unknown eval type {kind!r}"))
     else:
-        results.append(_result("eval", None, [], f"eval block must be a dict or a list, got {type(eval_block).__name__}"))
+        results.append(_result("eval", None, [],
+                               f"eval block must be a dict or a list, got {type(eval_block).__name__}"))
     scores = [r["score"] for r in results]
     if any(s == 0 for s in scores):
         total: float | None = 0.0

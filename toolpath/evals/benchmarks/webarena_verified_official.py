@@ -98,7 +98,8 @@ class Value:
                             pass
             if set(self.alts) & set(other.alts):
                 return True
-            return bool({a.strip(EDGE_PUNCTUATION) for a in self.alts} & {b.strip(EDGE_PUNCTUATION) for b in other.alts})
+            return bool({a.strip(EDGE_PUNCTUATION) for a in self.alts}
+                        & {b.strip(EDGE_PUNCTUATION) for b in other.alts})
         return same(self.kind, self.alts, other.alts)
 
 

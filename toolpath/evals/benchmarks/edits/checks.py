@@ -200,7 +200,8 @@ class _Checker:
                 problems.append(f"it is {off:.0f} px off the object's centre")
         leftover = erode(object_mask(old, W, H), 1, min_pixels=30) & ~dilate(blob | new_mask, 4)
         if leftover.sum() >= 30 and old.color != s.params["color"]:
-            left = self._names_frac(self.got, leftover, old.color) - self._names_frac(self.expected, leftover, old.color)
+            left = (self._names_frac(self.got, leftover, old.color)
+                    - self._names_frac(self.expected, leftover, old.color))
             if left > TOL["replace_left"]:
                 problems.append(f"{left:.0%} of the old object's remaining area is still {old.color}")
         return not problems, "; ".join(problems) or f"a {s.params['color']} {shape} ({area:.2f}× the expected area)"

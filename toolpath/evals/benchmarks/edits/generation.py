@@ -132,9 +132,9 @@ class _Builder:
     def new_text(self) -> Text:
         word = self.word(WORDS_LONG)
         size = int(self.rng.uniform(0.075, 0.095) * self.H)
-        l, top, r, b = font(size).getbbox(word)
-        x0, y0, _, _ = self.place(r - l, b - top)
-        t = Text(self.next_id, word, x0 - l, y0 - top, size, text_color(self.scene()))
+        left, top, r, b = font(size).getbbox(word)
+        x0, y0, _, _ = self.place(r - left, b - top)
+        t = Text(self.next_id, word, x0 - left, y0 - top, size, text_color(self.scene()))
         self.next_id += 1
         self.texts.append(t)
         return t

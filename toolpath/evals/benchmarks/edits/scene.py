@@ -97,8 +97,8 @@ class EditTask:
 
 def text_box(t: Text) -> tuple[int, int, int, int]:
     """The ink box of a text as drawn (x0, y0, x1, y1)."""
-    l, top, r, b = font(t.size).getbbox(t.text)
-    return t.x + int(l), t.y + int(top), t.x + int(r), t.y + int(b)
+    left, top, r, b = font(t.size).getbbox(t.text)
+    return t.x + int(left), t.y + int(top), t.x + int(r), t.y + int(b)
 
 
 def _lab(rgb: np.ndarray) -> np.ndarray:
@@ -154,7 +154,8 @@ def _background(W: int, H: int, spec: str) -> np.ndarray:
     img = cols[0] * (1 - t[..., None]) + cols[-1] * t[..., None]
     if kind in ("noise", "blobs"):
         sigma = 7.0 if kind == "noise" else 3.0
-        grain = rng.normal(0, sigma, (H, W, 1)).astype(np.float32) + rng.normal(0, sigma / 3, (H, W, 3)).astype(np.float32)
+        grain = (rng.normal(0, sigma, (H, W, 1)).astype(np.float32)
+                 + rng.normal(0, sigma / 3, (H, W, 3)).astype(np.float32))
         img = img + cv2.GaussianBlur(grain, (0, 0), 0.7).reshape(H, W, -1)
     return np.clip(img, 0, 255).astype(np.float32)
 
@@ -262,15 +263,15 @@ def add_text_at(scene: EditScene, text: str, position: str, tid: int) -> Text:
     margin = round(0.05 * min(W, H))
     size = max(10, round(0.10 * H))
     while size > 10:
-        l, top, r, b = font(size).getbbox(text)
-        if r - l <= W / 3 - margin - 8:
+        left, top, r, b = font(size).getbbox(text)
+        if r - left <= W / 3 - margin - 8:
             break
         size -= 1
-    l, top, r, b = font(size).getbbox(text)
-    w, h = r - l, b - top
+    left, top, r, b = font(size).getbbox(text)
+    w, h = r - left, b - top
     ix = (margin, (W - w) / 2, W - margin - w)[col]
     iy = (margin, (H - h) / 2, H - margin - h)[row]
-    return Text(tid, text, int(round(ix - l)), int(round(iy - top)), size, text_color(scene))
+    return Text(tid, text, int(round(ix - left)), int(round(iy - top)), size, text_color(scene))
 
 
 def text_color(scene: EditScene) -> tuple[int, int, int]:
