@@ -18,7 +18,8 @@ class ArithPolicy:
     def respond(self, messages, tools, **gen):
         last = messages[-1]
         if last.role == "tool":
-            return Response(text="", tool_calls=[ToolCall(id="c2", name="final_answer", arguments={"answer": last.content})],
+            return Response(text="",
+                            tool_calls=[ToolCall(id="c2", name="final_answer", arguments={"answer": last.content})],
                             tokens_in=10, tokens_out=5)
         q = next(m.content for m in messages if m.role == "user")
         m = re.search(r"What is (.+?)\?", q)

@@ -18,8 +18,10 @@ from toolpath.sandboxes.base import SandboxError
 from toolpath.sandboxes.browser import BrowserSandbox, chromium_path
 
 pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("playwright") is None, reason="the playwright package is not installed"),
-    pytest.mark.skipif(chromium_path() is None, reason="no Chromium (apt-get install chromium, or set $TOOLPATH_CHROMIUM)"),
+    pytest.mark.skipif(importlib.util.find_spec("playwright") is None,
+                       reason="the playwright package is not installed"),
+    pytest.mark.skipif(chromium_path() is None,
+                       reason="no Chromium (apt-get install chromium, or set $TOOLPATH_CHROMIUM)"),
 ]
 
 # Every event the tests look at is recorded by the page, in screen (client) pixels, with its target's id.

@@ -48,7 +48,8 @@ def test_run_human_output_and_runs_show(tmp_path, home):
 
 
 def test_exit_1_when_the_budget_runs_out(tmp_path, home):
-    loop = "\n".join(f"- '<tool_call>{{\"name\": \"calculator\", \"arguments\": {{\"expression\": \"{i}+1\"}}}}</tool_call>'"
+    loop = "\n".join(f"- '<tool_call>{{\"name\": \"calculator\", "
+                     f"\"arguments\": {{\"expression\": \"{i}+1\"}}}}</tool_call>'"
                      for i in range(5))
     r = toolpath_cli("run", scripted_task(tmp_path, loop), "--max-steps", "2", "--json", home=home)
     assert r.returncode == 1
@@ -120,8 +121,8 @@ def test_help_and_tools_list_import_no_heavy_library(home):
             "for argv in (['--help'], ['tools', 'list']):\n"
             "    try: main(argv)\n"
             "    except SystemExit: pass\n"
-            "heavy = [m for m in ('torch', 'transformers', 'langgraph', 'playwright', 'open3d', 'ray', 'diffusers', 'numpy')"
-            " if m in sys.modules]\n"
+            "heavy = [m for m in ('torch', 'transformers', 'langgraph', 'playwright', 'open3d', 'ray', 'diffusers',"
+            " 'numpy') if m in sys.modules]\n"
             "print('HEAVY', heavy)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                        env={"TOOLPATH_HOME": str(home), "PATH": "/usr/bin:/bin"})
@@ -210,7 +211,8 @@ def test_empty_agent_override_is_bad_input(tmp_path, home):
 
 def test_a_plugin_that_cannot_load_is_named_not_a_traceback(tmp_path):
     for args, plugin in ((("tools", "list"), "no_such_toolpath_plugin"),
-                         (("run", "examples/hello.yaml", "--model", "mine"), "policy:mine=no_such_toolpath_plugin:make")):
+                         (("run", "examples/hello.yaml", "--model", "mine"),
+                          "policy:mine=no_such_toolpath_plugin:make")):
         r = toolpath_cli(*args, home=tmp_path / "home", env={"TOOLPATH_PLUGINS": plugin})
         assert r.returncode == 2, r.stderr
         assert "no_such_toolpath_plugin" in r.stderr and "TOOLPATH_PLUGINS" in r.stderr

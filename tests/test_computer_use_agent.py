@@ -291,7 +291,8 @@ def test_kill_9_then_resume_carries_on_with_the_next_scripted_response(tmp_path)
                                     "agent": {"name": "computer_use", "params": {"coordinates": "normalized"}},
                                     "sandbox": {"kind": "desktop"}, "limits": {"max_steps": 10}}))
     home = tmp_path / "home"
-    env = {**os.environ, "TOOLPATH_HOME": str(home), "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = {**os.environ, "TOOLPATH_HOME": str(home),
+           "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     proc = subprocess.Popen([sys.executable, "-m", "toolpath.cli", "run", str(task), "--json"], env=env, cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

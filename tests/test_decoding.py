@@ -31,9 +31,11 @@ def _tokenizer(with_bos: bool):
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     if with_bos:  # as CLIP's tokenizer: a start and an end token around the text
-        tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", 2), ("</s>", 3)])
+        tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>",
+                                                           special_tokens=[("<s>", 2), ("</s>", 3)])
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>",
-                                                bos_token="<s>", eos_token="</s>", extra_special_tokens={"image_token": "<image>"})
+                                                bos_token="<s>", eos_token="</s>",
+                                                extra_special_tokens={"image_token": "<image>"})
     return fast
 
 
@@ -55,8 +57,9 @@ def vlm_dir(tmp_path_factory):
                                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
                                      bos_token_id=2, eos_token_id=3, pad_token_id=1)
     config = transformers.LlavaConfig(vision_config=vision.to_dict(), text_config=llama.to_dict(),
-                                      image_token_id=tokenizer.convert_tokens_to_ids("<image>"), vision_feature_layer=-1,
-                                      vision_feature_select_strategy="default", projector_hidden_act="gelu")
+                                      image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+                                      vision_feature_layer=-1, vision_feature_select_strategy="default",
+                                      projector_hidden_act="gelu")
     model = transformers.LlavaForConditionalGeneration(config)
     model.model.vision_tower.load_state_dict(clip.vision_model.state_dict())
     model.generation_config.eos_token_id = None  # random weights: let every call run its full length

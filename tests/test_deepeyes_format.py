@@ -72,7 +72,8 @@ def test_rendering_back_reproduces_the_grammar():
 
 def test_guide_lists_the_actions_the_episode_has():
     schemas = [{"name": "python", "parameters": {"properties": {"code": {"type": "string"}}}},
-               {"name": "search", "description": "web search", "parameters": {"properties": {"query": {"type": "string"}}}},
+               {"name": "search", "description": "web search",
+                "parameters": {"properties": {"query": {"type": "string"}}}},
                {"name": "final_answer", "parameters": {"properties": {}}}]
     g = DE.guide(schemas)
     assert "<code>" in g and "- search(query: string): web search" in g and "<answer>" in g
@@ -92,7 +93,8 @@ def spec(tmp_path, **kw):
 
 def test_bad_agent_params_fail_before_anything_starts(tmp_path, store):
     bad = parse_spec({"id": "de", "instruction": "x", "agent": {"name": "react", "params": {"formt": "deepeyes"}}})
-    with pytest.raises(EpisodeError, match="agent.params.formt: agent 'react' has no option 'formt'; its options: format"):
+    with pytest.raises(EpisodeError,
+                       match="agent.params.formt: agent 'react' has no option 'formt'; its options: format"):
         run_episode(bad, store, policy=ScriptedPolicy([]))
     bad = parse_spec({"id": "de", "instruction": "x", "agent": {"name": "react", "params": {"format": "xml"}}})
     with pytest.raises(EpisodeError, match=r"agent.params.format: unknown response format; expected one of json, "

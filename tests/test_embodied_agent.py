@@ -28,7 +28,8 @@ def spec(tmp_path, **over):
 
 
 def images_of(steps, node):
-    return [img["name"] for s in steps if s["node"] == node for m in s["payload"]["messages"] for img in m.get("images", [])]
+    return [img["name"] for s in steps if s["node"] == node for m in s["payload"]["messages"]
+            for img in m.get("images", [])]
 
 
 def test_example_picks_and_places_with_the_detector_and_records_images_and_trace(tmp_path):
@@ -55,7 +56,8 @@ def test_example_picks_and_places_with_the_detector_and_records_images_and_trace
     final = steps[-1]["payload"]["final_state"]
     assert final["success"] is True and final["judged_by"] == "simulator"
     assert final["visual_check"] == {"seen_at_place": "red cube", "ok": True}
-    assert final["truth"]["pick_on_object"] and final["truth"]["place_on_target"] and len(final["truth"]["gt_trace"]) == 8
+    assert final["truth"]["pick_on_object"] and final["truth"]["place_on_target"]
+    assert len(final["truth"]["gt_trace"]) == 8
 
 
 def test_a_recorded_trace_replays_one_answer_per_question(tmp_path):

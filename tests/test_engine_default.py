@@ -124,7 +124,8 @@ def test_models_list_says_what_runs_when_none_is_named(monkeypatch):
     monkeypatch.setattr(ort.KIND, "missing", lambda: "")
     assert default_choice().startswith("torch (TOOLPATH_ENGINE=torch")
     monkeypatch.delenv("TOOLPATH_ENGINE")
-    assert default_choice().startswith("onnxruntime for a text model it can run") and "--engine torch" in default_choice()
+    assert default_choice().startswith("onnxruntime for a text model it can run")
+    assert "--engine torch" in default_choice()
 
 
 @pytest.mark.parametrize("beside", [{"kv_cache": "kivi:4"}, {"decoding": "vcd"}])

@@ -52,7 +52,8 @@ def test_window_stops_where_the_whole_text_does(tokenizer):
     for stops in (STOPS, ["</tool_call>"], ["\nObservation:"], ["→é"]):
         for text in texts():
             ids = tokenizer.encode(text, add_special_tokens=False)
-            assert first_stop(Stops(tokenizer, stops), ids) == first_stop(WholeText(tokenizer, stops), ids), (stops, text)
+            assert first_stop(Stops(tokenizer, stops), ids) == first_stop(WholeText(tokenizer, stops), ids), \
+                (stops, text)
 
 
 def test_no_stop_strings_never_stop(tokenizer):

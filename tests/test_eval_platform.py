@@ -64,7 +64,8 @@ def test_an_eval_killed_halfway_resumes_to_the_numbers_of_an_uninterrupted_run(t
         runs = store.list_runs(limit=10_000, eval_id=eval_id)
     assert resumed["eval_id"] == eval_id and resumed["n"] == n and len(after) == n
     assert {k: after[k] for k in before} == before  # nothing finished was redone
-    assert len(runs) == n and {r["status"] for r in runs} == {"finished"}  # one run per sample: the kill's was continued
+    # one run per sample: the kill's was continued
+    assert len(runs) == n and {r["status"] for r in runs} == {"finished"}
     # the same numbers as an uninterrupted eval of the same records
     with Store(tmp_path / "other") as store:
         whole = run_eval("arith", store, model=SLOW, limit=n).summary()
@@ -122,7 +123,8 @@ def test_kill_9_of_an_eval_takes_its_workers_with_it_and_resume_adopts_the_runs_
             assert proc.poll() is None, "the eval ended before it could be killed"
             with Store(home, readonly=True) as store:
                 evals = store.list_evals()
-                in_flight = [r for r in store.unclaimed_runs(evals[0]["id"]) if r["status"] == "running"] if evals else []
+                in_flight = ([r for r in store.unclaimed_runs(evals[0]["id"]) if r["status"] == "running"]
+                             if evals else [])
             family = _descendants(proc.pid)
             ready = bool(evals) and evals[0]["done"] >= 1 and len(in_flight) == 2 and len(family) >= 4
         assert ready, "the eval never had a sample stored and two running"
@@ -259,7 +261,8 @@ def test_eval_list_shows_each_eval_with_its_progress(tmp_path, on_path):
     assert bad.returncode == 2 and "workers must be at least 1" in bad.stderr
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install 'toolpath[cluster]')")
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                    reason="ray is not installed (pip install 'toolpath[cluster]')")
 def test_ray_on_a_local_instance_gives_the_same_results(tmp_path, on_path, monkeypatch):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
@@ -274,7 +277,8 @@ def test_agent_params_reach_every_task_and_resume_keeps_them(tmp_path, on_path):
     with Store(tmp_path / "home") as store:
         with pytest.raises(ValueError, match="--agent-param: agent.params.planner: agent 'react' has no option "
                                              "'planner'; its options: format; agent.params.note: "):
-            run_eval("arith", store, model="python:helpers:ArithPolicy", limit=2, agent_params={"planner": "x", "note": 1})
+            run_eval("arith", store, model="python:helpers:ArithPolicy", limit=2,
+                     agent_params={"planner": "x", "note": 1})
         with pytest.raises(ValueError, match="--agent-param: agent.params.format: unknown response format"):
             run_eval("arith", store, model="python:helpers:ArithPolicy", limit=2, agent_params={"format": "xml"})
         first = run_eval("arith", store, model="python:helpers:ArithPolicy", limit=2, agent_params={"format": "json"})

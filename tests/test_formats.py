@@ -2,7 +2,8 @@ from toolpath.policies.formats import parse_tool_calls, render_tools
 
 
 def test_one_tagged_call_and_the_text_around_it():
-    p = parse_tool_calls('Let me add. <tool_call>{"name": "calculator", "arguments": {"expression": "2+3"}}</tool_call>')
+    p = parse_tool_calls('Let me add. <tool_call>{"name": "calculator", "arguments": {"expression": "2+3"}}'
+                         '</tool_call>')
     assert [(c.name, c.arguments) for c in p.calls] == [("calculator", {"expression": "2+3"})]
     assert p.content == "Let me add." and p.issues == []
 
@@ -42,7 +43,8 @@ def test_lenient_forms():
     assert trailing.calls[0].arguments == {"x": 1}
     as_string = parse_tool_calls('<tool_call>{"name": "a", "arguments": "{\\"x\\": 2}"}</tool_call>')
     assert as_string.calls[0].arguments == {"x": 2}
-    openai_shape = parse_tool_calls('<tool_call>{"type": "function", "function": {"name": "a", "arguments": {}}}</tool_call>')
+    openai_shape = parse_tool_calls('<tool_call>{"type": "function", "function": {"name": "a", "arguments": {}}}'
+                                    '</tool_call>')
     assert openai_shape.calls[0].name == "a"
 
 

@@ -77,7 +77,8 @@ def test_clearance_clears_the_tallest_thing_in_the_corridor_only():
     h = clearance_height(cloud, (0.45, -0.1), (0.65, 0.1), held=0.045)
     assert h == pytest.approx(0.25 + 0.045 + 0.05, abs=0.002)
     assert clearance_height(table(), (0.45, -0.1), (0.65, 0.1), held=0.045) == MIN_CLEARANCE
-    assert clearance_height(scene(box_top((0.55, 0.0), (0.04, 0.04, 0.6))), (0.45, 0), (0.65, 0), 0.045) <= MAX_CLEARANCE
+    tall = scene(box_top((0.55, 0.0), (0.04, 0.04, 0.6)))
+    assert clearance_height(tall, (0.45, 0), (0.65, 0), 0.045) <= MAX_CLEARANCE
 
 
 def test_path_descends_and_rises_vertically_and_travels_at_the_clearance():
@@ -89,7 +90,8 @@ def test_path_descends_and_rises_vertically_and_travels_at_the_clearance():
     names = [n for n, _ in path]
     assert names == ["gripper", "move_ee", "move_ee", "gripper", "move_ee", "move_ee", "move_ee", "gripper",
                      "move_ee", "home"]
-    assert path[0][1] == {"command": "open"} and path[3][1] == {"command": "close"} and path[7][1] == {"command": "open"}
+    assert path[0][1] == {"command": "open"} and path[3][1] == {"command": "close"}
+    assert path[7][1] == {"command": "open"}
     moves = [a["position"] for n, a in path if n == "move_ee"]
     up = moves[0][2]
     assert up >= MIN_CLEARANCE

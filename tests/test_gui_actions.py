@@ -159,7 +159,8 @@ def test_values_that_are_not_json_data_are_issues_and_surrogates_are_replaced():
 
 def test_calls_may_span_lines_and_hold_brackets_in_strings():
     block = "swipe(from_coord=[1, 2],\n      to_coord=[3, 4])\nwrite(message='a) (b [c')\n"
-    assert split_calls(block) == [(1, "swipe(from_coord=[1, 2],\n      to_coord=[3, 4])"), (3, "write(message='a) (b [c')")]
+    assert split_calls(block) == [(1, "swipe(from_coord=[1, 2],\n      to_coord=[3, 4])"),
+                                  (3, "write(message='a) (b [c')")]
     p = ScaleCUAFormat(schemas=schemas()).parse(f"<action>{block}</action>")
     assert [c.arguments for c in p.calls] == [{"from_coord": [1, 2], "to_coord": [3, 4]}, {"message": "a) (b [c"}]
 

@@ -341,7 +341,8 @@ def test_screenspot_pro_negative_items_are_read_and_a_decline_is_right_in_both_m
     assert neg.category == "CAD/icon" and set(bench.metrics(neg, REFUSED)) == {
         "type:CAD", "type:icon", "type:app:autocad", "type:negative"}
     for r in (neg, *more):
-        for answer, right in ((REFUSED, 1.0), (POINT(140, 120), 0.0), (POINT(5, 5), 0.0), ("no idea", 0.0), (None, 0.0)):
+        for answer, right in ((REFUSED, 1.0), (POINT(140, 120), 0.0), (POINT(5, 5), 0.0), ("no idea", 0.0),
+                              (None, 0.0)):
             assert score_answer(bench, r, answer).scores == {"toolpath": right, "official": right}, (r.id, answer)
     assert score_answer(bench, pos, REFUSED).scores == {"toolpath": 0.0, "official": 0.0}  # it is on the screen
     case = {"evaluator": "screenspot_pro", "img_size": [400, 300], "gt_type": "negative"}
@@ -545,7 +546,8 @@ def test_the_grounder_through_the_agent_in_every_convention_and_mode(tmp_path, f
         for conv in ("absolute", "normalized", "grid1000"):
             for instruction, (x0, y0, x1, y1) in cases:
                 s = parse_spec({"id": "g", "instruction": instruction, "inputs": {"images": [str(shot)]},
-                                "agent": {"name": "computer_use", "params": {"mode": "grounding", "coordinates": conv}}},
+                                "agent": {"name": "computer_use",
+                                          "params": {"mode": "grounding", "coordinates": conv}}},
                                base_dir=tmp_path)
                 res = run_episode(s, store, policy=OCRGrounder())
                 px, py = json.loads(res.answer)["point"]

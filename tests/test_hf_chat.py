@@ -54,9 +54,11 @@ def test_deepeyes_turns_are_rendered_in_their_own_grammar():
 
     py = {"name": "python", "description": "run code", "parameters": {"properties": {"code": {"type": "string"}}}}
     msgs = [Message(role="system", content="sys"), Message(role="user", content="q"),
-            Message(role="assistant", content="look", tool_calls=[ToolCall(id="1", name="python", arguments={"code": "1"})]),
+            Message(role="assistant", content="look",
+                    tool_calls=[ToolCall(id="1", name="python", arguments={"code": "1"})]),
             Message(role="tool", content="Code execution result:\nstdout:\n(empty)", name="python")]
-    c = HFPolicy(None, Tok("plain"), ModelSpec(options={"demonstration": False}), "t")._chat(msgs, [py], FORMATS["deepeyes"])
+    policy = HFPolicy(None, Tok("plain"), ModelSpec(options={"demonstration": False}), "t")
+    c = policy._chat(msgs, [py], FORMATS["deepeyes"])
     assert "<code>" in c[0]["content"] and "<answer>" in c[0]["content"]
     assert c[2]["content"] == "<think>look</think>\n<code>\n```python\n1\n```\n</code>"
     assert c[3] == {"role": "user", "content": "Code execution result:\nstdout:\n(empty)"}

@@ -52,7 +52,8 @@ def draw(img: np.ndarray, shape: str, color: str, center, size: int) -> np.ndarr
         if shape == "circle":
             cv2.circle(target, (cx, cy), size, c, -1, aa)
         elif shape == "square":
-            pts = np.array([[cx - size, cy - size], [cx + size, cy - size], [cx + size, cy + size], [cx - size, cy + size]])
+            pts = np.array([[cx - size, cy - size], [cx + size, cy - size], [cx + size, cy + size],
+                            [cx - size, cy + size]])
             cv2.fillPoly(target, [pts], c, aa)
         elif shape == "triangle":
             cv2.fillPoly(target, [np.array([[cx, cy - size], [cx + size, cy + size], [cx - size, cy + size]])], c, aa)
@@ -171,7 +172,8 @@ def test_nothing_matching_is_an_edit_error_that_says_what():
     with pytest.raises(EditError, match="names no colour"):
         locate("color_segment", img, "circle")
     with pytest.raises(EditError, match="unknown colour 'mauve'"):
-        TOOLS["color_segment"].fn(EditState(image=img), Subtask("s1", "recolor", Target("mauve circle", "mauve", "circle")))
+        TOOLS["color_segment"].fn(EditState(image=img),
+                                  Subtask("s1", "recolor", Target("mauve circle", "mauve", "circle")))
     with pytest.raises(EditError, match="stands out"):
         locate("shape_segment", background("stripes"), "star")
 
@@ -336,7 +338,8 @@ def test_replace_draws_the_new_shape_in_the_old_box():
     assert abs(xs.mean() - 130) < 6 and abs(ys.mean() - 122) < 8  # centred where the circle was
     good = check("draw_shape", filled, after, s)
     wrong = TOOLS["draw_shape"].fn(filled, Subtask("s1", "replace", s.target, {"color": "blue", "shape": "square"}))
-    assert good >= 0.85 and check("draw_shape", filled, wrong, s) < 0.5 and check("draw_shape", filled, filled, s) == 0.0
+    assert good >= 0.85 and check("draw_shape", filled, wrong, s) < 0.5
+    assert check("draw_shape", filled, filled, s) == 0.0
     with pytest.raises(EditError, match="unknown shape 'blob'"):
         TOOLS["draw_shape"].fn(filled, Subtask("s1", "replace", s.target, {"color": "blue", "shape": "blob"}))
 
@@ -446,14 +449,16 @@ def test_text_add_writes_at_the_position_in_a_contrasting_colour(position, light
         assert col * W / 3 <= xs.mean() < (col + 1) * W / 3 and row * H / 3 <= ys.mean() < (row + 1) * H / 3
         assert (after.image[ink].mean() < 80) == light  # black on light, white on dark
         assert check(tool, EditState(image=img), after, s) >= 0.8
-    elsewhere = Subtask("s1", "text_add", None, {"text": "OPEN", "position": "top right" if position != "top right" else "left"})
+    elsewhere = Subtask("s1", "text_add", None,
+                        {"text": "OPEN", "position": "top right" if position != "top right" else "left"})
     assert Q.check_write(EditState(image=img), TOOLS["write_text"].fn(EditState(image=img), elsewhere), s) == 0.0
 
 
 def test_write_rejects_bad_parameters():
     img = background("uniform")
     with pytest.raises(EditError, match="position"):
-        TOOLS["write_text"].fn(EditState(image=img), Subtask("s1", "text_add", None, {"text": "OPEN", "position": "up"}))
+        TOOLS["write_text"].fn(EditState(image=img),
+                               Subtask("s1", "text_add", None, {"text": "OPEN", "position": "up"}))
     with pytest.raises(EditError, match="params\\['text'\\]"):
         TOOLS["write_text"].fn(EditState(image=img), Subtask("s1", "text_add", None, {"position": "top"}))
     with pytest.raises(EditError, match="unknown colour 'mauve'"):
@@ -528,7 +533,8 @@ def test_upscale_scales_by_the_factor(tool):
 @pytest.mark.parametrize("factor", [5, 1, 0.5, "2", True, float("nan"), None])
 def test_a_bad_factor_is_an_edit_error_naming_it(factor):
     with pytest.raises(EditError, match="factor"):
-        TOOLS["upscale_cubic"].fn(EditState(image=background("uniform")), Subtask("s1", "upscale", None, {"factor": factor}))
+        TOOLS["upscale_cubic"].fn(EditState(image=background("uniform")),
+                                  Subtask("s1", "upscale", None, {"factor": factor}))
 
 
 # ---- every tool -------------------------------------------------------------------------------------------

@@ -92,7 +92,8 @@ def sam_folder(tmp_path_factory):
         vision_config=SamVisionConfig(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=2,
                                       image_size=64, patch_size=16, output_channels=16, window_size=2,
                                       global_attn_indexes=[1], mlp_dim=37, num_pos_feats=8),
-        prompt_encoder_config=SamPromptEncoderConfig(hidden_size=16, image_size=64, patch_size=16, mask_input_channels=4),
+        prompt_encoder_config=SamPromptEncoderConfig(hidden_size=16, image_size=64, patch_size=16,
+                                                     mask_input_channels=4),
         mask_decoder_config=SamMaskDecoderConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, mlp_dim=32,
                                                  iou_head_hidden_dim=16))
     folder = tmp_path_factory.mktemp("sam")

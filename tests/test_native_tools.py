@@ -142,7 +142,8 @@ def test_tools_reach_the_template_and_a_call_and_result_round_trip(tiny):
                            Message(role="tool", content="25.0", name=call.name, tool_call_id="c1")])
     assert '"name": "calculate_triangle_area"' in text.split("</tools>")[0]  # the tool list, as the template writes it
     assert "You can use tools" not in text and "calculator" not in text  # no toolpath grammar, no worked example
-    assert '<tool_call>\n{"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}\n</tool_call>' in text
+    assert ('<tool_call>\n{"name": "calculate_triangle_area", "arguments": {"base": 10, "height": 5}}\n'
+            '</tool_call>') in text
     assert "<tool_response>\n25.0\n</tool_response>" in text and text.endswith("<|im_start|>assistant\n")
 
 
@@ -175,7 +176,8 @@ def test_a_forced_call_starts_the_reply_with_the_families_opener(tiny):
     named = prompt(policy, [Message(role="user", content="area?")], tool_choice={"name": "calculate_triangle_area"})
     assert named.endswith('<|im_start|>assistant\n<tool_call>\n{"name": "calculate_triangle_area", "arguments": ')
     r = policy.respond([Message(role="user", content="area?")], [AREA], tool_choice="required")
-    assert r.raw.startswith('<tool_call>\n{"name": "') and (r.tool_calls or r.issues)  # random weights: a call or an issue
+    # random weights: a call or an issue
+    assert r.raw.startswith('<tool_call>\n{"name": "') and (r.tool_calls or r.issues)
 
 
 def test_a_template_that_raises_is_a_policy_error(tiny):

@@ -61,8 +61,8 @@ def server(request):
 def test_react_run_through_an_openai_server(server, store, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("OPENAI_BASE_URL", server.url)  # the key's server: a spec's base_url elsewhere gets no key
-    spec = parse_spec({"id": "t", "instruction": "What is 2+3?", "model": {"name": "openai:test-model", "base_url": server.url},
-                       "tools": ["calculator"]})
+    spec = parse_spec({"id": "t", "instruction": "What is 2+3?",
+                       "model": {"name": "openai:test-model", "base_url": server.url}, "tools": ["calculator"]})
     r = run_episode(spec, store)
     assert (r.status, r.answer, r.tokens_in, r.tokens_out) == ("finished", "The answer is 5.", 22, 14)
     first, second = server.requests

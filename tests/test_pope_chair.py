@@ -198,11 +198,15 @@ def test_pope_reads_real_format_files_with_images_beside_or_elsewhere(tmp_path, 
 
 
 @pytest.mark.parametrize("line, message", [
-    ('{"question_id": 1, "image": "a.jpg", "text": "Is there a dog?", "label": "yes"', r"coco_pope_popular.json:2: not valid JSON"),
+    ('{"question_id": 1, "image": "a.jpg", "text": "Is there a dog?", "label": "yes"',
+     r"coco_pope_popular.json:2: not valid JSON"),
     ({"question_id": 3, "image": "a.jpg", "text": "Is there a dog?"}, r":2: missing field\(s\) label"),
-    ({"question_id": 3, "image": "a.jpg", "text": "Is there a dog?", "label": "maybe"}, r":2: label: expected yes or no"),
-    ({"question_id": 3, "image": "gone.jpg", "text": "Is there a dog?", "label": "no"}, r":2: image not found: .*gone.jpg"),
-    ({"question_id": 1, "image": "a.jpg", "text": "Is there a dog?", "label": "no"}, r":2: question_id 1 repeats line 1"),
+    ({"question_id": 3, "image": "a.jpg", "text": "Is there a dog?", "label": "maybe"},
+     r":2: label: expected yes or no"),
+    ({"question_id": 3, "image": "gone.jpg", "text": "Is there a dog?", "label": "no"},
+     r":2: image not found: .*gone.jpg"),
+    ({"question_id": 1, "image": "a.jpg", "text": "Is there a dog?", "label": "no"},
+     r":2: question_id 1 repeats line 1"),
 ])
 def test_pope_bad_lines_are_named_with_file_and_line(tmp_path, line, message):
     first = {"question_id": 1, "image": "a.jpg", "text": "Is there a dog in the image?", "label": "yes"}
@@ -307,7 +311,8 @@ def test_chair_eval_through_the_cli(home):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert set(out["metrics"]) == {"chair_s", "chair_i", "recall", "mentions_per_caption"}
-    assert out["metrics"]["mentions_per_caption"] == 2.0 and out["score"] == pytest.approx(1 - out["metrics"]["chair_s"])
+    assert out["metrics"]["mentions_per_caption"] == 2.0
+    assert out["score"] == pytest.approx(1 - out["metrics"]["chair_s"])
 
 
 def test_decoding_is_stored_in_the_eval_and_kept_by_resume(store):

@@ -133,7 +133,8 @@ def test_the_byte_bound_evicts_the_least_recently_used():
     assert cache.lookup(torch.cat([b, torch.tensor([7])])).reused == 0
     hit = cache.lookup(torch.cat([c[:6], torch.tensor([999, 998])]))
     assert hit.reused == 6 and hit.cache.get_seq_length() == 6 and float(hit.cache.layers[0].keys[0, 0, 0, 0]) == 3.0
-    hit.cache.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4), 0)  # extending the copy leaves the store as it was
+    # extending the copy leaves the store as it was
+    hit.cache.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4), 0)
     assert cache.lookup(torch.cat([c, torch.tensor([7])])).reused == 10
     cache.store(torch.arange(40), fake_cache(40))  # larger than the whole bound: not kept, nothing evicted for it
     assert len(cache) == 2

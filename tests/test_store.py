@@ -152,7 +152,8 @@ def test_text_columns_eval_rows_and_nesting_deeper_than_json_can_take_are_stored
     rid = store.create_run("{}", "t\ud800", "m", "react")
     store.update_run(rid, status="finished", answer="42 \ud800", error="bad \x00 byte", score=float("nan"))
     run = store.get_run(rid)
-    assert (run["task_id"], run["answer"], run["error"], run["score"]) == ("t\ufffd", "42 \ufffd", "bad \ufffd byte", None)
+    assert (run["task_id"], run["answer"], run["error"], run["score"]) == ("t\ufffd", "42 \ufffd",
+                                                                          "bad \ufffd byte", None)
     deep: list = []
     for _ in range(5000):  # json.dumps would recurse out of the interpreter's stack on this
         deep = [deep]

@@ -1,5 +1,6 @@
-"""The learned subroutine library (toolpath/planners/subroutines.py, induction.py, library.py): predicates, choice, running, persistence,
-traces and induction with a held-out A/B, on fake edit tools that do real numpy work with known qualities."""
+"""The learned subroutine library (toolpath/planners/subroutines.py, induction.py, library.py): predicates, choice,
+running, persistence, traces and induction with a held-out A/B, on fake edit tools that do real numpy work with known
+qualities."""
 
 import numpy as np
 import pytest

@@ -85,14 +85,17 @@ def test_check_spec_names_the_bad_parameter():
 
 def test_choose_points_follows_the_representation_and_falls_back():
     task = {"pick": "red cube", "target": "blue plate"}
-    rel = parse_fsd("<ref>red cube</ref><box>[[100, 100, 200, 200]]</box> <ref>blue plate</ref><box>[[600, 600, 800, 800]]</box>")
+    rel = parse_fsd("<ref>red cube</ref><box>[[100, 100, 200, 200]]</box> "
+                    "<ref>blue plate</ref><box>[[600, 600, 800, 800]]</box>")
     trace = parse_fsd("<answer><point>[[150, 150], [300, 300], [700, 700]]</point></answer>")
     aff = parse_fsd("<answer><box>[[120, 120, 160, 160]]</box></answer>")
     free = parse_fsd("<answer><point>[[680, 700], [720, 700]]</point></answer>")
     c, _ = choose_points("trace", task, rel, trace, None, free)
-    assert c["pick_grid"] == [150, 150] and c["place_grid"] == [700, 700] and c["sources"]["place"] == "mean free-space point"
+    assert c["pick_grid"] == [150, 150] and c["place_grid"] == [700, 700]
+    assert c["sources"]["place"] == "mean free-space point"
     c, _ = choose_points("affordance", task, rel, None, aff, None)
-    assert c["pick_grid"] == [140, 140] and c["place_grid"] == [700, 700] and c["sources"]["place"] == "relation graph box"
+    assert c["pick_grid"] == [140, 140] and c["place_grid"] == [700, 700]
+    assert c["sources"]["place"] == "relation graph box"
     c, _ = choose_points("trace", task, rel, trace, None, None)
     assert c["place_grid"] == [700, 700] and c["sources"]["place"] == "trace end"
     c, why = choose_points("trace", task, parse_fsd("I cannot see a red cube."), None, None, None)

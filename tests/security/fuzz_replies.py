@@ -1,5 +1,5 @@
-"""Generated model replies for the response grammars (JSON, native tool formats, DeepEyesV2, ScaleCUA, FSD), and what a parser must
-do with each: the corpus of tests/security/test_fuzz_grammars.py and benchmarks/fuzz_grammars.py.
+"""Generated model replies for the response grammars (JSON, native tool formats, DeepEyesV2, ScaleCUA, FSD), and what
+a parser must do with each: the corpus of tests/security/test_fuzz_grammars.py and benchmarks/fuzz_grammars.py.
 
 `replies(grammar, n, seed)` yields n (text, must_report) pairs from a fixed seed. Most replies are valid ones
 that have been cut, spliced, repeated or had hostile fragments put in (tags, quotes, brackets, escapes, huge
@@ -92,8 +92,8 @@ VALID: dict[str, list[str]] = {
 # Pieces of text that break grammars: every grammar's tags, quotes, brackets, escapes, numbers, unicode.
 FRAGMENTS: list[str] = [
     OPEN, CLOSE, "<code>", "</code>", "<answer>", "</answer>", "<think>", "</think>", "<TOOL_CALL>", "</Code>",
-    "<|python_tag|>", "<action>", "</action>", "<operation>", "</operation>", "<point>", "</point>", "<box>", "</box>", "<ref>",
-    "</ref>", "<pred>", "</pred>", "< point >", "< / box >", "<Answer>", "<", ">", "</", "```", "```json\n",
+    "<|python_tag|>", "<action>", "</action>", "<operation>", "</operation>", "<point>", "</point>", "<box>", "</box>",
+    "<ref>", "</ref>", "<pred>", "</pred>", "< point >", "< / box >", "<Answer>", "<", ">", "</", "```", "```json\n",
     "```python\n", '"', "'", '"""', "'''", "\\", '\\"', "\\u", "\\ud800", "\\udc00\\ud800", "{", "}", "[", "]",
     "(", ")", "{{", "}}", "[[", "]]", ",", ":", ";", "#", "=", "**", '"name"', '"arguments"', '"name": ', "NaN",
     "Infinity", "-Infinity", "1e999", "-1e999", "9" * 5000, "1" * 400, "0x1F", "1_000", "1+2j", "b'x'",

@@ -85,8 +85,8 @@ def test_writing_outside_the_work_folder(box, path):
 
 
 def test_fork_bomb(box):
-    e = err(box, "import os\nkids = []\nwhile True:\n    pid = os.fork()\n    if pid == 0:\n        import time; time.sleep(30)\n"
-                 "        os._exit(0)\n    kids.append(pid)", timeout=8)
+    e = err(box, "import os\nkids = []\nwhile True:\n    pid = os.fork()\n    if pid == 0:\n"
+                 "        import time; time.sleep(30)\n        os._exit(0)\n    kids.append(pid)", timeout=8)
     assert "BlockingIOError" in e or "Resource temporarily unavailable" in e or "limit" in e
     assert box.run("1 + 1").value == "2"
 
@@ -127,7 +127,8 @@ def test_proc_shows_only_the_sandbox(box):
 
 def test_ptrace_cannot_reach_host_processes(box):
     # PTRACE_ATTACH (16) to this test process: its pid does not exist in the sandbox's PID namespace
-    e = err(box, f"import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nres = libc.ptrace(16, {os.getpid()}, 0, 0)\n"
+    e = err(box, "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                 f"res = libc.ptrace(16, {os.getpid()}, 0, 0)\n"
                  "assert res == 0, 'ptrace refused, errno %d' % ctypes.get_errno()")
     # EPERM from the seccomp filter, which refuses ptrace whole; where there is none, ESRCH from the namespace
     assert "ptrace refused, errno 1" in e or "ptrace refused, errno 3" in e

@@ -28,7 +28,8 @@ def assert_ours(text):
 def test_a_loop_of_tool_nodes_ends_naming_its_nodes(max_steps, store):
     # each edge's condition always holds on 63: the loop has a way out on paper, never in this run
     spec = parse_spec(graph({"add": CALC, "check": CALC, "again": CALC},
-                            [{"from": "add", "to": "check"}, {"from": "check", "to": "again", "when": {"contains": "63"}},
+                            [{"from": "add", "to": "check"},
+                             {"from": "check", "to": "again", "when": {"contains": "63"}},
                              {"from": "again", "to": "check", "when": {"contains": "63"}}],
                             limits={"max_steps": max_steps}))
     r = run_episode(spec, store, policy=ScriptedPolicy([]))

@@ -8,9 +8,10 @@ import pytest
 
 from security.test_sandbox_escalation import KINDS, open_box
 
+# 2 MB files, each well under file_size_mb: only the folder's size stops it
 FILL = ("import os\nos.makedirs({path!r}, exist_ok=True)\nfor i in range(40):\n"
         "    with open(os.path.join({path!r}, 'f%d' % i), 'wb') as f:\n"
-        "        f.write(b'x' * (2 << 20))")  # 2 MB files, each well under file_size_mb: only the folder's size stops it
+        "        f.write(b'x' * (2 << 20))")
 # The file system a folder lives on, seen from inside: its type (from the mount table, by device), its size and
 # the bytes used on it. Measured on the sandbox's own mount, never on the host's /tmp that others write to.
 MOUNT = ("import os\ndev = os.stat({path!r}).st_dev\nst = os.statvfs({path!r})\n"

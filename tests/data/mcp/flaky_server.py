@@ -1,5 +1,6 @@
 """A small MCP server (built on the official SDK's MCPServer) that misbehaves on request, for tests/test_mcp.py:
-`echo` answers, `tick` appends to a file, `die` ends the process mid-call, `hang` never answers, `fail` raises inside the tool."""
+`echo` answers, `tick` appends to a file, `die` ends the process mid-call, `hang` never answers, `fail` raises inside
+the tool."""
 
 import os
 import sys

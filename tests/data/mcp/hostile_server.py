@@ -50,8 +50,9 @@ if MODE == "stderr-flood":
 if MODE == "not-json":
     print("hello from a server that forgot stdout is the wire", flush=True)
 if MODE == "setsid-child":
-    subprocess.Popen(["setsid", sys.executable, "-c", "import time; time.sleep(300)", sys.argv[2]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, start_new_session=True)
+    subprocess.Popen(["setsid", sys.executable, "-c", "import time; time.sleep(300)", sys.argv[2]],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
 
 for line in sys.stdin:
     msg = json.loads(line)
