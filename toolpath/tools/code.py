@@ -18,7 +18,8 @@ def format_result(res) -> str:
     parts.append("stdout:\n" + (res.stdout.rstrip() if res.stdout.strip() else "(empty)"))
     if res.value is not None:
         parts.append("value:\n" + res.value)
-    err = (res.stderr.rstrip() + ("\n" if res.stderr.strip() and res.error else "") + (res.error or "").rstrip()).strip()
+    err = (res.stderr.rstrip() + ("\n" if res.stderr.strip() and res.error else "")
+           + (res.error or "").rstrip()).strip()
     parts.append("stderr:\n" + (err or "(empty)"))
     parts.append(f"Images: {len(res.images)}")
     parts += [f"note: {n}" for n in res.notes]

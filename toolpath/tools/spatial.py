@@ -353,10 +353,10 @@ def draw(image, boxes=None, points=None, trace=None, labels=None) -> bytes:
         c = _PALETTE[i % len(_PALETTE)]
         dr.rectangle([b.x1, b.y1, b.x2, b.y2], outline=c, width=scale)
         if labels:
-            l, t, r, btm = dr.textbbox((0, 0), str(labels[i]), font=f)
+            left, t, r, btm = dr.textbbox((0, 0), str(labels[i]), font=f)
             y = b.y1 - (btm - t) - 2 * scale if b.y1 - (btm - t) - 2 * scale >= 0 else b.y2 + scale
-            dr.rectangle([b.x1, y, b.x1 + (r - l) + 2 * scale, y + (btm - t) + scale], fill=c)
-            dr.text((b.x1 + scale - l, y - t), str(labels[i]), font=f, fill=(255, 255, 255))
+            dr.rectangle([b.x1, y, b.x1 + (r - left) + 2 * scale, y + (btm - t) + scale], fill=c)
+            dr.text((b.x1 + scale - left, y - t), str(labels[i]), font=f, fill=(255, 255, 255))
     for p in (Point.of(q) for q in (points or [])):
         r = 3 * scale
         dr.ellipse([p.x - r - scale, p.y - r - scale, p.x + r + scale, p.y + r + scale], fill=(255, 255, 255))

@@ -1,9 +1,10 @@
-"""pySpatial's operations (toolpath/tools/spatial3d) as tools, for tool-calling models that do not write programs: `reconstruct`,
-`camera_motion`, `novel_view` on named images (image_1, …).
+"""pySpatial's operations (toolpath/tools/spatial3d) as tools, for tool-calling models that do not write programs:
+`reconstruct`, `camera_motion`, `novel_view` on named images (image_1, …).
 
 They run the classic backend (OpenCV SIFT, essential matrix, PnP, bundle adjustment: reconstruct.py) on the
-images as they are; the reconstruction is cached under $TOOLPATH_HOME/spatial3d keyed by the images' bytes (spatial3d/reconstruct.py), and
-its id (`recon_` + the cache key) lets a later call, in this run or another process, reuse it (`novel_view`).
+images as they are; the reconstruction is cached under $TOOLPATH_HOME/spatial3d keyed by the images' bytes
+(spatial3d/reconstruct.py), and its id (`recon_` + the cache key) lets a later call, in this run or another process,
+reuse it (`novel_view`).
 Units: camera 1 is the world origin (x right, y down, z forward, OpenCV) and the distance between the first two
 cameras is 1; a turn's sign is positive to the left, seen from above.
 
@@ -96,12 +97,14 @@ def _declined(recon, names: list[str]) -> list[dict]:
 
 
 def _turn_words(yaw: float) -> str:
-    return "no significant turn" if abs(yaw) < 15 else f"turned {'left' if yaw > 0 else 'right'} by about {abs(yaw):.0f}°"
+    return ("no significant turn" if abs(yaw) < 15
+            else f"turned {'left' if yaw > 0 else 'right'} by about {abs(yaw):.0f}°")
 
 
 @tool(timeout=240.0, cost=3.0, quality=0.7, tags=("spatial", "3d"))
 def reconstruct(images: list[str], ctx: ToolContext, fov_deg: float | None = None) -> ToolResult:
-    """Reconstruct the 3D scene seen in several images: which camera poses were recovered, how each camera moved and turned from the first, the point cloud's size, and an id to reuse in novel_view.
+    """Reconstruct the 3D scene seen in several images: which camera poses were recovered, how each camera moved and
+    turned from the first, the point cloud's size, and an id to reuse in novel_view.
 
     Args:
         images: the images' names, e.g. ["image_1", "image_2"]; at least two views of one scene
@@ -118,7 +121,8 @@ def reconstruct(images: list[str], ctx: ToolContext, fov_deg: float | None = Non
     for i, name in enumerate(images):
         if not recon.registered[i]:
             continue
-        entry: dict[str, Any] = {"image": name, "position": [round(float(c), 3) for c in camera_center(recon.extrinsics[i])]}
+        entry: dict[str, Any] = {"image": name,
+                                 "position": [round(float(c), 3) for c in camera_center(recon.extrinsics[i])]}
         if i != base:
             text = describe_camera_motion(recon, base, i)
             entry["from_" + images[base]] = text.split(": ", 1)[1]
@@ -133,7 +137,8 @@ def reconstruct(images: list[str], ctx: ToolContext, fov_deg: float | None = Non
 
 @tool(timeout=240.0, cost=2.0, quality=0.75, tags=("spatial", "3d"))
 def camera_motion(image_a: str, image_b: str, ctx: ToolContext, fov_deg: float | None = None) -> ToolResult:
-    """How the camera moved and turned from one photo to another: turned left or right by how many degrees, and which way it moved (forward, left, backward-right, ...).
+    """How the camera moved and turned from one photo to another: turned left or right by how many degrees, and which
+    way it moved (forward, left, backward-right, ...).
 
     Args:
         image_a: the first photo's name, e.g. image_1
@@ -163,14 +168,17 @@ def camera_motion(image_a: str, image_b: str, ctx: ToolContext, fov_deg: float |
             "yaw_deg": round(yaw, 1), "rotation_deg": round(rotation, 1),
             "move_direction": [round(float(c) / norm, 3) for c in step] if norm > 0 else [0.0, 0.0, 0.0],
             "axes": f"{image_a}'s camera: x right, y down, z forward; yaw positive to the left",
-            "reconstruction": recon_id, "focal": "given" if fov_deg is not None else "guessed (about 45° field of view)"}
+            "reconstruction": recon_id,
+            "focal": "given" if fov_deg is not None else "guessed (about 45° field of view)"}
     return ToolResult(content=_json(data), data=data)
 
 
 @tool(timeout=60.0, cost=0.5, quality=0.6, tags=("spatial", "3d"))
 def novel_view(reconstruction: str, ctx: ToolContext, camera: int = 1, turn_deg: float = 0.0, forward: float = 0.0,
                width: int = 320, height: int = 240) -> ToolResult:
-    """Render what a camera would see from a new pose in a reconstructed scene: start at one of its cameras, turn (positive = left), move forward (negative = back). The view comes back as a new named image; white is what no photo showed.
+    """Render what a camera would see from a new pose in a reconstructed scene: start at one of its cameras, turn
+    (positive = left), move forward (negative = back). The view comes back as a new named image; white is what no photo
+    showed.
 
     Args:
         reconstruction: the id reconstruct returned, e.g. recon_3f2a…

@@ -90,7 +90,8 @@ def _answer(data: dict, ctx: ToolContext, image: str, show: bool, **drawn) -> To
 
 @tool(timeout=30.0, cost=0.3, quality=0.85, tags=("spatial", "fsd"))
 def locate(image: str, object: str, ctx: ToolContext, show: bool = False) -> ToolResult:
-    """Find an object of the tabletop in an image: a point on it (where to grasp it) and its box, on FSD's 0-1000 grid (x right, y down).
+    """Find an object of the tabletop in an image: a point on it (where to grasp it) and its box, on FSD's 0-1000
+    grid (x right, y down).
 
     Args:
         image: the image's name, e.g. image_1
@@ -115,7 +116,8 @@ def locate(image: str, object: str, ctx: ToolContext, show: bool = False) -> Too
 @tool(timeout=30.0, cost=0.3, quality=0.8, tags=("spatial", "fsd"))
 def trace(image: str, ctx: ToolContext, instruction: str = "", start: str | list[float] | None = None,
           goal: str | list[float] | None = None, points: int = 8, show: bool = False) -> ToolResult:
-    """FSD's visual trace: ordered points on the 0-1000 grid from where to grasp the object to pick up to where it goes, raised over the way. Give an instruction ("put the red cube on the blue plate"), or start and goal.
+    """FSD's visual trace: ordered points on the 0-1000 grid from where to grasp the object to pick up to where it
+    goes, raised over the way. Give an instruction ("put the red cube on the blue plate"), or start and goal.
 
     Args:
         image: the image's name, e.g. image_1
@@ -168,11 +170,13 @@ def trace(image: str, ctx: ToolContext, instruction: str = "", start: str | list
 
 @tool(timeout=30.0, cost=0.3, quality=0.8, tags=("spatial", "fsd"))
 def relations(image: str, ctx: ToolContext, objects: list[str] | None = None, show: bool = False) -> ToolResult:
-    """How the tabletop's objects are placed relative to each other (on, left of, right of, in front of, behind, as the camera sees them), with each object's box on the 0-1000 grid.
+    """How the tabletop's objects are placed relative to each other (on, left of, right of, in front of, behind, as
+    the camera sees them), with each object's box on the 0-1000 grid.
 
     Args:
         image: the image's name, e.g. image_1
-        objects: the objects to relate, by colour and kind (e.g. ["red cube", "blue plate"]); all that are seen when left out
+        objects: the objects to relate, by colour and kind (e.g. ["red cube", "blue plate"]); all that are seen when
+            left out
         show: also return the image with the objects' boxes drawn on it, as a new named image
     """
     from . import scene as S

@@ -420,7 +420,8 @@ def pick_blob(candidates: list[Blob], shape: str | None, weight=None) -> tuple[B
     largest = candidates[0].area
     # the shape decides; size breaks near-ties: a small speck or a letter ("I" is a fine rectangle) can look
     # like anything, so a blob far smaller than the largest needs a clearly better shape to win
-    scored = [(shape_score(b.mask, shape) * (0.5 + 0.5 * math.sqrt(b.area / largest)) * (weight(b) if weight else 1.0), b)
+    scored = [(shape_score(b.mask, shape) * (0.5 + 0.5 * math.sqrt(b.area / largest))
+               * (weight(b) if weight else 1.0), b)
               for b in candidates]
     score, blob = max(scored, key=lambda t: t[0])
     return blob, float(score)

@@ -60,7 +60,8 @@ def push_pull(image: np.ndarray, known: np.ndarray) -> np.ndarray:
         size = (max(1, img.shape[1] // 2), max(1, img.shape[0] // 2))
         ws = cv2.resize(w, size, interpolation=cv2.INTER_AREA)
         sums = cv2.resize(img * w[..., None], size, interpolation=cv2.INTER_AREA)
-        levels.append((np.where(ws[..., None] > 0, sums / np.maximum(ws, 1e-6)[..., None], 0), (ws > 0).astype(np.float32)))
+        levels.append((np.where(ws[..., None] > 0, sums / np.maximum(ws, 1e-6)[..., None], 0),
+                       (ws > 0).astype(np.float32)))
     img = levels[-1][0]
     for fine, w in reversed(levels[:-1]):
         up = cv2.resize(img, (fine.shape[1], fine.shape[0]), interpolation=cv2.INTER_LINEAR)

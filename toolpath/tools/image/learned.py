@@ -111,7 +111,8 @@ def _load_detector(path: str):
 def _load_sam(path: str):
     from transformers import SamModel, SamProcessor
 
-    return SamModel.from_pretrained(path, local_files_only=True).eval(), SamProcessor.from_pretrained(path, local_files_only=True)
+    return (SamModel.from_pretrained(path, local_files_only=True).eval(),
+            SamProcessor.from_pretrained(path, local_files_only=True))
 
 
 def _load_inpainter(path: str):
@@ -160,7 +161,8 @@ MAX_LAB_DISTANCE = 60.0  # farther than this from every palette colour is "no na
 
 def _lab(pixels_rgb: np.ndarray) -> np.ndarray:
     """N×3 RGB → N×3 float CIELAB (OpenCV's 8-bit scaling). Not done at import: cv2's first call is slow."""
-    return cv2.cvtColor(pixels_rgb.reshape(-1, 1, 3).astype(np.uint8), cv2.COLOR_RGB2LAB).reshape(-1, 3).astype(np.float32)
+    return (cv2.cvtColor(pixels_rgb.reshape(-1, 1, 3).astype(np.uint8), cv2.COLOR_RGB2LAB)
+            .reshape(-1, 3).astype(np.float32))
 
 
 def nearest_color_index(pixels_rgb: np.ndarray) -> np.ndarray:
@@ -335,7 +337,8 @@ def inpaint(image: np.ndarray, mask: np.ndarray, model_path: str, steps: int = D
     ww, wh = _work_size(w, h, max_side)
     small = cv2.resize(image, (ww, wh), interpolation=cv2.INTER_AREA if ww < w else cv2.INTER_CUBIC)
     # any work pixel the mask touches is repainted, so a thin mask survives the downscale
-    small_mask = (cv2.resize(mask.astype(np.float32), (ww, wh), interpolation=cv2.INTER_AREA) > 0).astype(np.uint8) * 255
+    small_mask = ((cv2.resize(mask.astype(np.float32), (ww, wh), interpolation=cv2.INTER_AREA) > 0)
+                  .astype(np.uint8) * 255)
     out = pipe(prompt=prompt, image=Image.fromarray(small), mask_image=Image.fromarray(small_mask), height=wh,
                width=ww, num_inference_steps=steps, guidance_scale=guidance,
                generator=torch.Generator("cpu").manual_seed(seed), output_type="np").images
@@ -365,7 +368,8 @@ def _fill_check(before: EditState, after: EditState, subtask: Subtask) -> float:
     if (after.image[~mask] != before.image[~mask]).any():
         return 0.0
     r = int(min(30, max(3, 0.25 * math.sqrt(mask.sum()))))
-    ring = cv2.dilate(mask.astype(np.uint8), cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1,) * 2)).astype(bool)
+    ring = cv2.dilate(mask.astype(np.uint8),
+                      cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * r + 1,) * 2)).astype(bool)
     ring &= ~mask
     if not ring.any():
         return 0.0  # the mask covers the image: there is no surrounding to match

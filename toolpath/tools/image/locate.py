@@ -242,7 +242,8 @@ def _foreground_result(state: EditState, tool: str, fg: np.ndarray, **info) -> E
     if not keep.any():
         raise EditError(f"{tool}: no foreground: everything looks like the colours at the image border")
     if keep.mean() > 0.95:
-        raise EditError(f"{tool}: the foreground would be {keep.mean():.0%} of the image; the border shows no background")
+        raise EditError(f"{tool}: the foreground would be {keep.mean():.0%} of the image; "
+                        "the border shows no background")
     return state.evolve(mask=keep, info={**state.info, tool: {"share": round(float(keep.mean()), 4), **info}})
 
 

@@ -58,7 +58,8 @@ def _to_rgb8(a: np.ndarray, code: int) -> np.ndarray:
     return np.clip(cv2.cvtColor(a.astype(np.float32), code) * 255.0 + 0.5, 0, 255).astype(np.uint8)
 
 
-def _recolored(state: EditState, image: np.ndarray, mask: np.ndarray, new: np.ndarray, tool: str, color: str) -> EditState:
+def _recolored(state: EditState, image: np.ndarray, mask: np.ndarray, new: np.ndarray, tool: str,
+               color: str) -> EditState:
     out = image.copy()
     out[mask] = new[mask]
     return state.evolve(image=out, info={**state.info, tool: {"color": color, "pixels": int(mask.sum())}})

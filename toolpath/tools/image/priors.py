@@ -46,7 +46,8 @@ def read_table(path: Path) -> dict[str, Prior]:
             cost, quality = float(row["cost"]), float(row["quality"])
             out[name] = Prior(cost, quality, float(row.get("cost_min", cost)), int(row.get("n", 0)))
         except (KeyError, TypeError, ValueError):
-            raise ValueError(f"priors table {path}: tool {name!r}: needs numbers cost and quality, got {row!r}") from None
+            raise ValueError(f"priors table {path}: tool {name!r}: needs numbers cost and quality, "
+                             f"got {row!r}") from None
     return out
 
 

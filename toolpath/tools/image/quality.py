@@ -260,9 +260,9 @@ def _text_ink_size(text: str) -> tuple[int, int]:
     from .fonts import font
 
     f = font(64)
-    l, t, r, b = f.getbbox(text)
-    im = Image.new("L", (r - l + 8, b - t + 8), 0)
-    ImageDraw.Draw(im).text((4 - l, 4 - t), text, font=f, fill=255)
+    left, t, r, b = f.getbbox(text)
+    im = Image.new("L", (r - left + 8, b - t + 8), 0)
+    ImageDraw.Draw(im).text((4 - left, 4 - t), text, font=f, fill=255)
     ink = np.asarray(im) > 102
     if not ink.any():
         return 1, 1
@@ -360,7 +360,8 @@ def window(mask: np.ndarray, pad: int) -> tuple[slice, slice]:
     """The slices of the mask's bounding box grown by `pad` (clipped to the image)."""
     ys, xs = np.nonzero(mask)
     h, w = mask.shape
-    return slice(max(0, ys.min() - pad), min(h, ys.max() + 1 + pad)), slice(max(0, xs.min() - pad), min(w, xs.max() + 1 + pad))
+    return (slice(max(0, ys.min() - pad), min(h, ys.max() + 1 + pad)),
+            slice(max(0, xs.min() - pad), min(w, xs.max() + 1 + pad)))
 
 
 def check_fill(before: EditState, after: EditState, subtask: Subtask) -> float:
@@ -502,7 +503,8 @@ def check_upscale(before: EditState, after: EditState, subtask: Subtask) -> floa
     down = cv2.resize(after.image, (w, h), interpolation=cv2.INTER_AREA)
     mad = float(np.abs(down.astype(np.int16) - before.image.astype(np.int16)).mean())
     fidelity = max(0.0, 1.0 - max(0.0, mad - 1.0) / 12.0)  # a non-integer factor never maps back exactly
-    base = sharpness(cv2.resize(before.image, (after.image.shape[1], after.image.shape[0]), interpolation=cv2.INTER_LINEAR))
+    base = sharpness(cv2.resize(before.image, (after.image.shape[1], after.image.shape[0]),
+                                interpolation=cv2.INTER_LINEAR))
     if base < 1e-6:
         return fidelity
     r = sharpness(after.image) / base

@@ -86,7 +86,8 @@ def group_boxes(boxes: list[tuple[int, int, int, int]], gap: float, overlap: flo
             ha, hb = a[3] - a[1], b[3] - b[1]
             v = min(a[3], b[3]) - max(a[1], b[1])
             dx = max(a[0], b[0]) - min(a[2], b[2])
-            if v >= overlap * min(ha, hb) and max(ha, hb) <= height_ratio * max(min(ha, hb), 1) and dx <= gap * max(ha, hb):
+            if (v >= overlap * min(ha, hb) and max(ha, hb) <= height_ratio * max(min(ha, hb), 1)
+                    and dx <= gap * max(ha, hb)):
                 parent[root(i)] = root(j)
     groups: dict[int, list[int]] = {}
     for i in range(len(boxes)):
@@ -161,7 +162,8 @@ def _found(state: EditState, subtask: Subtask, tool: str, lines: list[tuple[tupl
         inks.append([int(v) for v in np.median(state.image[ink], axis=0)])
         mask |= ink
     return state.evolve(mask=dilate(mask, INK_GROW), text_boxes=boxes,
-                        info={**state.info, "text_ink": inks, tool: {"read": read, "kept": [b[4] for b in boxes], **info}})
+                        info={**state.info, "text_ink": inks,
+                              tool: {"read": read, "kept": [b[4] for b in boxes], **info}})
 
 
 def rendered_match(L: np.ndarray, box, text: str) -> float:
@@ -173,9 +175,9 @@ def rendered_match(L: np.ndarray, box, text: str) -> float:
     if x1 - x0 < 2 or y1 - y0 < 2 or not ink.any():
         return 0.0
     f = font(64)
-    l, t, r, b = f.getbbox(text)
-    im = Image.new("L", (r - l, b - t), 0)
-    ImageDraw.Draw(im).text((-l, -t), text, font=f, fill=255)
+    left, t, r, b = f.getbbox(text)
+    im = Image.new("L", (r - left, b - t), 0)
+    ImageDraw.Draw(im).text((-left, -t), text, font=f, fill=255)
     glyphs = np.asarray(im.resize((x1 - x0, y1 - y0), Image.Resampling.BILINEAR)) > 127
     got = ink[y0:y1, x0:x1]
     return float((glyphs & got).sum() / max((glyphs | got).sum(), 1))
@@ -184,7 +186,8 @@ def rendered_match(L: np.ndarray, box, text: str) -> float:
 def _pick_by_shape(lines, query: str, L: np.ndarray, tool: str):
     """Without a reading: the line whose aspect fits `query` in the writing font and whose ink looks like it
     rendered there; an error when none fits or when two fit about as well."""
-    scored = sorted(((box_text_match(b, query) * (0.4 + 0.6 * max(rendered_match(L, b, v) for v in case_variants(query))),
+    scored = sorted(((box_text_match(b, query)
+                      * (0.4 + 0.6 * max(rendered_match(L, b, v) for v in case_variants(query))),
                       b, t) for b, t in lines), key=lambda s: -s[0])
     best = scored[0]
     if best[0] < 0.3:
@@ -292,7 +295,8 @@ def _tesseract(image: np.ndarray, psm: str) -> list[tuple[tuple[int, int, int, i
     except subprocess.TimeoutExpired:
         raise EditError("ocr_tesseract: tesseract took more than 60 s") from None
     if run.returncode != 0:
-        raise EditError(f"ocr_tesseract: tesseract failed ({run.returncode}): {run.stderr.decode(errors='replace')[-300:]}")
+        raise EditError(f"ocr_tesseract: tesseract failed ({run.returncode}): "
+                        f"{run.stderr.decode(errors='replace')[-300:]}")
     return parse_tesseract_tsv(run.stdout.decode("utf-8", errors="replace"))
 
 
@@ -323,7 +327,8 @@ def ocr_tesseract(state: EditState, subtask: Subtask) -> EditState:
     L = lab(image)
 
     def usable(found):
-        return [(b, t) for b, t in found if plausible_reading(L, b, t) and (not query or text_similarity(t, query) >= MATCH_MIN)]
+        return [(b, t) for b, t in found
+                if plausible_reading(L, b, t) and (not query or text_similarity(t, query) >= MATCH_MIN)]
 
     # sparse-text mode (11) on the whole image first; where it finds nothing usable, each text-like line
     # on its own, then page mode (3): each reads some lines the others miss (next to shapes, on checks)
@@ -422,10 +427,10 @@ def _contrasting(image: np.ndarray, box) -> tuple[int, int, int]:
 def _size_for_height(text: str, height: int) -> int:
     """The font size at which `text`'s ink is `height` px tall."""
     ref = 100
-    l, t, r, b = font(ref).getbbox(text)
+    left, t, r, b = font(ref).getbbox(text)
     size = max(6, round(ref * height / max(b - t, 1)))
     for _ in range(4):  # hinting makes height not quite linear in size
-        l, t, r, b = font(size).getbbox(text)
+        left, t, r, b = font(size).getbbox(text)
         if b - t == height or size <= 6:
             break
         size += 1 if b - t < height else -1
@@ -471,8 +476,8 @@ def placements(state: EditState, subtask: Subtask, tool: str, measure) -> list[d
 
 
 def _pil_measure(text: str, size: int) -> tuple[int, int]:
-    l, t, r, b = font(size).getbbox(text)
-    return r - l, b - t
+    left, t, r, b = font(size).getbbox(text)
+    return r - left, b - t
 
 
 def write_text(state: EditState, subtask: Subtask) -> EditState:
@@ -483,11 +488,12 @@ def write_text(state: EditState, subtask: Subtask) -> EditState:
     boxes = []
     for p in placements(state, subtask, "write_text", _pil_measure):
         f = font(p["size"])
-        l, t, r, b = f.getbbox(text)
-        draw.text((p["x0"] - l, p["y0"] - t), text, font=f, fill=tuple(int(c) for c in p["color"]))
-        boxes.append((p["x0"], p["y0"], p["x0"] + r - l, p["y0"] + b - t, text))
+        left, t, r, b = f.getbbox(text)
+        draw.text((p["x0"] - left, p["y0"] - t), text, font=f, fill=tuple(int(c) for c in p["color"]))
+        boxes.append((p["x0"], p["y0"], p["x0"] + r - left, p["y0"] + b - t, text))
     return state.evolve(image=np.asarray(im), text_boxes=boxes,
-                        info={**state.info, "write_text": {"font": font_path() or "PIL default", "sizes": [b[3] - b[1] for b in boxes]}})
+                        info={**state.info, "write_text": {"font": font_path() or "PIL default",
+                                                           "sizes": [b[3] - b[1] for b in boxes]}})
 
 
 HERSHEY = cv2.FONT_HERSHEY_DUPLEX

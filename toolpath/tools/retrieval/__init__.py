@@ -135,7 +135,8 @@ def _format(query: str, budget: str, root: Path, hits: list[dict], pictures: lis
 
 
 def search_backend() -> str:
-    """Which first stage `search` uses over a local corpus: TOOLPATH_SEARCH_BACKEND (bm25, the default, or metaembed)."""
+    """Which first stage `search` uses over a local corpus: TOOLPATH_SEARCH_BACKEND (bm25, the default, or
+    metaembed)."""
     value = os.environ.get("TOOLPATH_SEARCH_BACKEND", "").strip().lower() or "bm25"
     if value not in ("bm25", "metaembed"):
         raise ToolError(f"search: TOOLPATH_SEARCH_BACKEND={value!r} is not a backend; use bm25 or metaembed")

@@ -95,7 +95,8 @@ def resolve(model: str) -> tuple[str, Path, str | None]:
         if (ft / "config.json").is_file():
             return "finetuned", ft, None
         if name == NAME:
-            raise ToolError(f"complete_query: the fine-tuned model is not built ({ft}); build it with `{BUILD_COMMAND}`")
+            raise ToolError(f"complete_query: the fine-tuned model is not built ({ft}); "
+                            f"build it with `{BUILD_COMMAND}`")
     if name in ("auto", "local"):
         found = _bundled_chat_model()
         if found is None:

@@ -216,5 +216,6 @@ def _name_hits(ctx: ToolContext, hits: list[dict]) -> list:
         ctx.images[hit["name"]] = Path(hit["path"])
         if rank < _SHOWN_HITS and ctx.save_artifact is not None:
             mime = mimetypes.guess_type(hit["path"])[0] or "application/octet-stream"
-            artifacts.append(ctx.artifact(Path(hit["path"]), name=f"{hit['name']}{Path(hit['path']).suffix}", mime=mime))
+            artifacts.append(ctx.artifact(Path(hit["path"]), name=f"{hit['name']}{Path(hit['path']).suffix}",
+                                          mime=mime))
     return artifacts

@@ -20,7 +20,8 @@ from ...redact import known_secrets
 from ..corpus import Corpus
 from . import index_secrets
 
-_INDEX_VERSION = 5  # bump when the index layout, the parsing (redaction included) or the image descriptor changes: old caches go
+# bump when the index layout, the parsing (redaction included) or the image descriptor changes: old caches go
+_INDEX_VERSION = 5
 
 # How many indexes this process built from the files (not loaded from the cache). Tests read it to see whether
 # a search re-indexed; nothing else depends on it.

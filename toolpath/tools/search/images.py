@@ -174,7 +174,8 @@ def _build_image_index(corpus: Corpus, out: Path) -> tuple[_ImageIndex, list[str
         sizes.append(size)
         paths.append(str(path))
     if not paths:
-        raise ToolError("image_search: no readable images in the corpus" + (f" ({'; '.join(notes[:3])})" if notes else ""))
+        raise ToolError("image_search: no readable images in the corpus"
+                        + (f" ({'; '.join(notes[:3])})" if notes else ""))
     index = _ImageIndex(paths, np.concatenate(vectors), np.asarray(owner, dtype=np.int32),
                         np.asarray(boxes, dtype=np.int32), np.asarray(sizes, dtype=np.int32))
     np.savez(out / "windows.npz", vectors=index.vectors, owner=index.owner, boxes=index.boxes, sizes=index.sizes)

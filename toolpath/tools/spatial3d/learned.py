@@ -40,7 +40,8 @@ def _read(path: str):
         import torch  # noqa: F401  (fail here, with the message below, when it is missing)
         from transformers import AutoImageProcessor, AutoModelForDepthEstimation
     except ImportError as err:
-        raise RuntimeError(f"the learned backend needs torch and transformers: {err} (pip install 'toolpath[local]')") from None
+        raise RuntimeError(f"the learned backend needs torch and transformers: {err} "
+                           "(pip install 'toolpath[local]')") from None
     if not os.path.isdir(path):
         raise RuntimeError(f"depth model folder not found: {path}")
     quiet_model_loading()

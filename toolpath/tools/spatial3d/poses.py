@@ -102,7 +102,8 @@ def describe_camera_motion(recon, i: int = 0, j: int = 1, threshold: float = 0.0
         angle = math.degrees(math.atan2(delta[0], delta[2])) % 360.0  # 0 = forward, 90 = right
         move = f"moved {DIRECTIONS[int(((angle + 22.5) % 360.0) // 45.0)]}"
     yaw = yaw_between(Ei, Ej)
-    turn = "no significant turn" if abs(yaw) < 15 else f"turned {'left' if yaw > 0 else 'right'} by about {abs(yaw):.0f}°"
+    turn = ("no significant turn" if abs(yaw) < 15
+            else f"turned {'left' if yaw > 0 else 'right'} by about {abs(yaw):.0f}°")
     return f"camera {j + 1} relative to camera {i + 1}: {move}, {turn}"
 
 

@@ -47,7 +47,8 @@ class Reconstruction:
     info: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.points = np.asarray(self.points, dtype=np.float64).reshape(-1, np.shape(self.points)[-1] if np.size(self.points) else 3)
+        self.points = np.asarray(self.points, dtype=np.float64).reshape(
+            -1, np.shape(self.points)[-1] if np.size(self.points) else 3)
         self.extrinsics = np.asarray(self.extrinsics, dtype=np.float64)
         self.intrinsics = np.asarray(self.intrinsics, dtype=np.float64)
         n = len(self.extrinsics)
@@ -71,8 +72,10 @@ class Reconstruction:
         import json
 
         np.savez_compressed(path, points=self.points, extrinsics=self.extrinsics, intrinsics=self.intrinsics,
-                            confidence=self.confidence, image_sizes=np.asarray(self.image_sizes, dtype=np.int64).reshape(-1, 2),
-                            meta=np.frombuffer(json.dumps({"backend": self.backend, "info": self.info}, default=str).encode(), dtype=np.uint8))
+                            confidence=self.confidence,
+                            image_sizes=np.asarray(self.image_sizes, dtype=np.int64).reshape(-1, 2),
+                            meta=np.frombuffer(json.dumps({"backend": self.backend, "info": self.info},
+                                                          default=str).encode(), dtype=np.uint8))
 
     @classmethod
     def load(cls, path: Path) -> Reconstruction:
