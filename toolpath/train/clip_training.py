@@ -125,8 +125,8 @@ def train_clip(model, tokenizer, pixels, captions: list[str], *, steps: int, bat
     import torch.nn.functional as F
 
     unique, cap_of = _caption_ids(captions)
-    tokens = tokenizer(unique, padding=True, truncation=True, max_length=model.config.text_config.max_position_embeddings,
-                       return_tensors="pt")
+    tokens = tokenizer(unique, padding=True, truncation=True,
+                       max_length=model.config.text_config.max_position_embeddings, return_tensors="pt")
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.05)
     warm = max(1, steps // 20)
@@ -136,7 +136,7 @@ def train_clip(model, tokenizer, pixels, captions: list[str], *, steps: int, bat
     members = _group_members(groups) if groups is not None else None
     model.train()
     start, losses = time.monotonic(), []
-    for step in range(steps):
+    for _step in range(steps):
         idx = _batch_indices(len(captions), batch, gen, members)
         caps = cap_of_t[idx]
         used, inverse = torch.unique(caps, return_inverse=True)

@@ -58,7 +58,8 @@ def build_llava(clip, lm_folder, tokenizer, seed: int):
     config = LlavaConfig(vision_config=vc.to_dict() | {"model_type": "clip_vision_model"},
                          text_config=lm.config.to_dict(), image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
                          projector_hidden_act="gelu", vision_feature_layer=-1,
-                         vision_feature_select_strategy="default", image_seq_length=(vc.image_size // vc.patch_size) ** 2,
+                         vision_feature_select_strategy="default",
+                         image_seq_length=(vc.image_size // vc.patch_size) ** 2,
                          tie_word_embeddings=bool(lm.config.tie_word_embeddings))
     torch.manual_seed(seed)
     model = LlavaForConditionalGeneration(config)

@@ -164,7 +164,7 @@ def train(model, pairs, passages, cfg: TrainConfig, seed: int, progress=None, se
     model.train()
     model.encoder.eval()  # no dropout: the vectors trained on are the ones the index will hold
     t0 = time.monotonic()
-    for step in range(cfg.steps):
+    for _step in range(cfg.steps):
         queries, texts, ids = next(batches)
         qt = model.tokenizer(queries, padding=True, truncation=True, max_length=cfg.model.max_query_tokens,
                              return_tensors="pt")
@@ -218,8 +218,8 @@ def build(seed: int = 0, *, home: Path | None = None, config: TrainConfig | None
         line.close(f"loss {stats['loss_first']} -> {stats['loss_last10']:.3f} (mean of the last 10)")
     target = folder(home)
     report = {"name": NAME, "seed": seed, "config": asdict(cfg), "pairs": {"train": len(train_pairs),
-              "heldout": len(heldout), "passages": len(coll.passages), "ict_passages": len(sentences)}, "training": stats,
-              "seconds": round(time.monotonic() - t0, 1), "threads": cfg.threads,
+              "heldout": len(heldout), "passages": len(coll.passages), "ict_passages": len(sentences)},
+              "training": stats, "seconds": round(time.monotonic() - t0, 1), "threads": cfg.threads,
               "load_average": [round(x, 2) for x in os.getloadavg()]}
     with replaced_folder(target, NAME) as tmp:
         tmp.mkdir()

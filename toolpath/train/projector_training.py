@@ -41,7 +41,8 @@ def encode_dialog(tokenizer, turns: list[tuple[str, str]], n_image_tokens: int) 
     messages = []
     for i, (q, a) in enumerate(turns):
         content = ([{"type": "image"}] if i == 0 else []) + [{"type": "text", "text": q}]
-        messages += [{"role": "user", "content": content}, {"role": "assistant", "content": [{"type": "text", "text": a}]}]
+        messages += [{"role": "user", "content": content},
+                     {"role": "assistant", "content": [{"type": "text", "text": a}]}]
     text = tokenizer.apply_chat_template(messages, tokenize=False)
     text = text.replace(IMAGE_TOKEN, IMAGE_TOKEN * n_image_tokens, 1)
     spans, pos = [], 0
@@ -113,7 +114,7 @@ def train_projector(model, tokenizer, feats, examples: list[ImageQA], *, steps: 
     rng = random.Random(seed)
     model.train()
     start, losses, seen = time.monotonic(), [], 0
-    for step in range(steps):
+    for _step in range(steps):
         idx = [rng.randrange(len(examples)) for _ in range(batch)]
         enc = [encode_dialog(tokenizer, sample_dialog(rng, examples[i], max_turns), n_img) for i in idx]
         width = max(len(ids) for ids, _ in enc)

@@ -133,7 +133,7 @@ def train_lm(lm, tok, texts: list[tuple[str, str]], *, steps: int, batch: int, l
     rng = random.Random(seed)
     model.train()
     start, losses = time.monotonic(), []
-    for step in range(steps):
+    for _step in range(steps):
         rows = [encoded[rng.randrange(len(encoded))] for _ in range(batch)]
         width = max(len(x) for x, _ in rows)
         ids = torch.full((batch, width), pad)

@@ -1,11 +1,11 @@
 """`toolpath models build tiny-vlm`: a small but really trained vision-language model, made on CPU in about
 half an hour, written as a plain transformers LLaVA folder under $TOOLPATH_HOME/models/tiny-vlm.
 
-Stages (one progress stage each, toolpath/progress.py: steps, loss, time left): the data (easy-vqa and generated scenes, clip_training / vlm_data), a small
-CLIP trained contrastively (clip_training), the LLaVA model assembled from its vision tower and the bundled
-SmolLM2-135M-Instruct with a projector (and LoRA, merged) trained on captions and questions
-(projector_training), the folder written to a temporary sibling and renamed, then measured through the folder
-alone (vlm_eval) and the figures written to tiny_vlm.json in it. Everything follows from the seed.
+Stages (one progress stage each, toolpath/progress.py: steps, loss, time left): the data (easy-vqa and generated scenes,
+clip_training / vlm_data), a small CLIP trained contrastively (clip_training), the LLaVA model assembled from its vision
+tower and the bundled SmolLM2-135M-Instruct with a projector (and LoRA, merged) trained on captions and questions
+(projector_training), the folder written to a temporary sibling and renamed, then measured through the folder alone
+(vlm_eval) and the figures written to tiny_vlm.json in it. Everything follows from the seed.
 """
 
 from __future__ import annotations
