@@ -30,13 +30,14 @@ TOOL_IMAGES = ("{% for message in messages %}{% if message['role'] == 'tool' %}<
                "<|im_end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 # a tool role that takes a string and nothing else
 TOOL_TEXT = ("{% for message in messages %}{% if message['role'] == 'tool' %}<|im_start|>tool\n{{ message['content'] }}"
-             "<|im_end|>\n{% else %}<|im_start|>{{ message['role'] }}\n" + _PARTS + "<|im_end|>\n{% endif %}{% endfor %}"
-             "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+             "<|im_end|>\n{% else %}<|im_start|>{{ message['role'] }}\n" + _PARTS
+             + "<|im_end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 # llava-1.5's own layout: every image of a message first, then its text; no system prefix
 LLAVA = ("{% for message in messages %}{% if message['role'] != 'system' %}{{ message['role'].upper() + ': ' }}"
          "{% endif %}{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}{{ '<image>\n' }}"
          "{% endfor %}{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
-         "{{ content['text'] + ' ' }}{% endfor %}{% endfor %}{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}")
+         "{{ content['text'] + ' ' }}{% endfor %}{% endfor %}"
+         "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}")
 
 CORPUS = ["What is in the image? A red circle and a blue square.", "Result of crop: the cropped region.",
           '<tool_call>{"name": "final_answer", "arguments": {"answer": "a cat"}}</tool_call>',
@@ -50,7 +51,8 @@ def tiny_tokenizer():
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=420, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>"],
+    trainer = trainers.BpeTrainer(vocab_size=420,
+                                  special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>"],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(CORPUS * 3, trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
@@ -174,7 +176,8 @@ def test_every_image_reaches_the_processor_once_in_order_with_tool_turns(tmp_pat
     assert spy.text.count("<image>") == len(ORDER)  # one placeholder per image, before the processor expands it
     assert r.tokens_in >= len(ORDER) * TOKENS_PER_IMAGE and r.raw is not None
     chat, labels = p._vlm_chat(conversation(tmp_path), [CROP])
-    assert [label.split()[0] for label in labels] == ["'a.png'", "'b.png'", "'crop_1.png'", "'view_1.png'", "'view_2.png'"]
+    assert [label.split()[0] for label in labels] == ["'a.png'", "'b.png'", "'crop_1.png'", "'view_1.png'",
+                                                      "'view_2.png'"]
     assert "message 4, tool crop" in labels[2]
     roles = [m["role"] for m in chat]
     if tool == "images":  # the tool turn itself carries its images
@@ -185,7 +188,8 @@ def test_every_image_reaches_the_processor_once_in_order_with_tool_turns(tmp_pat
         assert chat[i + 1]["content"][0]["type"] == "image" and "Images from crop" in chat[i + 1]["content"][-1]["text"]
     else:  # no tool role: the observation is a user turn with its images
         assert "tool" not in roles
-        obs = [m for m in chat if any(q["type"] == "text" and q["text"].startswith("Result of crop") for q in m["content"])]
+        obs = [m for m in chat
+               if any(q["type"] == "text" and q["text"].startswith("Result of crop") for q in m["content"])]
         assert obs[0]["role"] == "user" and obs[0]["content"][0]["type"] == "image"
 
 
@@ -294,7 +298,8 @@ def test_a_run_with_an_image_input_finishes_through_the_cli(tiny, tmp_path):
     img = tmp_path / "shape.png"
     Image.new("RGB", (64, 64), (200, 30, 30)).save(img)
     spec = tmp_path / "task.yaml"
-    spec.write_text(json.dumps({"id": "look", "instruction": "What colour is the shape?", "inputs": {"images": [str(img)]},
+    spec.write_text(json.dumps({"id": "look", "instruction": "What colour is the shape?",
+                                "inputs": {"images": [str(img)]},
                                 "agent": {"name": "react"}, "tools": ["crop", "zoom", "final_answer"],
                                 "model": {"name": f"hf:{tiny}", "max_new_tokens": 8}, "limits": {"max_steps": 2}}))
     r = toolpath_cli("run", spec, "--json", home=tmp_path / "home", env={"HF_HUB_OFFLINE": "1"}, timeout=300)
@@ -344,9 +349,11 @@ def test_react_with_image_tools_sends_the_input_and_the_crop(tee, store, tmp_pat
 
     img = tmp_path / "scene.png"
     Image.new("RGB", (64, 48), (10, 200, 30)).save(img)
-    spec = parse_spec({"id": "r", "instruction": "What colour is the top left corner?", "inputs": {"images": [str(img)]},
-                       "tools": ["crop", "final_answer"], "model": "scripted:none.yaml"}, base_dir=tmp_path)
-    policy = tee(ScriptedPolicy([{"tool_calls": [{"name": "crop", "arguments": {"image": "image_1", "box": [0, 0, 8, 8]}}]},
+    spec = parse_spec({"id": "r", "instruction": "What colour is the top left corner?",
+                       "inputs": {"images": [str(img)]}, "tools": ["crop", "final_answer"],
+                       "model": "scripted:none.yaml"}, base_dir=tmp_path)
+    policy = tee(ScriptedPolicy([{"tool_calls": [{"name": "crop",
+                                                  "arguments": {"image": "image_1", "box": [0, 0, 8, 8]}}]},
                                  {"tool_calls": [{"name": "final_answer", "arguments": {"answer": "green"}}]}]))
     r = run_episode(spec, store, policy=policy)
     assert (r.status, r.answer) == ("finished", "green")
@@ -393,7 +400,8 @@ def test_visual_program_sends_the_images_its_program_returned(tee, store):
     spec = parse_spec({"id": "vp", "instruction": "How wide is the image?", "model": "scripted:none.yaml",
                        "inputs": {"images": [str(ROOT / "examples" / "assets" / "bars.png")]},
                        "agent": {"name": "visual_program"}})
-    crop = "```python\ndef program(scene):\n    im = scene.images[0]\n    return [im.crop((0, 0, 10, 10)), 'cropped']\n```"
+    crop = ("```python\ndef program(scene):\n    im = scene.images[0]\n"
+            "    return [im.crop((0, 0, 10, 10)), 'cropped']\n```")
     policy = tee(ScriptedPolicy([crop, '{"answer": "320"}']))
     r = run_episode(spec, store, policy=policy)
     assert (r.status, r.answer) == ("finished", "320")
@@ -453,7 +461,8 @@ def test_an_idefics3_folder_splits_images_into_tiles_and_runs(tmp_path, monkeypa
 def test_an_image_on_an_assistant_turn_follows_it_in_a_user_turn(tiny, tmp_path):
     """The embodied agent records the trace it drew on its own answer; the model sees it right after that turn."""
     trace = picture(tmp_path / "trace_1.png", (9, 9, 9))
-    msgs = [Message(role="user", content="Where?"), Message(role="assistant", content="here", name="reason", images=[trace]),
+    msgs = [Message(role="user", content="Where?"),
+            Message(role="assistant", content="here", name="reason", images=[trace]),
             Message(role="user", content="Go on.")]
     chat, labels = load(tiny)._vlm_chat(msgs, [])
     roles = [m["role"] for m in chat]

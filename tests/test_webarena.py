@@ -159,14 +159,16 @@ def um(ref: str, note: str | None = "GOLD in PRED") -> dict:
 def test_url_match_gold_in_pred():
     ev = um("http://h:1/a11yproject/a11yproject.com/-/issues/?sort=created_asc&state=opened")
     st = lambda u: {"url": u, "probes": []}  # noqa: E731
-    assert we.evaluate(ev, None, st("http://h:1/a11yproject/a11yproject.com/-/issues?state=opened&sort=created_asc"))["score"] == 1.0
+    issues = "http://h:1/a11yproject/a11yproject.com/-/issues"
+    assert we.evaluate(ev, None, st(f"{issues}?state=opened&sort=created_asc"))["score"] == 1.0
     # more query parameters in the prediction are fine; a reference parameter with another value is not
-    assert we.evaluate(ev, None, st("http://h:1/a11yproject/a11yproject.com/-/issues/?state=opened&sort=created_asc&page=2"))["score"] == 1.0
-    assert we.evaluate(ev, None, st("http://h:1/a11yproject/a11yproject.com/-/issues/?sort=created_desc&state=opened"))["score"] == 0.0
-    assert we.evaluate(ev, None, st("http://h:1/a11yproject/a11yproject.com/-/issues/"))["score"] == 0.0
+    assert we.evaluate(ev, None, st(f"{issues}/?state=opened&sort=created_asc&page=2"))["score"] == 1.0
+    assert we.evaluate(ev, None, st(f"{issues}/?sort=created_desc&state=opened"))["score"] == 0.0
+    assert we.evaluate(ev, None, st(f"{issues}/"))["score"] == 0.0
     # the reference host+path is contained in the prediction's; the scheme is not compared
     assert we.evaluate(um("http://h:1/dashboard/todos"), None, st("https://h:1/dashboard/todos/"))["score"] == 1.0
-    assert we.evaluate(um("http://h:1/dashboard/todos", note=None), None, st("http://h:1/dashboard/todos"))["score"] == 1.0
+    assert we.evaluate(um("http://h:1/dashboard/todos", note=None), None,
+                       st("http://h:1/dashboard/todos"))["score"] == 1.0
     assert we.evaluate(um("http://h:1/dashboard/todos"), None, st("http://h:2/dashboard/todos"))["score"] == 0.0
 
 
@@ -199,7 +201,8 @@ def test_scores_multiply():
 # ---- program_html -----------------------------------------------------------------------------------------
 
 def ph(*entries) -> dict:
-    return {"eval_types": ["program_html"], "reference_answers": None, "reference_url": "", "program_html": list(entries)}
+    return {"eval_types": ["program_html"], "reference_answers": None, "reference_url": "",
+            "program_html": list(entries)}
 
 
 def state_for(ev: dict, values: list, url: str = "http://s/x") -> dict:
@@ -219,7 +222,8 @@ def test_program_html_exact_and_must_include_with_python_str_semantics():
     assert we.evaluate(ev, None, state_for(ev, [0, "white candles, 4 pack"]))["score"] == 0.0
     # a locator that failed in the page reads as "" (WebArena's except branch)
     assert we.evaluate(ev, None, state_for(ev, [0, RuntimeError("no element")]))["score"] == 0.0
-    flag = ph({"url": "last", "locator": "document.querySelector('#x').checked", "required_contents": {"exact_match": "True"}})
+    flag = ph({"url": "last", "locator": "document.querySelector('#x').checked",
+               "required_contents": {"exact_match": "True"}})
     assert we.evaluate(flag, None, state_for(flag, [True]))["score"] == 1.0  # str(True), as WebArena compares
 
 
@@ -235,22 +239,27 @@ def test_program_html_missing_probes_and_site_helpers_are_unscorable():
     assert res["score"] is None and "shopping_get_latest_order_url" in res["unscorable"]
     rating = ph({"url": "last", "locator": "func:shopping_get_sku_latest_review_rating('B00J8RZL7I')",
                  "required_contents": {"must_include": ["100"]}})
-    assert "shopping_get_sku_latest_review_rating" in we.evaluate(rating, None, {"url": "u", "probes": []})["unscorable"]
+    res = we.evaluate(rating, None, {"url": "u", "probes": []})
+    assert "shopping_get_sku_latest_review_rating" in res["unscorable"]
 
 
 def test_program_html_helpers_computed_offline():
     assert wp.reddit_get_post_url("http://r:9/f/books/59421/-/comment/1235250") == "http://r:9/f/books/59421/"
     assert wp.reddit_get_post_url("http://r:9/f/books") == "http://r:9/f/books"
-    post = ph({"url": "func:reddit_get_post_url('__last_url__')", "locator": "document.querySelector('.submission__inner').outerText",
+    post = ph({"url": "func:reddit_get_post_url('__last_url__')",
+               "locator": "document.querySelector('.submission__inner').outerText",
                "required_contents": {"must_include": ["virtual meetup"]}})
     probes = wp.probes_for(post)
     assert probes == [{"url": "last", "js": "document.querySelector('.submission__inner').outerText"}]
-    assert we.evaluate(post, None, state_for(post, ["Join our Virtual Meetup"], url="http://r/f/books/1/slug"))["score"] == 1.0
-    role = ph({"url": "http://g/p/-/project_members", "locator": "func:gitlab_get_project_memeber_role(__page__, 'yjlou')",
+    state = state_for(post, ["Join our Virtual Meetup"], url="http://r/f/books/1/slug")
+    assert we.evaluate(post, None, state)["score"] == 1.0
+    role = ph({"url": "http://g/p/-/project_members",
+               "locator": "func:gitlab_get_project_memeber_role(__page__, 'yjlou')",
                "required_contents": {"must_include": ["Reporter"]}})
     [probe] = wp.probes_for(role)
     assert probe["url"] == "http://g/p/-/project_members" and '"@yjlou"' in probe["js"]
-    prep = ph({"url": "last", "locator": "document.querySelector('#a').value", "prep_actions": ["document.querySelector('#t').click()"],
+    prep = ph({"url": "last", "locator": "document.querySelector('#a').value",
+               "prep_actions": ["document.querySelector('#t').click()"],
                "required_contents": {"exact_match": "x"}})
     [probe] = wp.probes_for(prep)
     assert "document.querySelector('#t').click()" in probe["js"] and probe["js"].startswith("(() =>")
@@ -279,31 +288,39 @@ def test_verified_agent_response():
     ev = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": [6]},
             {"type": "array", "items": {"type": "number"}})
     assert we.evaluate(ev, '{"task_type": "RETRIEVE", "status": "success", "retrieved_data": ["6"]}')["score"] == 1.0
-    assert we.evaluate(ev, 'Done.\n```json\n{"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": [6]}\n```')["score"] == 1.0
+    assert we.evaluate(ev, 'Done.\n```json\n{"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": [6]}'
+                           '\n```')["score"] == 1.0
     assert we.evaluate(ev, '{"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": [7]}')["score"] == 0.0
     assert we.evaluate(ev, '{"task_type": "NAVIGATE", "status": "SUCCESS", "retrieved_data": [6]}')["score"] == 0.0
     assert we.evaluate(ev, "6")["score"] == 0.0  # not the JSON response the task asks for
     money = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": [36.39, 2]},
                {"type": "array", "items": {"type": "number", "format": "currency"}})
-    assert we.evaluate(money, '{"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": ["$2.00", "$36.39"]}')["score"] == 1.0
+    assert we.evaluate(money, '{"task_type": "RETRIEVE", "status": "SUCCESS", '
+                              '"retrieved_data": ["$2.00", "$36.39"]}')["score"] == 1.0
     ordered = [{**money[0], "ordered": True}]
-    assert we.evaluate(ordered, '{"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": ["$2.00", "$36.39"]}')["score"] == 0.0
-    alts = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": [["bookshop.org", "https://bookshop.org"]]},
+    assert we.evaluate(ordered, '{"task_type": "RETRIEVE", "status": "SUCCESS", '
+                                '"retrieved_data": ["$2.00", "$36.39"]}')["score"] == 0.0
+    alts = ar({"task_type": "retrieve", "status": "SUCCESS",
+               "retrieved_data": [["bookshop.org", "https://bookshop.org"]]},
               {"type": "array", "items": {"type": "string"}})
-    assert we.evaluate(alts, '{"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": ["https://bookshop.org"]}')["score"] == 1.0
+    assert we.evaluate(alts, '{"task_type": "retrieve", "status": "SUCCESS", '
+                             '"retrieved_data": ["https://bookshop.org"]}')["score"] == 1.0
     nf = ar({"task_type": "retrieve", "status": "NOT_FOUND_ERROR", "retrieved_data": None})
-    assert we.evaluate(nf, '{"task_type": "RETRIEVE", "status": "NOT_FOUND_ERROR", "retrieved_data": null}')["score"] == 1.0
+    assert we.evaluate(nf, '{"task_type": "RETRIEVE", "status": "NOT_FOUND_ERROR", '
+                           '"retrieved_data": null}')["score"] == 1.0
     assert we.evaluate(nf, '{"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": null}')["score"] == 0.0
-    obj = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": [{"name": "Pittsburgh International Airport",
-                                                                              "postcode": "15231"}]},
+    obj = ar({"task_type": "retrieve", "status": "SUCCESS",
+              "retrieved_data": [{"name": "Pittsburgh International Airport", "postcode": "15231"}]},
              {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"},
                                                                          "postcode": {"type": "string"}}}})
-    good = '{"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": [{"name": "pittsburgh  international airport", "postcode": "15231"}]}'
+    good = ('{"task_type": "RETRIEVE", "status": "SUCCESS", '
+            '"retrieved_data": [{"name": "pittsburgh  international airport", "postcode": "15231"}]}')
     assert we.evaluate(obj, good)["score"] == 1.0
     assert we.evaluate(obj, good.replace("15231", "15232"))["score"] == 0.0
     dur = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": ["1h 5min"]},
              {"type": "array", "items": {"type": "string", "format": "duration"}})
-    assert we.evaluate(dur, '{"task_type": "RETRIEVE", "status": "SUCCESS", "retrieved_data": ["65 minutes"]}')["score"] == 1.0
+    assert we.evaluate(dur, '{"task_type": "RETRIEVE", "status": "SUCCESS", '
+                            '"retrieved_data": ["65 minutes"]}')["score"] == 1.0
 
 
 def _retrieved(*data) -> str:
@@ -317,7 +334,8 @@ def test_verified_formats_month_integer_and_array_properties_are_scored_not_rais
                    "month": {"type": "string", "format": "month"}, "count": {"type": "number"}}}})
     assert we.evaluate(month, _retrieved({"month": "Sept", "count": 10}, {"month": "05", "count": "8"}))["score"] == 1.0
     assert we.evaluate(month, _retrieved({"month": "June", "count": 8}, {"month": "Sep", "count": 10}))["score"] == 0.0
-    assert we.evaluate(month, _retrieved({"month": "Smarch", "count": 8}, {"month": "Sep", "count": 10}))["score"] == 0.0
+    assert we.evaluate(month, _retrieved({"month": "Smarch", "count": 8},
+                                         {"month": "Sep", "count": 10}))["score"] == 0.0
     integer = ar({"task_type": "retrieve", "status": "SUCCESS", "retrieved_data": [{"relation_id": 2176999}]},
                  {"type": "array", "items": {"type": "object", "properties": {"relation_id": {"type": "integer"}}}})
     assert we.evaluate(integer, _retrieved({"relation_id": "2176999"}))["score"] == 1.0
@@ -375,7 +393,8 @@ def test_every_task_config_maps_to_a_task_spec(name):
         assert opts["allowed_hosts"] == ["127.0.0.1"]
         assert spec.evaluator.name == "webarena"
         text = json.dumps(spec.evaluator.options) + opts["start_url"]
-        assert "__SHOPPING" not in text and "__GITLAB__" not in text and "__REDDIT__" not in text and "__MAP__" not in text
+        assert ("__SHOPPING" not in text and "__GITLAB__" not in text and "__REDDIT__" not in text
+                and "__MAP__" not in text)
         assert r.category == "+".join(sorted(r.data["config"]["sites"]))
         probes = spec.evaluator.options["probes"]
         assert all(set(p) == {"url", "js"} and (p["url"] == "last" or p["url"].startswith("http://127.0.0.1:"))
@@ -474,7 +493,8 @@ ADMIN_PAGE = """<!doctype html><html><body><form>
 // the Actions section's fields only exist once it is opened, as a prep_action must do
 document.querySelector('.admin__collapsible-title').addEventListener('click', () => {{
   document.getElementById('body').innerHTML =
-    '<select name="simple_action"><option value="by_percent">%</option><option value="cart_fixed" selected>Fixed</option></select>' +
+    '<select name="simple_action"><option value="by_percent">%</option>' +
+    '<option value="cart_fixed" selected>Fixed</option></select>' +
     '<input name="discount_amount" value="{amount}">';
 }});
 </script></body></html>"""
@@ -639,7 +659,8 @@ def test_official_url_match_keeps_the_paths_trailing_slash():
     st = {"url": "http://h:1/p/-/issues?sort=created_asc"}
     assert we.evaluate(ev, None, st)["score"] == 1.0
     assert we.evaluate(ev, None, st, scoring="official")["score"] == 0.0
-    assert we.evaluate(um("http://h:1/a", note="EXACT"), None, {"url": "http://h:1/a"}, scoring="official")["score"] == 0.0
+    assert we.evaluate(um("http://h:1/a", note="EXACT"), None, {"url": "http://h:1/a"},
+                       scoring="official")["score"] == 0.0
 
 
 def test_official_verified_reads_no_json_in_prose():
