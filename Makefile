@@ -8,7 +8,7 @@ PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
 # The CPU build of torch, installed before anything that depends on it so pip does not pull a CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup system models tiny-vlm demo test bench clean
+.PHONY: setup system models tiny-vlm demo test lint bench clean
 
 setup: system $(VENV)/.installed
 
@@ -63,8 +63,12 @@ tiny-vlm: setup
 demo: setup
 	HF_HUB_OFFLINE=1 $(VENV)/bin/toolpath run examples/hello.yaml
 
-test: setup
+# The linter first (pyproject.toml's [tool.ruff]: a second or two), then the tests.
+test: setup lint
 	HF_HUB_OFFLINE=1 $(PY) -m pytest
+
+lint: setup
+	$(VENV)/bin/ruff check .
 
 bench: setup
 	$(PY) benchmarks/overhead.py
