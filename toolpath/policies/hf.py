@@ -187,18 +187,23 @@ class HFPolicy:
         """model.options.decoding (policies/decoding) as its kind and typed Options, read once for every call:
         contrastive and encoder-side decoding act on an image, so a text-only model is refused when it loads,
         before a run starts."""
-        from .settings import model_settings
-
-        try:
-            chosen = model_settings(self.spec).decoding
-        except ValueError as err:  # a spec that came straight to the backend, not through policies.load
-            raise PolicyError(str(err)) from None
+        chosen = self._model_settings().decoding
         if chosen is None:
             return None
         if not self.is_vlm:
             raise PolicyError(f"model.options.decoding: {chosen.kind} needs a vision-language model; "
                               f"{self.name} is text-only")
         return chosen
+
+    def _model_settings(self):
+        """The spec's kind settings (settings.py: validated once, remembered by the spec); a bad one is a
+        PolicyError, for a spec that came straight to the backend rather than through policies.load."""
+        from .settings import model_settings
+
+        try:
+            return model_settings(self.spec)
+        except ValueError as err:
+            raise PolicyError(str(err)) from None
 
     def _prefix_cache_setting(self):
         """model.options.prefix_cache_mb (prefix_cache.py): earlier calls' KV state, kept for the next prompt that
@@ -226,12 +231,9 @@ class HFPolicy:
     def _kv_cache_setting(self):
         """The kv_cache Setting (settings.py: validated once), refused here if this model cannot serve it."""
         from .kvcache import refusal
-        from .settings import kind_of, model_settings
+        from .settings import kind_of
 
-        try:
-            setting = model_settings(self.spec).kv_cache
-        except ValueError as err:  # a spec that came straight to the backend, not through policies.load
-            raise PolicyError(str(err)) from None
+        setting = self._model_settings().kv_cache
         if setting is None:
             return None
         reason = refusal(kind_of("kv_cache", setting.kind), self.model.config.get_text_config())  # a VLM: its LM's

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from ...spec import TaskSpec
-from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, require, task_id
+from . import Benchmark, BenchmarkDataError, Record, Score, data_path, pick, read_json_lines, require, task_id
 from .osworld_g import find_image, image_size, numbers, read_json_list
 
 ENV = "TOOLPATH_VABENCH"
@@ -151,18 +151,7 @@ def _rows(file: Path) -> list[tuple[str, Any]]:
     """(where, item) for every record of a .json (a list) or .jsonl file."""
     if file.suffix != ".jsonl":
         return [(f"{file}: record {i}", item) for i, item in enumerate(read_json_list(file, "VABench"))]
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise BenchmarkDataError(f"cannot read the VABench file {file}: {err}") from None
-    out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                out.append((f"{file}:{n}", json.loads(line)))
-            except ValueError as err:
-                raise BenchmarkDataError(f"{file}:{n}: not valid JSON: {err}") from None
-    return out
+    return [(f"{file}:{n}", item) for n, item in read_json_lines(file, "the VABench file")]
 
 
 def files_of(path: Path) -> list[Path]:
