@@ -12,7 +12,9 @@ repeated. Seeded: the same installation gives the same corpus.
 Reported: AUROC of clean against corrupted for AskLLM (P(yes), toolpath/curate/askllm.py) and for the perplexity
 baseline (mean log-likelihood, on torch), each with a bootstrap 95 % interval, per corruption kind too; and for
 density sampling at 10 % (inverse propensity over MiniLM kernel density) against uniform random samples of the
-same size, the share of k-means(20) clusters of the corpus's embeddings a sample covers, averaged over seeds.
+same size, the share of k-means(20) clusters of the corpus's embeddings a sample covers, averaged over seeds; and,
+as the reference for what any sampler blind to the clusters can reach, farthest-point sampling (the k-center
+greedy: each pick the text farthest from those already picked), from each seed's random first text.
 """
 
 from __future__ import annotations
@@ -184,6 +186,18 @@ def kmeans(vectors, k: int, seed: int = 0, rounds: int = 50):
     return labels
 
 
+def farthest_points(vectors, k: int, seed: int = 0) -> list[int]:
+    """k-center greedy: a seeded random first index, then each time the vector farthest from every one chosen."""
+    import numpy as np
+
+    chosen = [int(np.random.default_rng(seed).integers(len(vectors)))]
+    nearest = ((vectors - vectors[chosen[0]]) ** 2).sum(1)
+    while len(chosen) < min(k, len(vectors)):
+        chosen.append(int(nearest.argmax()))
+        nearest = np.minimum(nearest, ((vectors - vectors[chosen[-1]]) ** 2).sum(1))
+    return chosen
+
+
 def coverage(rows: list[dict]) -> dict:
     """Share of k-means clusters hit by a 10 % density sample and by a 10 % uniform one, over SEEDS seeds."""
     import numpy as np
@@ -198,6 +212,8 @@ def coverage(rows: list[dict]) -> dict:
     out = {"clusters": CLUSTERS, "sample": k, "seeds": SEEDS,
            "cluster_sizes": sorted(np.bincount(labels, minlength=CLUSTERS).tolist(), reverse=True),
            "random": round(float(np.mean(hit_random)), 4), "random_min": round(float(np.min(hit_random)), 4),
+           "farthest_point": round(float(np.mean([len(set(labels[farthest_points(vectors, k, seed)])) / CLUSTERS
+                                                  for seed in range(SEEDS)])), 4),
            "by_bandwidth_scale": {}}
     for scale in BANDWIDTH_SCALES:  # the kernel's width against the median squared distance
         density = kernel_density(vectors, scale=scale)
@@ -215,8 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--weights", help="model.options.weights for AskLLM (e.g. int4 on the engine); perplexity runs the "
                                      "model as loaded, on torch")
     p.add_argument("--per-half", type=int, default=200, help="clean paragraphs, and as many corrupted (default 200)")
+    p.add_argument("--corpus-seed", type=int, default=0, help="which paragraphs and corruptions (default 0)")
     p.add_argument("--perplexity-model", help="the baseline's model (default --model), on torch")
     p.add_argument("--perplexity-tokens", type=int, default=512, help="tokens of each text the baseline reads")
+    p.add_argument("--askllm-shots", default="builtin", help="AskLLM's worked examples: builtin, none (the paper's "
+                                                                "zero-shot prompt) or a JSONL file")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--skip", action="append", default=[], choices=("askllm", "perplexity", "density"))
     p.add_argument("--json", action="store_true")
@@ -226,14 +245,15 @@ def main(argv: list[str] | None = None) -> int:
     from toolpath.curate.items import Item
     from toolpath.curate.scoring import score_items
 
-    rows = build_corpus(args.per_half)
+    rows = build_corpus(args.per_half, args.corpus_seed)
     log(f"corpus: {sum(r['clean'] for r in rows)} clean, {sum(not r['clean'] for r in rows)} corrupted")
-    result: dict = {"model": args.model, "corpus": len(rows), "per_kind": args.per_half // len(KINDS)}
+    result: dict = {"model": args.model, "corpus": len(rows), "per_kind": args.per_half // len(KINDS),
+                    "corpus_seed": args.corpus_seed, "askllm_shots": args.askllm_shots}
     options = {k: v for k, v in (("engine", args.engine), ("weights", args.weights)) if v}
     if "askllm" not in args.skip:
         started = time.perf_counter()
         scores = score_items([Item(str(i), r["text"]) for i, r in enumerate(rows)], "askllm", args.model, options,
-                             args.batch_size)
+                             args.batch_size, args.askllm_shots)
         result["askllm"] = {**separation(scores, rows), "seconds": round(time.perf_counter() - started, 1)}
         log(f"askllm: AUROC {result['askllm']['auroc']} {result['askllm']['interval']}")
     if "perplexity" not in args.skip:

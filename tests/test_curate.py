@@ -73,8 +73,8 @@ def test_a_long_text_is_cut_to_its_first_tokens(proxy):
 
 
 def test_askllm_scores_are_probabilities_and_batches_change_nothing(proxy):
-    one = askllm.score(proxy, TEXTS, batch=1)
-    batched = askllm.score(proxy, TEXTS, batch=4)  # left-padded prompts of different lengths
+    one = askllm.score(proxy, TEXTS, batch=1, shots=())
+    batched = askllm.score(proxy, TEXTS, batch=4, shots=())  # left-padded prompts of different lengths
     assert all(0.0 < s < 1.0 for s in one)
     assert batched == pytest.approx(one, abs=1e-5)
 
@@ -225,3 +225,48 @@ def test_an_export_that_cannot_be_written_says_where_and_leaves_the_old_file(tmp
         write_jsonl([Item("a", "x")], tmp_path / "missing" / "out.jsonl")
     with pytest.raises(CurateError, match="a folder"):
         write_jsonl([Item("a", "x")], tmp_path)
+
+
+def test_worked_examples_come_first_as_answered_turns_and_the_text_last(proxy):
+    import dataclasses
+
+    shots = (("the model reads a paragraph", "yes"), ("no no no", "no"))
+    roomy = dataclasses.replace(proxy, context=4096)  # the tiny tokenizer spends a token on most letters
+    text = proxy.tokenizer.decode(askllm.prompt_ids(roomy, "knowledge of the world", shots=shots))
+    assert text.count("contain informative signal for pre-training") == 3
+    first, second, last = text.split("<|im_start|>user\n")[1:]
+    assert "###\nthe model reads a paragraph\n###" in first and first.endswith("<|im_start|>assistant\nyes<|im_end|>\n")
+    assert second.endswith("<|im_start|>assistant\nno<|im_end|>\n")
+    assert last.startswith("###\nknowledge of the world\n###") and last.endswith("<|im_start|>assistant\n")
+    plain = askllm.prompt_ids(proxy, "knowledge of the world")  # no examples: the paper's prompt alone
+    assert proxy.tokenizer.decode(plain).count("contain informative signal") == 1
+
+
+def test_examples_longer_than_the_context_are_one_clear_error(proxy):
+    with pytest.raises(CurateError, match=r"context of 256 tokens leaves no room .* --askllm-shots none"):
+        askllm.score(proxy, TEXTS)  # the tiny model's 256 tokens cannot hold the built-in examples
+
+
+def test_builtin_examples_answer_both_ways_and_none_is_the_zero_shot_prompt():
+    from toolpath.curate.askllm_shots import BUILTIN, read_shots
+
+    assert read_shots(None) == read_shots("builtin") == BUILTIN
+    assert {answer for _, answer in BUILTIN} == {"yes", "no"}
+    assert read_shots("none") == ()
+
+
+def test_examples_from_a_file_and_each_bad_line_named(tmp_path):
+    from toolpath.curate.askllm_shots import read_shots
+
+    good = tmp_path / "shots.jsonl"
+    good.write_text('{"text": "A paragraph.", "answer": "Yes"}\n\n{"text": "buy buy", "answer": "no"}\n')
+    assert read_shots(str(good)) == (("A paragraph.", "yes"), ("buy buy", "no"))
+    for body, why in (('{"text": "x", "answer": "maybe"}\n', r"shots.jsonl:1: answer must be yes or no"),
+                      ('{"text": "x", "answer": "no"}\nnot json\n', r"shots.jsonl:2: not JSON"),
+                      ('{"answer": "no"}\n', r"shots.jsonl:1: expected .* non-empty text"),
+                      ("\n", "no examples")):
+        good.write_text(body)
+        with pytest.raises(CurateError, match=why):
+            read_shots(str(good))
+    with pytest.raises(CurateError, match="expected builtin, none or a JSONL file"):
+        read_shots(str(tmp_path / "missing.jsonl"))

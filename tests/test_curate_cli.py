@@ -35,7 +35,8 @@ def folder(tmp_path):
 
 
 def test_a_folder_is_scored_file_by_file_and_what_is_not_read_is_named(capsys, folder, tiny, home):  # noqa: F811
-    code, out, err = curate(capsys, folder, "--model", f"hf:{tiny}", "--select", "top:1", "--json", "-q")
+    code, out, err = curate(capsys, folder, "--model", f"hf:{tiny}", "--select", "top:1", "--askllm-shots", "none",
+                            "--json", "-q")  # the tiny model's context cannot hold the built-in examples
     assert code == 0, err
     report = json.loads(out)
     assert [i["source"] for i in report["items"]] == [str(folder / "a.txt"), str(folder / "sub" / "b.md")]
@@ -84,6 +85,7 @@ def test_density_needs_no_model_and_samples_a_share(capsys, tmp_path, home):
     (["runs:", "--batch-size", "0"], "--batch-size must be at least 1"),
     (["runs:", "--model", "openai:gpt-4.1-mini"], "curation reads a local model's logits"),
     (["runs:", "--score", "perplexity", "--engine", "onnxruntime"], "use --engine torch"),
+    (["runs:", "--askllm-shots", "/no/shots.jsonl"], "--askllm-shots /no/shots.jsonl: expected builtin, none or"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, home, args, why):
     from toolpath.runs import Store

@@ -173,3 +173,21 @@ def test_prefix_reuse_keeps_greedy_output_and_counts_tokens(tiny, engine_home, m
         messages += [Message(role="assistant", content=a.raw), Message(role="user", content="the fox asks again")]
     sampled = reusing.respond(messages, [], temperature=0.7)  # sampling never extends the kept greedy generator
     assert sampled.reused_tokens == 0
+
+
+def test_curation_reads_the_same_next_token_logits_on_the_engine_with_its_kept_prefix(tiny, engine_home,
+                                                                                       monkeypatch):
+    import numpy as np
+
+    from toolpath.curate.proxy import load_proxy
+
+    monkeypatch.setenv("TOOLPATH_HOME", str(engine_home))
+    on_torch = load_proxy(f"hf:{tiny}", {"engine": "torch"})
+    on_engine = load_proxy(f"hf:{tiny}", {"engine": "onnxruntime"})
+    shared = on_torch.encode("the quick brown fox jumps over the lazy dog " * 3)
+    prompts = [shared + on_torch.encode(tail) for tail in ("and asks", "the calculator for an answer", "tool call")]
+    prompts.append(on_torch.encode("result the dog"))  # shares nothing: a fresh generator
+    expected = on_torch.next_logits(prompts, batch=1)
+    got = on_engine.next_logits(prompts)  # the 2nd and 3rd rewind the kept generator to the shared tokens
+    assert np.allclose(got, expected, atol=1e-3)
+    assert np.allclose(on_engine.next_logits(prompts[:1]), expected[:1], atol=1e-3)  # a shorter prompt after

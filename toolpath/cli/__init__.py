@@ -234,6 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "hf:PATH (default local)")
     cu.add_argument("--engine", metavar="NAME", help=ENGINE_HELP)
     cu.add_argument("--weights", choices=WEIGHTS, help=WEIGHTS_HELP)
+    cu.add_argument("--askllm-shots", metavar="builtin|none|FILE.jsonl",
+                    help="worked examples AskLLM's prompt starts with: builtin (default; six answered texts), none "
+                         "(the paper's zero-shot prompt) or a JSONL file of {\"text\", \"answer\": yes|no} lines")
     cu.add_argument("--batch-size", type=int, default=8, help="prompts per forward pass on torch (default 8)")
     cu.add_argument("--seed", type=int, default=0, help="the seed of a density sample (default 0)")
     cu.add_argument("--json", action="store_true", help='print {"items": [{"source", "score", "selected"}, ...], ...}')

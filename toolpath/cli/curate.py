@@ -26,7 +26,7 @@ def _curate(args) -> int:
     chosen = parse_select(args.select) if args.select else None  # a bad --select fails before any model loads
     found = read_source(args.source, args.home)
     items = found.items
-    scores = score_items(items, args.score, args.model, model_overrides(args), args.batch_size)
+    scores = score_items(items, args.score, args.model, model_overrides(args), args.batch_size, args.askllm_shots)
     candidates = [i for i, s in enumerate(scores) if args.min_score is None or s >= args.min_score]
     kept = candidates
     if chosen is not None and candidates:

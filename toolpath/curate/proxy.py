@@ -3,18 +3,22 @@ through the policies, so its weights, conversion, engine and checks are a run's.
 its answers: the next token's after a prompt (AskLLM), or every token's (perplexity).
 
 The engine (ONNX Runtime GenAI) exports with the output head pruned to the last position, which is what AskLLM
-reads; one generator per text, since its batches need one length. Torch runs batches of left-padded prompts and
-gives every position's logits, which perplexity needs: it always runs on torch.
+reads. It reads one text at a time (its batches need one length) through one kept generator, rewound to the tokens
+a prompt shares with the one before: AskLLM's prompts all start with the same worked examples, which are read once.
+Torch runs batches of left-padded prompts and gives every position's logits, which perplexity needs: it always runs
+on torch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from typing import Any
 
 from .items import CurateError
 
 LOCAL_FORMS = "local, local:NAME or hf:PATH"
+KEPT_TOKENS = 2048  # the kept generator's room: shared examples and a text of 512 tokens fit, ~120 MB on the 1.5B
 
 
 def model_spec(name: str, options: dict):
@@ -39,6 +43,7 @@ class Proxy:
     model: Any  # a transformers causal LM, or the engine's og.Model
     tokenizer: Any
     context: int  # the most tokens a prompt may have
+    _kept: Any = field(default=None, repr=False)  # the engine's generator, the ids it holds and its max_length
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -73,10 +78,19 @@ class Proxy:
     def _engine_next(self, ids: list[int]):
         import onnxruntime_genai as og
 
-        params = og.GeneratorParams(self.model)
-        params.set_search_options(max_length=len(ids) + 1)
-        generator = og.Generator(self.model, params)
-        generator.append_tokens(ids)
+        reused = 0
+        if self._kept is not None and len(ids) < self._kept[2]:
+            generator, held, room = self._kept
+            reused = min(len(os.path.commonprefix([held, ids])), len(ids) - 1)  # works on any lists
+        if reused > 0:
+            generator.rewind_to(reused)  # what follows the shared tokens is dropped
+        else:
+            room = min(self.context, max(len(ids) + 1, KEPT_TOKENS))
+            params = og.GeneratorParams(self.model)
+            params.set_search_options(max_length=room)
+            generator = og.Generator(self.model, params)
+        generator.append_tokens(ids[reused:])
+        self._kept = (generator, ids, room)
         return generator.get_logits().reshape(-1).astype("float32")
 
     def token_log_probs(self, ids: list[int]) -> list[float]:

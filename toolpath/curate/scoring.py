@@ -9,12 +9,16 @@ SCORES = ("askllm", "density", "perplexity")
 
 
 def score_items(items: list[Item], kind: str, model: str = "local", options: dict | None = None,
-                batch: int = 8) -> list[float]:
+                batch: int = 8, shots: str | None = None) -> list[float]:
     """Each item's score by `kind` (higher: keep), also stored in item.scores; askllm and perplexity load the
-    proxy model `model` with `options` (model.options: engine, weights)."""
+    proxy model `model` with `options` (model.options: engine, weights). `shots`: AskLLM's worked examples,
+    builtin (None), none or a JSONL file (askllm_shots.read_shots)."""
     texts = [item.text for item in items]
     if kind not in SCORES:
         raise CurateError(f"--score {kind!r}: expected one of {', '.join(SCORES)}")
+    from .askllm_shots import read_shots
+
+    examples = read_shots(shots)  # a bad file fails before any model loads
     if kind != "density":
         from .proxy import checked_spec
 
@@ -31,7 +35,7 @@ def score_items(items: list[Item], kind: str, model: str = "local", options: dic
             if kind == "askllm":
                 from .askllm import score
 
-                scores = score(proxy, texts, batch=batch, stage=stage)
+                scores = score(proxy, texts, batch=batch, stage=stage, shots=examples)
             else:
                 from .perplexity import score
 
