@@ -178,6 +178,8 @@ def tools_for(kind: str, stage: str) -> list[EditTool]:
 def run_step(t: EditTool, state: EditState, subtask: Subtask) -> StepOutcome:
     """Run one tool and measure it. A tool's EditError (or any exception: its bug must not end the search)
     is an outcome with quality 0, not a crash."""
+    from .edit_artifacts import artifact_free
+
     t0 = time.perf_counter()
     try:
         after = t.fn(state, subtask)
@@ -186,6 +188,9 @@ def run_step(t: EditTool, state: EditState, subtask: Subtask) -> StepOutcome:
     seconds = time.perf_counter() - t0
     try:
         q = float(t.check(state, after, subtask))
+        # a step that also blurred, noised or blocked a part it was not asked to touch did worse than it looks
+        q *= artifact_free(state.image, after.image, subtask.kind, [state.mask, after.mask],
+                           state.text_boxes + after.text_boxes)
     except Exception as err:  # noqa: BLE001
         return StepOutcome(t.name, after, 0.0, seconds, f"quality check failed: {type(err).__name__}: {err}")
     return StepOutcome(t.name, after, min(1.0, max(0.0, q)) if np.isfinite(q) else 0.0, seconds)

@@ -1,0 +1,69 @@
+"""GIQA (Grounding-IQA): image quality tied to places. Two task forms on one image each:
+
+- GIQA-DES: "describe the quality, with a box for each distortion"; scored by box mIoU with Hungarian matching
+  and type accuracy (giqa_scoring.py), the sample's value their mean;
+- GIQA-VQA: region questions (yes/no, which region is worse, what kind of distortion), scored by the shared
+  scorers: `short_answer` for yes/no and `choice` for the letters.
+
+Data: a generated set (giqa_data.py: planted distortions of known type, severity and box, deterministic by
+seed) or a GIQA-Bench JSON-lines file (`--data`, format in giqa_data.py). The agent is react with the
+`assess_quality` tool; TOOLPATH_GIQA_TOOLS=none runs it without (the model alone looks at the picture).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from ...spec import TaskSpec
+from ..scorers import choice, short_answer
+from . import Benchmark, Record, Score, pick, require, task_id
+from .giqa_data import PHOTOS_ENV, generated_records, read_file
+from .giqa_scoring import match, read_regions
+
+TOOLS_ENV = "TOOLPATH_GIQA_TOOLS"
+DES_PROMPT = ("Assess the quality of the image. Name each distortion (blur, noise, JPEG blocking, over-exposure, "
+              "under-exposure, colour cast) and where it is, writing its box as <box>[x0, y0, x1, y1]</box> in "
+              "pixels after its name. If there is none, say so.")
+
+
+class GIQA(Benchmark):
+    name = "giqa"
+    description = "Grounding-IQA: quality descriptions with boxes and region questions; generated set offline"
+    model = "local"
+
+    def __init__(self, data: str | Path | None = None, tools: bool | None = None):
+        self.data = Path(data).expanduser() if data else None
+        self.tools = tools if tools is not None else os.environ.get(TOOLS_ENV, "").strip().lower() != "none"
+
+    def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
+        if self.data is None:
+            return pick(generated_records(seed), limit, seed)
+        return pick(read_file(require(self.data, PHOTOS_ENV, "GIQA-Bench file")), limit, seed)
+
+    def data_folders(self) -> list[Path]:
+        from ...paths import home
+
+        folders = [home() / "benchmarks" / "giqa"]
+        return folders + ([self.data.parent] if self.data is not None else [])
+
+    def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
+        d = record.data
+        question = DES_PROMPT if d["task"] == "des" else d["question"]
+        spec = {"id": task_id(record.id), "instruction": question, "inputs": {"images": [d["image"]]},
+                "agent": {"name": "react"}, "tools": ["assess_quality", "final_answer"] if self.tools else [],
+                "limits": {"max_steps": 4 if self.tools else 2}, "model": model or self.model, "evaluator": None,
+                "metadata": {"benchmark": self.name, "category": record.category, "record_id": record.id}}
+        return TaskSpec.model_validate(spec)
+
+    def score(self, record: Record, answer: str | None) -> Score:
+        d = record.data
+        if d["task"] == "des":
+            m = match(read_regions(answer), d["regions"])
+            return Score((m["miou"] + m["type_acc"]) / 2, {"miou": m["miou"], "type_acc": m["type_acc"]},
+                         f"{m['said']} regions said, {m['true']} true: mIoU {m['miou']:.2f}, "
+                         f"type accuracy {m['type_acc']:.2f}")
+        scorer = short_answer if d["task"] == "yes_no" else choice
+        value = scorer(answer, d["answer"], {})
+        return Score(value, {"accuracy": value}, f"expected {d['answer']}")

@@ -1,0 +1,68 @@
+"""Did an edit step leave a visible artifact? A region of blur, noise or JPEG blocking (grounded_quality.py)
+in the picture after the step that the picture before did not have and that the step's own area (its mask
+or text boxes, grown a little) does not explain: a recolor that also smeared the background, a fill that
+left noise beside the object. Every edit tool's check is multiplied by `artifact_free` (edit_base.run_step).
+
+Steps that change nothing, change the size, or repaint everything outside a mask (background) are not judged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .grounded_quality import Region, find_regions
+
+ARTIFACTS = ("blur", "noise", "jpeg")
+UNJUDGED = ("background", "upscale")  # subtask kinds whose step rightly changes most of the picture
+GROW = 8  # px the step's area is grown by: its edges are where its pixels meet the old ones
+EXPLAINED = 0.5  # a new region at least this much inside the step's area is the step's doing
+
+
+def _overlap(a: list[int], b: list[int]) -> float:
+    ix = max(0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0, min(a[3], b[3]) - max(a[1], b[1]))
+    return ix * iy
+
+
+def new_artifacts(before: np.ndarray, after: np.ndarray, area: np.ndarray | None) -> list[Region]:
+    """The blur/noise/blocking regions of `after` that `before` lacks and `area` (H×W bool, the step's own
+    pixels; None for none) does not hold for the most part."""
+    old = [r for r in find_regions(before) if r.type in ARTIFACTS]
+    out = []
+    for r in find_regions(after):
+        if r.type not in ARTIFACTS:
+            continue
+        size = (r.box[2] - r.box[0]) * (r.box[3] - r.box[1])
+        if any(o.type == r.type and _overlap(o.box, r.box) > 0.3 * size for o in old):
+            continue
+        if area is not None and area[r.box[1]:r.box[3], r.box[0]:r.box[2]].mean() >= EXPLAINED:
+            continue
+        out.append(r)
+    return out
+
+
+def step_area(shape: tuple[int, int], masks: list, boxes: list) -> np.ndarray | None:
+    """The pixels a step was asked to change: its masks and text boxes, grown by GROW; None when it has none."""
+    import cv2
+
+    area = np.zeros(shape, bool)
+    for m in masks:
+        if m is not None and np.shape(m) == shape:
+            area |= np.asarray(m, bool)
+    for b in boxes:
+        x0, y0, x1, y1 = (int(v) for v in b[:4])
+        area[max(0, y0):y1, max(0, x0):x1] = True
+    if not area.any():
+        return None
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * GROW + 1, 2 * GROW + 1))
+    return cv2.dilate(area.astype(np.uint8), kernel).astype(bool)
+
+
+def artifact_free(before: np.ndarray, after: np.ndarray, kind: str, masks: list, boxes: list) -> float:
+    """1.0 when the step added no unexplained artifact, else 1 - the worst new artifact's severity."""
+    if kind in UNJUDGED or not isinstance(after, np.ndarray) or after.shape != before.shape:
+        return 1.0
+    if np.array_equal(before, after):
+        return 1.0
+    found = new_artifacts(before, after, step_area(before.shape[:2], masks, boxes))
+    return 1.0 - max((r.severity for r in found), default=0.0)

@@ -1,0 +1,192 @@
+"""`assess_quality`: an image's quality with places, in Grounding-IQA's form: the distorted regions (type, box,
+severity), a whole-image score and a description with each region's box inline (GIQA-DES).
+
+Regions come from distortion_tiles.py: each tile gets the one type whose evidence is strongest among those
+past their threshold (exposure first on a tie, since clipping also flattens and tints), and the tiles of one
+type that touch (8-connected) merge into one box, its severity their mean. A lone tile is not a region: one
+tile's measures are too few pixels to trust.
+
+The score: BRISQUE's trained model (brisque_score.py) where its package runs, else the measured quality of
+image_quality.py, lowered by the share of the picture the regions cover, weighted by their severity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..registry import ToolContext, ToolError, ToolResult, tool
+from .ops import open_image
+
+if TYPE_CHECKING:
+    import numpy as np
+
+MIN_TILES = 4  # a region spans at least this many tiles
+EXPOSURE = ("overexposure", "underexposure")
+# A region's mean evidence must pass this (a few tiles just past the line are the texture of a clean picture);
+# a cast needs more, since a coloured object's tiles read like a tinted grey.
+REGION_EVIDENCE = {"noise": 1.8, "blur": 2.6, "jpeg": 2.0, "underexposure": 1.5, "color_cast": 1.8}
+MIN_SIDE = 16  # an image or a box smaller than this has too few pixels to judge
+# The order a tile's type is chosen in when two types' evidence is equal (dict order breaks max's ties).
+PRIORITY = ("overexposure", "underexposure", "jpeg", "noise", "blur", "color_cast")
+WORDS = {"blur": "blur", "noise": "noise", "jpeg": "JPEG blocking", "overexposure": "over-exposure",
+         "underexposure": "under-exposure", "color_cast": "colour cast"}
+
+
+@dataclass
+class Region:
+    type: str
+    box: list[int]  # [x0, y0, x1, y1] in pixels, right and bottom exclusive
+    severity: float  # 0 to 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "box": self.box, "severity": round(self.severity, 3)}
+
+
+@dataclass
+class Assessment:
+    regions: list[Region]
+    score: float  # 0 to 1, higher is better
+    width: int
+    height: int
+    scored_by: str  # "brisque" or "measured"
+    box: list[int] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {"regions": [r.as_dict() for r in self.regions], "score": round(self.score, 3),
+               "description": describe(self), "size": [self.width, self.height], "score_from": self.scored_by}
+        if self.box is not None:
+            out["box"] = self.box
+        return out
+
+
+def check_box(box: Any, width: int, height: int, what: str = "box") -> list[int]:
+    """A box argument as four ints inside the image, or a ToolError naming it and what is wrong."""
+    if not isinstance(box, (list, tuple)) or len(box) != 4 or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in box):
+        raise ToolError(f"{what} must be [x0, y0, x1, y1] in pixels, got {box!r}")
+    x0, y0, x1, y1 = (round(float(v)) for v in box)
+    if not (0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height):
+        raise ToolError(f"{what} {list(box)} is not inside the {width}x{height} image with x0 < x1 and y0 < y1")
+    if min(x1 - x0, y1 - y0) < MIN_SIDE:
+        raise ToolError(f"{what} {list(box)} is {x1 - x0}x{y1 - y0} pixels; quality needs at least "
+                        f"{MIN_SIDE}x{MIN_SIDE}")
+    return [x0, y0, x1, y1]
+
+
+def find_regions(rgb: np.ndarray) -> list[Region]:
+    """The distorted regions of an H×W×3 uint8 image, largest first."""
+    import numpy as np
+    from scipy import ndimage
+
+    from .distortion_tiles import tile_evidence
+
+    grid, maps = tile_evidence(rgb)
+    types = [t for t in PRIORITY if t in maps]
+    evidence = np.stack([maps[t][0] for t in types])
+    best = np.argmax(evidence, axis=0)
+    # clipping and darkness explain the other measures there (flat blacks look blocky, clipped white blurred)
+    ex = [types.index(k) for k in EXPOSURE]
+    exposed = evidence[ex]
+    best = np.where(exposed.max(axis=0) >= 1.0, np.array(ex)[np.argmax(exposed, axis=0)], best)
+    marked = evidence.max(axis=0) >= 1.0
+    regions = []
+    for i, kind in enumerate(types):
+        labels, n = ndimage.label(marked & (best == i), structure=np.ones((3, 3)))
+        for k, (rows, cols) in enumerate(ndimage.find_objects(labels), 1):
+            tiles = labels == k
+            strength = float(evidence[i][tiles].mean())
+            if tiles.sum() < MIN_TILES or strength < REGION_EVIDENCE.get(kind, 1.0):
+                continue
+            severity = float(np.clip(maps[kind][1][tiles].mean(), 0.05, 1.0))
+            regions.append(Region(kind, grid.box(rows.start, cols.start, rows.stop, cols.stop), severity))
+    area = lambda r: (r.box[2] - r.box[0]) * (r.box[3] - r.box[1])  # noqa: E731
+    return sorted(regions, key=lambda r: -area(r) * r.severity)
+
+
+def clip_to(regions: list[Region], box: list[int]) -> list[Region]:
+    """The regions' parts inside `box` (those that do not reach into it dropped)."""
+    x0, y0, x1, y1 = box
+    out = []
+    for r in regions:
+        b = [max(r.box[0], x0), max(r.box[1], y0), min(r.box[2], x1), min(r.box[3], y1)]
+        if b[0] < b[2] and b[1] < b[3]:
+            out.append(Region(r.type, b, r.severity))
+    return out
+
+
+def assess(image, box: list[int] | None = None) -> Assessment:
+    """The assessment of an image (an H×W×3 uint8 array, or a PIL image), or of the part of it in `box`. The
+    regions are found on the whole picture, so a box inside one distorted area still shows it (its baseline is
+    the rest of the picture), then clipped to the box."""
+    import numpy as np
+
+    from ..retrieval import image_quality
+    from . import brisque_score
+
+    rgb = np.asarray(image.convert("RGB") if hasattr(image, "convert") else image)
+    if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
+        raise ToolError(f"quality needs an H×W×3 8-bit RGB image, got an array of shape {rgb.shape} ({rgb.dtype})")
+    h, w = rgb.shape[:2]
+    if min(h, w) < MIN_SIDE:
+        raise ToolError(f"the image is {w}x{h} pixels; quality needs at least {MIN_SIDE}x{MIN_SIDE}")
+    regions = find_regions(rgb)
+    part = rgb
+    if box is not None:
+        box = check_box(box, w, h)
+        regions = clip_to(regions, box)
+        part = rgb[box[1]:box[3], box[0]:box[2]]
+    notes = []
+    base = brisque_score.quality(part)
+    scored_by = "brisque"
+    if base is None:
+        notes.append(f"BRISQUE not used: {brisque_score.missing()}")
+        base, scored_by = image_quality.score(part), "measured"
+    ph, pw = part.shape[:2]
+    covered = sum(r.severity * (r.box[2] - r.box[0]) * (r.box[3] - r.box[1]) for r in regions) / (ph * pw)
+    return Assessment(regions, float(base * max(0.0, 1.0 - min(1.0, covered))), w, h, scored_by, box, notes)
+
+
+def place_words(box: list[int], width: int, height: int) -> str:
+    """Where a box's centre is, in words: upper left, top, ..., centre, ..., lower right."""
+    cx, cy = (box[0] + box[2]) / 2 / width, (box[1] + box[3]) / 2 / height
+    row = "upper" if cy < 1 / 3 else "lower" if cy > 2 / 3 else ""
+    col = "left" if cx < 1 / 3 else "right" if cx > 2 / 3 else ""
+    if row and col:
+        return f"the {row} {col}"
+    if row or col:
+        return "the " + {"upper": "top", "lower": "bottom"}.get(row, row) + col
+    return "the centre"
+
+
+def strength(severity: float) -> str:
+    return "Slight" if severity < 0.35 else "Moderate" if severity < 0.7 else "Strong"
+
+
+def describe(a: Assessment) -> str:
+    """GIQA-DES: each region as "<Strength> <distortion> in <place> <box>[x0, y0, x1, y1]</box>", then the
+    overall judgement."""
+    overall = ("good" if a.score >= 0.7 else "fair" if a.score >= 0.45 else "poor")
+    if not a.regions:
+        return f"No localized distortion found. Overall quality is {overall} ({a.score:.2f})."
+    parts = [f"{strength(r.severity)} {WORDS[r.type]} in {place_words(r.box, a.width, a.height)} "
+             f"<box>[{', '.join(str(v) for v in r.box)}]</box>" for r in a.regions]
+    return "; ".join(parts) + f". Overall quality is {overall} ({a.score:.2f})."
+
+
+@tool(timeout=30.0, cost=0.1, quality=0.7, tags=("image", "quality"))
+def assess_quality(image: str, ctx: ToolContext, box: list[int] | None = None) -> ToolResult:
+    """Judge an image's quality with places: the distorted regions (blur, noise, JPEG blocking, over- or
+    under-exposure, colour cast), each with its box in pixels and a severity from 0 to 1, a whole-image
+    score from 0 to 1 (higher is better) and a description with each box inline.
+
+    Args:
+        image: the image's name, e.g. image_1
+        box: only judge this part, [x0, y0, x1, y1] in pixels (right and bottom exclusive)
+    """
+    im = open_image(ctx, image)
+    data = assess(im, box).as_dict()
+    import json
+
+    return ToolResult(content=json.dumps(data, ensure_ascii=False), data=data)
