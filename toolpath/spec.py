@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from . import registry
 from .graph_spec import GraphSpecError, read_graph
+from .spec_media import MAX_IMAGE_PIXELS, audio_problem, image_problem  # noqa: F401 (a spec limit too)
 
 # The limits on the file and its shape live with the code that reads it; they are part of this module's API too.
 from .spec_reading import (  # noqa: F401
@@ -45,10 +46,11 @@ MAX_PATH_CHARS = 4096
 # An input image is copied into the run's artifacts and decoded for the model: 64 MiB holds any photo or
 # screenshot (an 8K PNG is about 30 MB), and is checked from the file's size alone, without reading it.
 MAX_IMAGE_BYTES = 64 * 1024 * 1024
-# PIL's own decompression-bomb threshold (Image.MAX_IMAGE_PIXELS): a few kB of PNG can declare more.
-MAX_IMAGE_PIXELS = 89_478_485
 # An input file is copied into the sandbox's episode folder for every run of the task.
 MAX_INPUT_FILE_BYTES = 100 * 1024 * 1024
+# An input audio file is copied into the run's artifacts and decoded whole by the speech tools: 100 MiB is about
+# ten minutes of CD-quality WAV, far more of FLAC or MP3.
+MAX_AUDIO_BYTES = 100 * 1024 * 1024
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
 
@@ -213,6 +215,7 @@ class Inputs(_Part):
     images: list[Path] = Field(default_factory=list)
     files: list[Path] = Field(default_factory=list)
     urls: list[str] = Field(default_factory=list)
+    audio: list[Path] = Field(default_factory=list)  # named audio_1, audio_2, … in an episode, like images
 
     @field_validator("urls")
     @classmethod
@@ -397,26 +400,6 @@ def _regular_file_problem(full: Path, limit: int) -> str | None:
     return None
 
 
-def _image_problem(path: Path) -> str | None:
-    """None when PIL recognises the file as an image of at most MAX_IMAGE_PIXELS pixels (its header only)."""
-    import warnings
-
-    from PIL import Image
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with Image.open(path) as im:
-                width, height = im.size
-    except Image.DecompressionBombError:
-        return f"{path} declares more than {MAX_IMAGE_PIXELS:,} pixels"
-    except Exception as err:  # PIL raises many kinds of error on a file that is not an image
-        return f"{path} is not an image (PIL: {type(err).__name__}: {str(err)[:100]})"
-    if width * height > MAX_IMAGE_PIXELS:
-        return f"{path} is {width}x{height} pixels; at most {MAX_IMAGE_PIXELS:,} pixels"
-    return None
-
-
 class Reach:
     """The folders a spec's files may be in: the spec's own (relative paths are taken against it) and those the
     user allowed (`--allow-path DIR`, `allow_paths=`). A spec may come from anyone and what it names is read,
@@ -447,7 +430,7 @@ def input_problems(spec: TaskSpec, reach: Reach) -> list[tuple[str, str]]:
     image, each file: URL a file within reach; paths are made absolute (links resolved). Also asked where an
     episode starts (agents/reach.py), of tasks a benchmark built from its data."""
     problems = []
-    for kind, limit in (("images", MAX_IMAGE_BYTES), ("files", MAX_INPUT_FILE_BYTES)):
+    for kind, limit in (("images", MAX_IMAGE_BYTES), ("files", MAX_INPUT_FILE_BYTES), ("audio", MAX_AUDIO_BYTES)):
         paths = getattr(spec.inputs, kind)
         for i, p in enumerate(paths):
             where = f"inputs.{kind}[{i}]"
@@ -457,7 +440,9 @@ def input_problems(spec: TaskSpec, reach: Reach) -> list[tuple[str, str]]:
             if problem is None:
                 problem = _regular_file_problem(full, limit)
                 if problem is None and kind == "images":
-                    problem = _image_problem(full)
+                    problem = image_problem(full)
+                if problem is None and kind == "audio":
+                    problem = audio_problem(full)
                 if problem is None:
                     paths[i] = full
             if problem is not None:

@@ -179,6 +179,7 @@ class Message(BaseModel):
     tool_call_id: str | None = None
     name: str | None = None
     images: list[ArtifactRef] = Field(default_factory=list)
+    audio: list[ArtifactRef] = Field(default_factory=list)  # the task's audio, for the viewer's player
 
     @field_validator("content", mode="after")
     @classmethod

@@ -94,7 +94,8 @@ def _episode_sandbox(rt: Runtime, agent: Agent, shared: object = None):
     try:
         try:
             box = open_sandbox(spec.sandbox.kind, rt.sandbox_options)
-            stage_inputs(box, list(spec.inputs.images) + list(spec.inputs.files), rt.ctx.images)
+            stage_inputs(box, list(spec.inputs.images) + list(spec.inputs.files) + list(spec.inputs.audio),
+                         rt.ctx.images)
             agent.prepare_sandbox(rt, box)  # what the agent's programs expect to find (visual_program)
         except (SandboxError, OSError, TypeError) as err:
             if isinstance(err, OSError) and err.errno == errno.ENOSPC:
@@ -161,9 +162,11 @@ def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
         if on_event is not None and slow_to_load(spec.model):
             on_event(Loading(spec.model.name).as_dict())
         policy = load(spec.model)
-    ctx = ToolContext(run_id=run_id, inputs=list(spec.inputs.files) + list(spec.inputs.images),
+    ctx = ToolContext(run_id=run_id,
+                      inputs=list(spec.inputs.files) + list(spec.inputs.images) + list(spec.inputs.audio),
                       save_artifact=store.put_artifact,
-                      images={f"image_{i}": p for i, p in enumerate(spec.inputs.images, 1)})
+                      images={f"image_{i}": p for i, p in enumerate(spec.inputs.images, 1)},
+                      audio={f"audio_{i}": p for i, p in enumerate(spec.inputs.audio, 1)})
     rt = Runtime(run_id=run_id, spec=spec, policy=policy, tools=tools, store=store, ctx=ctx, on_event=on_event,
                  format=fmt, params=params, sandbox_options=options)
     rt.context = agent.new_context(rt)
@@ -206,7 +209,13 @@ def _first_messages(rt: Runtime, system_prompt: str) -> list[Message]:
         # Qwen2.5-Coder-1.5B calling spatial_query(images=["room_1.jpg", ...])).
         text += "\n\nImages (tools take them by these names): " + ", ".join(
             f"image_{i} ({p.name})" for i, p in enumerate(rt.spec.inputs.images, 1))
-    return [Message(role="system", content=system_prompt), Message(role="user", content=text, images=images)]
+    # Audio is kept as artifacts (the viewer plays them) and named for the speech tools, which read it by name.
+    audio = [rt.store.put_artifact(p, name=f"audio_{i}{p.suffix}") for i, p in enumerate(rt.spec.inputs.audio, 1)]
+    if audio:
+        text += "\n\nAudio (tools take it by these names): " + ", ".join(
+            f"audio_{i} ({p.name})" for i, p in enumerate(rt.spec.inputs.audio, 1))
+    return [Message(role="system", content=system_prompt),
+            Message(role="user", content=text, images=images, audio=audio)]
 
 
 def _drive(graph, rt: Runtime, graph_input, run_id: str) -> RunResult:

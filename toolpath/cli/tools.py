@@ -99,6 +99,7 @@ def _parse_args(items: list[str], tool) -> dict[str, Any]:
 
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
+AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg")
 
 
 def cmd_tools_call(args) -> int:
@@ -116,8 +117,10 @@ def cmd_tools_call(args) -> int:
     inputs = [Path(p).resolve() for p in args.input or []]
     # Image inputs get the names a run gives its images (image_1, image_2, … in order), for the image tools.
     images = [p for p in inputs if p.suffix.lower() in IMAGE_SUFFIXES]
+    audio = [p for p in inputs if p.suffix.lower() in AUDIO_SUFFIXES]  # audio_1, … as in a run, for the speech tools
     ctx = ToolContext(run_id="cli", inputs=inputs, save_artifact=store.put_artifact,
-                      images={f"image_{i}": p for i, p in enumerate(images, 1)})
+                      images={f"image_{i}": p for i, p in enumerate(images, 1)},
+                      audio={f"audio_{i}": p for i, p in enumerate(audio, 1)})
     try:
         result = t.call(arguments, ctx)
     except ToolError as err:

@@ -56,6 +56,7 @@ class ToolContext:
     save_artifact: Callable[..., ArtifactRef] | None = None
     sandbox: Any = None  # the episode's sandbox (a ProcessSandbox for `python`), None when the spec has none
     images: dict[str, Path] = field(default_factory=dict)  # image names tools may read: image_1…, crop_1…
+    audio: dict[str, Path] = field(default_factory=dict)  # audio names the speech tools read: audio_1, …
     # time.monotonic() by which this step's work must end: what is left of the run's max_seconds, set by the
     # agent for each step (toolpath/deadline.py). None outside an agent.
     deadline: float | None = None
@@ -73,6 +74,17 @@ class ToolContext:
             return by_file[0]
         raise ToolError(f"{what + ': ' if what else ''}unknown image {name!r}; images in this episode: "
                         f"{', '.join(self.images) or 'none'}")
+
+    def audio_path(self, name: str, what: str = "") -> Path:
+        """The file of an audio a model named: an audio name (audio_1, …) or the file name of one of the task's
+        audio inputs; else an error listing the names."""
+        if name in self.audio:
+            return Path(self.audio[name])
+        by_file = [path for path in self.audio.values() if Path(path).name == name]
+        if len(by_file) == 1:
+            return Path(by_file[0])
+        raise ToolError(f"{what + ': ' if what else ''}unknown audio {name!r}; audio in this episode: "
+                        f"{', '.join(self.audio) or 'none'}")
 
     def artifact(self, data: bytes | str | Path, name: str = "", mime: str | None = None) -> ArtifactRef:
         if self.save_artifact is None:

@@ -33,10 +33,11 @@ from .data import MAX_LIMIT, Reader, json_or_text
 STATIC = Path(__file__).parent / "static"
 STATIC_FILES = {p.name: p for p in STATIC.iterdir() if p.is_file()} if STATIC.is_dir() else {}
 # Our pages run only our own script and style; an artifact (which could be HTML or SVG) runs nothing at all.
-PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-            "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; media-src 'self'; "
+            "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 ARTIFACT_CSP = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; sandbox"
-INLINE_MIMES = re.compile(r"(image/(png|jpeg|gif|webp|bmp)|text/plain|application/json)$")
+INLINE_MIMES = re.compile(r"(image/(png|jpeg|gif|webp|bmp)|audio/(x-wav|wav|flac|mpeg|ogg)|text/plain"
+                          r"|application/json)$")
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}  # addresses we may be bound to
 LOOPBACK_NAMES = {"127.0.0.1", "localhost", "[::1]"}  # what a Host header may name then
 # Host = name [":" port]: a DNS name, an IPv4 address or a bracketed IPv6 one; nothing else (no user@, no path)

@@ -71,6 +71,23 @@
     return fig;
   }
 
+  // Audio artifacts (a task's inputs.audio, a tool's audio output) get a player, their name under it.
+  function players(refs) {
+    const box = el("div", "audio");
+    for (const ref of refs) {
+      if (!ref || !SHA.test(ref.sha256 || "")) continue;
+      const f = el("figure", "artifact");
+      const audio = el("audio");
+      audio.controls = true;
+      audio.preload = "metadata";
+      audio.src = "/artifacts/" + ref.sha256;
+      f.appendChild(audio);
+      f.appendChild(el("figcaption", null, "audio" + (ref.name ? ": " + ref.name : "")));
+      box.appendChild(f);
+    }
+    return box;
+  }
+
   function toolCalls(calls) {
     const ul = el("ul", "calls");
     for (const c of calls) {
@@ -94,6 +111,8 @@
     if (m.tool_calls && m.tool_calls.length) div.appendChild(toolCalls(m.tool_calls));
     const imgs = (m.images || []).filter(r => r && !seen.has(r.sha256) && seen.add(r.sha256));
     if (imgs.length) div.appendChild(images(imgs, node));
+    const sounds = (m.audio || []).filter(r => r && !seen.has(r.sha256) && seen.add(r.sha256));
+    if (sounds.length) div.appendChild(players(sounds));
     return div;
   }
 
@@ -105,7 +124,9 @@
     const arts = (o.artifacts || []).concat(more || []).filter(r => r && !seen.has(r.sha256) && seen.add(r.sha256));
     const imgs = arts.filter(r => (r.mime || "").startsWith("image/"));
     if (imgs.length) div.appendChild(images(imgs, node));
-    for (const r of arts.filter(r => !(r.mime || "").startsWith("image/"))) {
+    const sounds = arts.filter(r => (r.mime || "").startsWith("audio/"));
+    if (sounds.length) div.appendChild(players(sounds));
+    for (const r of arts.filter(r => !/^(image|audio)\//.test(r.mime || ""))) {
       if (!SHA.test(r.sha256 || "")) continue;
       const a = el("a", "file", "file: " + (r.name || r.sha256.slice(0, 12)) + " (" + (r.mime || "") + ")");
       a.href = "/artifacts/" + r.sha256;
