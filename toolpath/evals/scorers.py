@@ -74,11 +74,21 @@ def numeric(answer: str | None, expected: Any, options: dict) -> float:
 
 
 def choice(answer: str | None, expected: Any, options: dict) -> float:
-    """Multiple choice: the first standalone option letter (A-Z, or "(B)", "B." …) equals the expected letter."""
+    """Multiple choice: the first standalone option letter (A-Z, or "(B)", "B." …) equals the expected letter.
+
+    With `options.choices` (the options' texts in letter order) and toolpath scoring, a reply that names no
+    letter but quotes exactly one option's text in full ("The first clip is faster") is read as that option,
+    as a grader would; official scoring reads the letter only."""
     if answer is None:
         return 0.0
     m = re.search(r"(?<![A-Za-z])\(?([A-Z])\)?(?![A-Za-z])", answer.strip())
-    return float(bool(m) and m.group(1) == str(expected).strip().strip("()").upper())
+    letter = m.group(1) if m else None
+    texts = options.get("choices") or []
+    if letter is None and texts and scoring_of(options) == "toolpath":
+        said = f" {normalised(answer)} "
+        quoted = [i for i, t in enumerate(texts) if normalised(str(t)) and f" {normalised(str(t))} " in said]
+        letter = chr(ord("A") + quoted[0]) if len(quoted) == 1 else None
+    return float(letter is not None and letter == str(expected).strip().strip("()").upper())
 
 
 # ---- MindCube: the option letter, in the priority order of MindCube's own evaluator ----------------------

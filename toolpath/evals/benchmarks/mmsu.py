@@ -19,8 +19,8 @@ Two sources of items:
 - otherwise a generated MMSU-style set (mmsu_speech.py: espeak-ng clips, correct by construction) of
   TOOLPATH_MMSU_ITEMS items (default 60), made once per seed under $TOOLPATH_HOME/benchmarks/mmsu/.
 
-Scoring: the option letter, read by the shared `choice` scorer (scorers.py), in both modes: MMSU's published
-evaluation compares the option the model chose with the right one, and letters are unambiguous here.
+Scoring: the shared `choice` scorer (scorers.py) with the item's options: `official` reads the option letter
+only; `toolpath` also takes a reply that names no letter but quotes exactly one option's text in full.
 The agent gets the clips as inputs.audio (audio_1, …) and the speech tools `transcribe` and `speech_features`.
 """
 
@@ -161,14 +161,18 @@ class MMSU(Benchmark):
         return [r for r in records if r.category in self.categories]
 
     def _evaluator(self, record: Record) -> dict:
-        return {"name": "choice", "expected": record.data["answer"], "options": {"scoring": self.scoring}}
+        return {"name": "choice", "expected": record.data["answer"],
+                "options": {"scoring": self.scoring, "choices": record.data["choices"]}}
 
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
         options = "\n".join(f"{c}. {t}" for c, t in zip(LETTERS, record.data["choices"], strict=True))
         n = len(record.data["audio"])
-        clips = "audio_1" if n == 1 else ", ".join(f"audio_{i}" for i in range(1, n + 1))
-        instruction = (f"Listen to {clips} with the speech tools and answer.\n\n{record.data['question']}\n"
-                       f"{options}\n\nGive the letter of one option (A, B, C or D) as your final answer.")
+        clips = "audio_1" if n == 1 else " and ".join(f"audio_{i}" for i in range(1, n + 1))
+        # A small model answers after one tool call unless told that each clip needs its own.
+        listen = (f"Listen to {clips} with the speech tools" if n == 1 else
+                  f"Listen to each of {clips} with the speech tools (one call per clip) before answering")
+        instruction = (f"{listen}.\n\n{record.data['question']}\n{options}\n\n"
+                       "Give the letter of one option (A, B, C or D) as your final answer.")
         spec: dict[str, Any] = {
             "id": task_id(record.id), "instruction": instruction, "inputs": {"audio": record.data["audio"]},
             "agent": self.agent, "tools": TOOLS, "evaluator": self._evaluator(record),

@@ -24,6 +24,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+# Written into a generated folder's stamp: a folder made by another version of this module is made again.
+VERSION = 2
 KINDS = ("content", "speed", "pitch", "intonation", "stress", "word_count")
 VOICES = ("en-us", "en-gb", "en-gb-x-rp", "en-029", "en-us+f3", "en-gb+f2", "en-us+m3")
 RATES = (110, 140, 170, 200, 230)  # words per minute (espeak-ng -s)
@@ -132,7 +134,8 @@ def make_item(kind: str, index: int, rng: random.Random) -> Item:
         clause = f"{rng.choice(['You', 'They', 'We'])} are going to {rng.choice(PLACES)} {rng.choice(FILLER)}"
         question = rng.random() < 0.5
         text = clause + ("?" if question else ".")
-        options = ["A question", "A statement", "A command", "A greeting"]
+        # no option opens with a lone capital ("A question"): it would read as the letter A
+        options = ["It is a question", "It is a statement", "It is a command", "It is a greeting"]
         choices, ans = _fixed(options, options[0] if question else options[1])
         q = "The speaker's words carry no question word. Judging by the intonation, is it a question or a statement?"
         return Item(iid, kind, q, choices, ans, [clause], [{"text": text, **v}])
@@ -151,7 +154,7 @@ def make_item(kind: str, index: int, rng: random.Random) -> Item:
         n = rng.randint(3, 8)
         pool = [rng.choice(NAMES), "likes", "the", rng.choice(COLOURS), rng.choice(NOUNS), "very", "much",
                 rng.choice(FILLER)]
-        words = pool[:2] + pool[2:][: n - 2] if n > 2 else pool[:n]
+        words = pool[:n]
         text = " ".join(words)
         others = [str(x) for x in range(max(1, n - 3), n + 4)]
         choices, ans = _choices(rng, str(n), others)
@@ -173,7 +176,7 @@ def generate(folder: Path, n: int, seed: int = 0, kinds: tuple[str, ...] = KINDS
     folder = Path(folder)
     (folder / "audio").mkdir(parents=True, exist_ok=True)
     target = folder / "items.jsonl"
-    stamp = json.dumps({"n": n, "seed": seed, "kinds": list(kinds)})
+    stamp = json.dumps({"n": n, "seed": seed, "kinds": list(kinds), "version": VERSION})
     stamp_file = folder / "set.json"
     if target.is_file() and stamp_file.is_file() and stamp_file.read_text() == stamp:
         return target

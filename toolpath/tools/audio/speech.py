@@ -6,12 +6,10 @@ from ..registry import ToolContext, ToolError, ToolResult, tool
 from . import whisper
 from .clips import Clip, episode_clip, resampled
 
-WHISPER_RATE = 16_000  # Hz: what Whisper's feature extractor expects
-
 
 def transcript(clip: Clip) -> dict:
     """{text, words: [{word, start, end}], language, seconds} of a decoded clip (Whisper tiny.en)."""
-    return whisper.transcribe_samples(resampled(clip, WHISPER_RATE))
+    return whisper.transcribe_samples(resampled(clip, whisper.RATE))
 
 
 @tool(timeout=120.0, cost=2.0, quality=0.85, tags=("audio",))

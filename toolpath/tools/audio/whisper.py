@@ -90,14 +90,25 @@ def model():
     return _MODELS.get(PACKAGE, _load)
 
 
+RATE = 16_000  # Hz: what Whisper's feature extractor expects
+# Silence added before and after a clip: tiny.en mishears a word that starts or ends right at the clip's edge
+# (the first and last words of a short synthetic clip); word times are given back on the clip's own clock.
+PAD_SECONDS = 0.5
+
+
 def transcribe_samples(samples) -> dict:
     """{text, words: [{word, start, end}], language, seconds} for 16 kHz mono float samples."""
-    segments, info = model().transcribe(samples, language="en", beam_size=5, word_timestamps=True,
-                                        vad_filter=False, condition_on_previous_text=False)
+    import numpy as np
+
+    pad = np.zeros(int(PAD_SECONDS * RATE), dtype=np.float32)
+    seconds = len(samples) / RATE
+    segments, info = model().transcribe(np.concatenate([pad, samples, pad]), language="en", beam_size=5,
+                                        word_timestamps=True, vad_filter=False, condition_on_previous_text=False)
     words, texts = [], []
     for seg in segments:
         texts.append(seg.text.strip())
         for w in seg.words or []:
-            words.append({"word": w.word.strip(), "start": round(float(w.start), 3), "end": round(float(w.end), 3)})
+            start, end = (min(max(float(t) - PAD_SECONDS, 0.0), seconds) for t in (w.start, w.end))
+            words.append({"word": w.word.strip(), "start": round(start, 3), "end": round(end, 3)})
     return {"text": " ".join(t for t in texts if t), "words": words, "language": info.language,
-            "seconds": round(float(info.duration), 3)}
+            "seconds": round(seconds, 3)}
