@@ -1,0 +1,179 @@
+"""Fitting an INR to one image: Adam on the squared error, seeded, bounded in steps and in seconds.
+
+`fit` trains on the pixels a mask keeps (all by default) and can hold some of them out to stop early: the
+held-out error stops falling once the network starts to fit what varies pixel to pixel (noise), which is the
+INR's spectral bias used as a prior (restore.py's denoising). Everything runs on the CPU in float32.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .network import DEFAULT_BUDGET, INR, build, grid
+
+# Adam's starting rate per activation, from trial fits of a few photos with mini-batches of pixels: the sine
+# networks (SIREN, FINER) diverge above about 1e-3 there; COSMO stalls at the image's mean colour at 5e-3.
+LEARNING_RATES = {"cosmo": 2e-3, "siren": 1e-3, "wire": 2e-3, "gauss": 2e-3, "finer": 1e-3}
+FINAL_LR_FRACTION = 0.1  # the rate decays exponentially to this fraction of itself by the last step
+RENDER_CHUNK = 65_536  # pixels per forward pass when rendering, so a large output stays in bounded memory
+# Threads for the fit's torch ops. The tensors are small (pixels x width), so more threads gain little, and on
+# shared cores they lose a lot: every op waits for all of its threads to be scheduled.
+THREADS = 1
+
+
+@dataclass
+class Fit:
+    model: INR
+    steps: int  # steps taken
+    seconds: float
+    stopped: str  # "steps" (all asked), "time" (the seconds budget ran out), "early" (held-out error rose)
+    loss: list[float] = field(default_factory=list)  # training MSE per step
+    prior: torch.nn.Module | None = None
+    band_raw: torch.Tensor | None = None  # COSMO's bands from the prior, fixed for rendering
+
+    def render(self, height: int, width: int) -> np.ndarray:
+        """The fitted image sampled on a height x width grid of the same square: (H, W, C) floats in [0, 1]."""
+        coords = grid(height, width)
+        with torch.no_grad(), _threads(THREADS):
+            parts = [self.model(coords[i:i + RENDER_CHUNK], self.band_raw)
+                     for i in range(0, len(coords), RENDER_CHUNK)]
+        return torch.cat(parts).clamp(0, 1).reshape(height, width, -1).numpy()
+
+    def account(self) -> str:
+        why = {"steps": "all steps done", "time": "stopped by the seconds budget",
+               "early": "stopped early when the held-out error rose"}[self.stopped]
+        return f"{self.steps} steps in {self.seconds:.1f} s ({why})"
+
+
+def as_float_image(image) -> np.ndarray:
+    """An (H, W, C) float32 array in [0, 1] from a PIL image or an integer or float array."""
+    a = np.asarray(image)
+    if a.ndim == 2:
+        a = a[:, :, None]
+    if a.ndim != 3 or a.shape[2] not in (1, 3, 4):
+        raise ValueError(f"expected an image of shape (H, W), (H, W, 1), (H, W, 3) or (H, W, 4), got {a.shape}")
+    a = a[:, :, :3] if a.shape[2] == 4 else a
+    if a.dtype == np.uint8:
+        return a.astype(np.float32) / 255.0
+    if a.dtype == bool:
+        return a.astype(np.float32)
+    return np.clip(a.astype(np.float32), 0.0, 1.0)
+
+
+def fit(image, activation: str = "cosmo", steps: int = 300, seed: int = 0, *, seconds: float | None = None,
+        budget: int = DEFAULT_BUDGET, lr: float | None = None, batch: int | None = None,
+        known: np.ndarray | None = None, holdout: float = 0.0, patience: int = 20,
+        prior_weights: str | Path | None = None) -> Fit:
+    """Fit an INR of `activation` to `image` ((H, W[, C]) array or PIL image).
+
+    lr: Adam's starting rate (the activation's own by default, LEARNING_RATES).
+    steps/seconds: stop at whichever comes first (`Fit.stopped` says which). batch: pixels per step, drawn at
+    random (all pixels when None). known: an (H, W) bool mask of the pixels to fit (the rest are unknown).
+    holdout: a fraction of the known pixels kept out of training; the fit then returns the state with the
+    lowest held-out error and stops after `patience` steps without a new lowest. prior_weights: COSMO's band
+    prior from a CNN weights file (prior.py); refused for other activations.
+    The same image, arguments and seed give the same fit."""
+    target = torch.from_numpy(as_float_image(image))
+    height, width, channels = target.shape
+    colours = target.reshape(-1, channels)
+    coords = grid(height, width)
+    mask = np.ones((height, width), bool) if known is None else np.asarray(known, bool)
+    if mask.shape != (height, width):
+        raise ValueError(f"the known-pixel mask is {mask.shape[1]}x{mask.shape[0]}, the image {width}x{height}")
+    if not mask.any():
+        raise ValueError("the known-pixel mask keeps no pixel")
+    with torch.random.fork_rng(devices=[]), _deterministic(), _threads(THREADS):
+        torch.manual_seed(seed)
+        model = build(activation, budget, channels)
+        prior = band_raw = None
+        if prior_weights is not None:
+            from .prior import BandPrior
+
+            prior = BandPrior.load(prior_weights, model, _rgb(target))
+        train = torch.from_numpy(np.flatnonzero(mask.reshape(-1)))
+        train = train[torch.randperm(len(train))]
+        n_held = int(len(train) * holdout)
+        held, train = train[:n_held], train[n_held:]
+        params = list(model.parameters()) + ([] if prior is None else list(prior.trainable()))
+        optimiser = torch.optim.Adam(params, lr=lr or LEARNING_RATES[activation])
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimiser, lambda step: FINAL_LR_FRACTION ** min(step / max(steps, 1), 1.0))
+        result = _train(model, prior, optimiser, schedule, coords, colours, train, held, steps, seconds, batch,
+                        patience)
+    if prior is not None:
+        with torch.no_grad():
+            band_raw = prior(None)
+    result.prior, result.band_raw = prior, band_raw
+    return result
+
+
+def _train(model, prior, optimiser, schedule, coords, colours, train, held, steps, seconds, batch, patience) -> Fit:
+    start = time.monotonic()
+    losses: list[float] = []
+    best, best_state, since_best = float("inf"), None, 0
+    stopped, done = "steps", 0
+    for step in range(steps):
+        if seconds is not None and time.monotonic() - start >= seconds:
+            stopped = "time"
+            break
+        idx = train if batch is None or batch >= len(train) else train[torch.randint(len(train), (batch,))]
+        band_raw = None if prior is None else prior(None)
+        loss = ((model(coords[idx], band_raw) - colours[idx]) ** 2).mean()
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        schedule.step()
+        losses.append(loss.item())
+        done = step + 1
+        if len(held):
+            with torch.no_grad():
+                band_raw = None if prior is None else prior(None)
+                error = ((model(coords[held], band_raw) - colours[held]) ** 2).mean().item()
+            if error < best:
+                best, since_best = error, 0
+                best_state = {k: v.clone() for k, v in model.state_dict().items()}
+            else:
+                since_best += 1
+                if since_best >= patience:
+                    stopped = "early"
+                    break
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    return Fit(model, done, time.monotonic() - start, stopped, losses)
+
+
+def _rgb(target: torch.Tensor) -> torch.Tensor:
+    """The image as the prior's CNN reads it: three channels (a grey image repeated)."""
+    return target.expand(-1, -1, 3) if target.shape[2] == 1 else target
+
+
+class _threads:
+    """torch's intra-op thread count for the fit, then back to what the process had."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __enter__(self):
+        self.before = torch.get_num_threads()
+        torch.set_num_threads(self.n)
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.before)
+
+
+class _deterministic:
+    """torch.use_deterministic_algorithms for the fit, then back to what the process had (warn_only: an op
+    without a deterministic version still runs; on the CPU the ops used here all have one)."""
+
+    def __enter__(self):
+        self.before = (torch.are_deterministic_algorithms_enabled(),
+                       torch.is_deterministic_algorithms_warn_only_enabled())
+        torch.use_deterministic_algorithms(True, warn_only=True)
+
+    def __exit__(self, *exc):
+        torch.use_deterministic_algorithms(self.before[0], warn_only=self.before[1])
