@@ -1,7 +1,7 @@
 """DAG-MATH with a local model: format validity, closeness and the Perfect Reasoning Rate beside plain accuracy.
 
     python benchmarks/dag_math.py [--model local:qwen2.5-coder-1.5b] [--limit 50] [--seed 0] [--data FILE.jsonl]
-                                  [--engine onnxruntime] [--weights int8] [--json]
+                                  [--engine onnxruntime] [--weights int8] [--resume EVAL_ID] [--json]
 
 One eval of the dag_math benchmark (evals/runner.run_eval, in this process; its samples stay in the run store:
 `toolpath eval list`, `toolpath runs show RUN`), then each figure over its samples with its 95 % interval
@@ -31,16 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def figure(values: list[float]) -> dict:
-    from toolpath.evals.intervals import bootstrap_ci
-
-    if not values:
-        return {"value": None, "ci": None, "n": 0}
-    low, high = bootstrap_ci(values)
-    return {"value": round(sum(values) / len(values), 4), "ci": [round(low, 4), round(high, 4)], "n": len(values)}
-
-
 def figures(samples) -> dict:
+    from toolpath.evals.intervals import mean_figure as figure
+
     def metric(key: str, among=lambda s: True) -> list[float]:
         return [s.metrics[key] for s in samples if key in s.metrics and among(s)]
 
@@ -61,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", help="the official formatted set (JSONL) instead of the generated problems")
     p.add_argument("--engine", help="torch or onnxruntime (default: the model's default)")
     p.add_argument("--weights", choices=("fp32", "bf16", "int8", "int4"))
+    p.add_argument("--resume", metavar="EVAL_ID", help="go on with a stored eval: its finished samples are kept")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     args = p.parse_args(argv)
 
@@ -70,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     with open_store() as store:
         result = run_eval("dag_math", store, model=args.model, limit=args.limit, seed=args.seed, data=args.data,
-                          engine=args.engine, weights=args.weights)
+                          engine=args.engine, weights=args.weights, resume=args.resume)
     wall = time.perf_counter() - started
     failed = [s for s in result.samples if s.status != "finished"]
     out = {"eval_id": result.eval_id, "model": args.model, "engine": args.engine, "weights": args.weights,

@@ -5,9 +5,12 @@ the tool's own answers to the region questions, against a baseline that always s
 
 The tool answers a question the way an agent reading its JSON would: yes when it reports the asked type inside
 the asked box; the worse region is the one its regions cover more (severity x area); the kind is the type
-covering the box most. Each figure with its 95 % interval (evals/intervals.bootstrap_ci). The load average is
-printed: figures measured while other work runs say so. The agent figures (a local model with and without the
-tool) come from `toolpath eval giqa --model local:qwen2.5-coder-1.5b` with TOOLPATH_GIQA_TOOLS unset or `none`.
+covering the box most. Also per type: precision and recall of the regions said (IoU >= HIT with a true region
+of the type), and the scenes alone. Each figure with its 95 % interval (evals/intervals.mean_figure). The load
+average is printed: figures measured while other work runs say so. Seed 0 is the evaluation split;
+benchmarks/giqa_tune.py fits the tool's bars on other seeds. The agent figures (a local model with and without
+the tool) come from `toolpath eval giqa --model local:qwen2.5-coder-0.5b --category yes_no` with
+TOOLPATH_GIQA_TOOLS unset or `none`.
 """
 
 from __future__ import annotations
@@ -21,20 +24,36 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+HIT = 0.5  # the IoU at which a said region is the true one, for per-type precision and recall
 sys.path.insert(0, str(ROOT))
-
-
-def figure(values: list[float]) -> dict:
-    from toolpath.evals.intervals import bootstrap_ci
-
-    if not values:
-        return {"value": None, "ci": None, "n": 0}
-    low, high = bootstrap_ci(values)
-    return {"value": round(sum(values) / len(values), 4), "ci": [round(low, 4), round(high, 4)], "n": len(values)}
 
 
 def boxes_in(text: str) -> list[list[int]]:
     return [[int(v) for v in m] for m in re.findall(r"\[(\d+), (\d+), (\d+), (\d+)\]", text)]
+
+
+def per_type(pairs: list[tuple[list, list[dict]]]) -> dict:
+    """Precision and recall of each type over (said regions, true regions) pairs: a said region is right
+    when a true region of its type overlaps it with IoU >= HIT (each true region counted once)."""
+    from toolpath.evals.benchmarks.giqa_scoring import iou
+    from toolpath.tools.image.distortion_tiles import TYPES
+
+    said = {k: 0 for k in TYPES}
+    true = {k: 0 for k in TYPES}
+    hit = {k: 0 for k in TYPES}
+    for regions, truth in pairs:
+        for t in truth:
+            true[t["type"]] += 1
+        free = list(truth)
+        for r in regions:
+            said[r.type] += 1
+            match = next((t for t in free if t["type"] == r.type and iou(r.box, t["box"]) >= HIT), None)
+            if match is not None:
+                free.remove(match)
+                hit[r.type] += 1
+    return {k: {"precision": round(hit[k] / said[k], 3) if said[k] else None,
+                "recall": round(hit[k] / true[k], 3) if true[k] else None, "said": said[k], "true": true[k]}
+            for k in TYPES}
 
 
 def tool_answer(record, assess) -> str:
@@ -73,26 +92,33 @@ def main() -> None:
 
     from toolpath.evals.benchmarks.giqa import GIQA
     from toolpath.evals.benchmarks.giqa_scoring import description_of, match, read_regions
+    from toolpath.evals.intervals import mean_figure as figure
     from toolpath.tools.image.grounded_quality import assess
 
     t0 = time.time()
     bench = GIQA()
     records = list(bench.records(args.limit, args.seed))
     pictures: dict[str, np.ndarray] = {}
-    miou, types, said_right, by_cat, chance = [], [], [], {}, {}
+    miou, types, said_right, by_cat, chance, pairs, scenes = [], [], [], {}, {}, [], []
     for r in records:
         image = pictures.setdefault(r.data["image"], np.asarray(Image.open(r.data["image"]).convert("RGB")))
         if r.category == "des":
-            desc = assess(image).as_dict()["description"]
-            m = match(read_regions(desc), r.data["regions"])
+            found = assess(image)
+            m = match(read_regions(found.as_dict()["description"]), r.data["regions"])
             miou.append(m["miou"])
             types.append(m["type_acc"])
+            pairs.append((found.regions, r.data["regions"]))
+            if "-scene" in r.id:
+                scenes.append(m)
             said_right.append(float(bench.score(r, description_of(r.data["regions"])) == 1.0))
             continue
         answer = tool_answer(r, lambda box, image=image: assess(image, box))
         by_cat.setdefault(r.category, []).append(float(bench.score(r, answer)))
         chance.setdefault(r.category, []).append(float(bench.score(r, "no" if r.category == "yes_no" else "A")))
     out = {"images": len(miou), "box_miou": figure(miou), "type_accuracy": figure(types),
+           "scenes": {"images": len(scenes), "box_miou": figure([m["miou"] for m in scenes]),
+                      "type_accuracy": figure([m["type_acc"] for m in scenes])},
+           "per_type": per_type(pairs),
            "truth_scores_one": figure(said_right),
            "tool": {k: figure(v) for k, v in by_cat.items()},
            "constant_answer": {k: figure(v) for k, v in chance.items()},
@@ -103,6 +129,11 @@ def main() -> None:
         return
     print(f"{out['images']} images: box mIoU {out['box_miou']['value']} {out['box_miou']['ci']}, "
           f"type accuracy {out['type_accuracy']['value']} {out['type_accuracy']['ci']}")
+    sc = out["scenes"]
+    print(f"  scenes alone ({sc['images']}): box mIoU {sc['box_miou']['value']}, "
+          f"type accuracy {sc['type_accuracy']['value']}")
+    for k, v in out["per_type"].items():
+        print(f"  {k}: precision {v['precision']} ({v['said']} said), recall {v['recall']} ({v['true']} true)")
     for k, v in out["tool"].items():
         print(f"  {k}: tool {v['value']} {v['ci']} (n={v['n']}), constant answer {out['constant_answer'][k]['value']}")
     print(f"{out['seconds']} s, load average {out['load_average']}")

@@ -2,6 +2,7 @@
 
     bootstrap_ci(values)            the interval of a plain mean
     weighted_ci(values, weights)    the interval of a weighted mean (a score pooled over the set)
+    mean_figure(values)             a benchmark script's figure: {"value", "ci", "n"}, rounded for a report
 """
 
 from __future__ import annotations
@@ -62,3 +63,14 @@ def weighted_ci(values, weights, n: int = N_RESAMPLES, seed: int = 0, level: flo
     alpha = (1 - level) / 2
     lo, hi = np.quantile(np.concatenate(means), [alpha, 1 - alpha])
     return float(lo), float(hi)
+
+
+def mean_figure(values, digits: int = 4) -> dict:
+    """A benchmark script's figure of a plain mean: {"value", "ci": [low, high], "n"}, rounded to `digits`;
+    {"value": None, "ci": None, "n": 0} for no values (a subset a run did not reach)."""
+    values = list(values)
+    if not values:
+        return {"value": None, "ci": None, "n": 0}
+    low, high = bootstrap_ci(values)
+    return {"value": round(sum(values) / len(values), digits), "ci": [round(low, digits), round(high, digits)],
+            "n": len(values)}

@@ -18,11 +18,13 @@ from pathlib import Path
 
 from ...spec import TaskSpec
 from ..scorers import choice, short_answer
-from . import Benchmark, Record, Score, pick, require, task_id
+from . import Benchmark, BenchmarkDataError, Record, Score, pick, require, task_id
 from .giqa_data import PHOTOS_ENV, generated_records, read_file
 from .giqa_scoring import match, read_regions
 
 TOOLS_ENV = "TOOLPATH_GIQA_TOOLS"
+# `--category`: the task forms a run may keep (a GIQA-Bench file's records are des, yes_no or choice)
+CATEGORIES = ("des", "yes_no", "worse", "kind", "choice")
 DES_PROMPT = ("Assess the quality of the image. Name each distortion (blur, noise, JPEG blocking, over-exposure, "
               "under-exposure, colour cast) and where it is, writing its box as <box>[x0, y0, x1, y1]</box> in "
               "pixels after its name. If there is none, say so.")
@@ -33,14 +35,22 @@ class GIQA(Benchmark):
     description = "Grounding-IQA: quality descriptions with boxes and region questions; generated set offline"
     model = "local"
 
-    def __init__(self, data: str | Path | None = None, tools: bool | None = None):
+    def __init__(self, data: str | Path | None = None, tools: bool | None = None,
+                 categories: Iterable[str] | None = None):
         self.data = Path(data).expanduser() if data else None
         self.tools = tools if tools is not None else os.environ.get(TOOLS_ENV, "").strip().lower() != "none"
+        self.categories = tuple(categories) if categories else None
+        unknown = set(self.categories or ()) - set(CATEGORIES)
+        if unknown:
+            raise BenchmarkDataError(f"giqa has no category {', '.join(sorted(unknown))}; "
+                                     f"choose from {', '.join(CATEGORIES)}")
 
     def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
-        if self.data is None:
-            return pick(generated_records(seed), limit, seed)
-        return pick(read_file(require(self.data, PHOTOS_ENV, "GIQA-Bench file")), limit, seed)
+        records = (generated_records(seed) if self.data is None
+                   else read_file(require(self.data, PHOTOS_ENV, "GIQA-Bench file")))
+        if self.categories:
+            records = [r for r in records if r.category in self.categories]
+        return pick(records, limit, seed)
 
     def data_folders(self) -> list[Path]:
         from ...paths import home

@@ -9,12 +9,21 @@ Measures, each on the whole image at once and then pooled per tile (numpy and Op
   image's sharpest structured tiles;
 - noise: the robust sigma of Immerkaer's high-pass (image_quality.noise_sigma's mask, its median absolute
   value per tile), against the image's median tile;
-- JPEG blocking: the mean step across the 8x8 block boundaries over the mean step inside blocks, on the
-  boundary phase the whole image shows most (a crop need not start on the grid);
-- over-exposure: the share of pixels clipped white; under-exposure: the tile's mean luminance against the
-  image's median tile and its share of crushed blacks;
+- JPEG blocking: the share of the tile's 8x8 block-boundary pixels whose step stands out from the steps
+  beside it, across columns and across rows alike (the smaller share of the two: an edge that lies on the
+  grid is one line in one direction), on the boundary phase the whole image shows most, against the image's
+  median tile (a picture saved as JPEG before is blocky everywhere);
+- over-exposure: the share of pixels clipped white; under-exposure: the tile's bright end (a high
+  percentile of its luminance) against the image's median tile's, and its tonal range: darkening takes the
+  highlights down too and squeezes the tones into a few dark levels, while a dark object or a shadow keeps
+  lit neighbours, highlights or a wide range of tones in its tiles;
 - colour cast: the mean chroma (CIELAB a*, b*) of the tile's least colourful pixels, against the image's
-  median tile: a cast tints even what should be grey, while a coloured object leaves its grey neighbours alone.
+  median tile, judged on tiles with texture only: a cast tints even what should be grey, while a coloured
+  object leaves its grey neighbours alone, and a flat patch of one colour cannot tell its colour from a tint.
+
+The lines each measure is judged by (BLOCKY, DARK, CAST, ...) are set by reasoning about the measure; the
+bars a whole region needs (grounded_quality.REGION_EVIDENCE) are fitted on a tuning split of the generated
+set (benchmarks/giqa_tune.py), never on the seed the benchmark reports.
 
 `tile_evidence` returns, per type, an evidence map (1 at the point where a tile counts as distorted) and a
 severity map in [0, 1]; grounded_quality.py turns them into boxes.
@@ -34,12 +43,16 @@ STRUCTURE = 0.025  # luminance spread (std, in [0, 1]) below which a tile has no
 BLUR_RATIO = 0.45  # a tile whose Laplacian/gradient ratio is below this share of the sharp tiles' is blurred
 NOISE_FLOOR = 0.012  # sigma (luminance) a tile's noise must exceed its baseline by, whatever the baseline
 NOISE_RATIO = 2.5  # ... and by this factor
-BLOCKY = 1.8  # boundary step over inner step at which a tile is blocky (and 1.5x the image's median tile)
-BLOCK_STEP = 0.004  # ... when the boundary step is at least this (flat tiles have neither)
+BLOCKY = 0.3  # the share of a tile's block-boundary pixels whose step stands out, at which it is blocky
+BLOCK_OUT = 2.0  # a boundary step stands out when it is this many times the mean step beside it ...
+BLOCK_STEP = 1.5 / 255  # ... and at least this (a flat block's boundary step is a quantization level or more)
 CLIPPED = 245  # a pixel this bright (luminance, of 255) counts as clipped white
 OVER_SHARE = 0.35  # the share of clipped pixels above the baseline's that makes a tile over-exposed
-DARK = 0.45  # a tile darker than this share of the median tile ...
-DARK_MEAN = 0.25  # ... and darker than this in absolute terms is under-exposed
+DARK = 0.45  # a tile whose bright end is below this share of the median tile's bright end ...
+DARK_MEAN = 0.3  # ... and below this in absolute terms is under-exposed
+BRIGHT_END = 90  # the percentile of a tile's luminance taken as its bright end (100 minus it: its dark end)
+SQUEEZED = 0.12  # ... and whose tones span less than this (luminance, dark end to bright end)
+GRAIN = 0.008  # luminance spread (std) below which a tile is one flat colour, whose tint cannot be judged
 CAST = 12.0  # ΔE (a*, b*) off the baseline's chroma at which a tile is tinted
 NEUTRAL_SHARE = 0.3  # the share of a tile's pixels, least colourful first, whose chroma gives its cast
 
@@ -104,37 +117,51 @@ def noise_evidence(g: np.ndarray, grid: TileGrid) -> tuple[np.ndarray, np.ndarra
     return sigma / need, np.clip((sigma - base) / 0.1, 0.0, 1.0)
 
 
+def _grid_steps(g: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per pixel, whether the step across a block boundary along `axis` stands out from the steps beside
+    it (on the grid phase the whole image shows most: a crop need not start on the grid), and where the
+    boundaries are. Blocking is a step at the boundary where the block's inside is smooth; an edge in the
+    content makes steps on and off the grid alike."""
+    d = np.abs(np.diff(g, axis=axis))
+    beside = (np.roll(d, 1, axis=axis) + np.roll(d, -1, axis=axis)) / 2
+    stands_out = (d > BLOCK_OUT * beside) & (d >= BLOCK_STEP)
+    line = stands_out.mean(axis=1 - axis)
+    phase = int(np.argmax([line[p::BLOCK].mean() for p in range(BLOCK)]))
+    on = (np.arange(d.shape[axis]) % BLOCK) == phase
+    shape = [1, 1]
+    shape[axis] = -1
+    on = on.reshape(shape)
+    pad = [(0, 0), (0, 0)]
+    pad[axis] = (0, 1)
+    return np.pad(stands_out & on, pad), np.pad(np.broadcast_to(on, d.shape), pad)
+
+
 def jpeg_evidence(g: np.ndarray, grid: TileGrid) -> tuple[np.ndarray, np.ndarray]:
-    dx = np.abs(np.diff(g, axis=1))
-    dy = np.abs(np.diff(g, axis=0))
-    # the phase of the block grid: the column offset whose steps stand out most over the whole image
-    col = dx.mean(axis=0)
-    phase = int(np.argmax([col[p::BLOCK].mean() / max(col.mean(), 1e-9) for p in range(BLOCK)]))
-    on_x = (np.arange(dx.shape[1]) % BLOCK) == phase
-    on_y = (np.arange(dy.shape[0]) % BLOCK) == phase
-    bx = np.zeros_like(g)
-    bx[:, :-1] = dx * on_x
-    bx[:-1, :] += dy * on_y[:, None]
-    ix = np.zeros_like(g)
-    ix[:, :-1] = dx * ~on_x
-    ix[:-1, :] += dy * ~on_y[:, None]
-    share = 1.0 / BLOCK  # of each direction's steps on a boundary
-    edge = _pooled(bx, grid) / share / 2
-    inner = _pooled(ix, grid) / (1 - share) / 2
-    ratio = edge / np.maximum(inner, 1e-4)
+    # The share of a tile's block-boundary pixels whose step stands out, across columns and across rows:
+    # compression blocks both ways, while an edge in the picture (or where a brighter patch begins) that
+    # happens to lie on the grid is one straight line in one direction; the smaller share of the two counts.
+    shares = []
+    for axis in (1, 0):
+        out, on = _grid_steps(g, axis)
+        shares.append(_pooled(out.astype(np.float32), grid) / np.maximum(_pooled(on.astype(np.float32), grid), 1e-6))
+    share = np.minimum(*shares)
     # a picture that was a JPEG or a video frame before is blocky everywhere: only more than that counts
-    need = max(BLOCKY, 1.5 * float(np.median(ratio[edge > BLOCK_STEP]))) if (edge > BLOCK_STEP).any() else BLOCKY
-    evidence = np.where(edge > BLOCK_STEP, ratio / need, 0.0)
-    return evidence, np.clip((ratio - 1.0) / 3.0, 0.0, 1.0) * (edge > BLOCK_STEP)
+    need = max(BLOCKY, 2.0 * float(np.median(share)))
+    return share / need, np.clip(share / (2 * BLOCKY), 0.0, 1.0)
 
 
 def exposure_evidence(rgb: np.ndarray, g: np.ndarray, grid: TileGrid) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     clipped = _pooled((g >= CLIPPED / 255).astype(np.float32), grid)  # luminance: a cast clips one channel only
     over = clipped - float(np.median(clipped))
-    mean = _pooled(g, grid)
-    base = max(float(np.median(mean)), 1e-3)
-    rel = mean / base
-    under = np.minimum(DARK / np.maximum(rel, 1e-6), DARK_MEAN / np.maximum(mean, 1e-6))
+    # Under-exposure scales a place's highlights down with the rest, while a dark object beside lit ones (or
+    # with its own highlights) keeps a bright end: judge the tile's bright end against the image's typical one.
+    # It also squeezes the place's tones into a few dark levels (its texture is lost), while a shadow or a
+    # dark object in a well exposed picture keeps a wide range of them: the tile's tonal range counts too.
+    lo, bright = np.percentile(_pooled(g, grid, "all"), [100 - BRIGHT_END, BRIGHT_END], axis=2)
+    base = max(float(np.median(bright)), 1e-3)
+    rel = bright / base
+    under = np.minimum(np.minimum(DARK / np.maximum(rel, 1e-6), DARK_MEAN / np.maximum(bright, 1e-6)),
+                       SQUEEZED / np.maximum(bright - lo, 1e-6))
     return {"overexposure": (over / OVER_SHARE, np.clip(over, 0.0, 1.0)),
             "underexposure": (under, np.clip(1.0 - rel, 0.0, 1.0))}
 
@@ -148,7 +175,11 @@ def cast_evidence(rgb: np.ndarray, grid: TileGrid) -> tuple[np.ndarray, np.ndarr
     ta = np.take_along_axis(a, order, axis=2).mean(axis=2)
     tb = np.take_along_axis(b, order, axis=2).mean(axis=2)
     off = np.hypot(ta - np.median(ta), tb - np.median(tb))
-    lit = _pooled(lab[..., 0], grid) > 15  # near black, chroma means nothing
+    # near black, chroma means nothing; a flat patch of one colour (a painted object) cannot tell its own
+    # colour from a tint, while a tinted place with texture shows the tint on every shade of it
+    g = lab[..., 0] / 100.0
+    textured = np.sqrt(np.maximum(_pooled(g * g, grid) - _pooled(g, grid) ** 2, 0.0)) > GRAIN
+    lit = (_pooled(lab[..., 0], grid) > 15) & textured
     return np.where(lit, off / CAST, 0.0), np.clip(off / 30.0, 0.0, 1.0) * lit
 
 

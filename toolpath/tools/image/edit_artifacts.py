@@ -3,6 +3,9 @@ in the picture after the step that the picture before did not have and that the 
 or text boxes, grown a little) does not explain: a recolor that also smeared the background, a fill that
 left noise beside the object. Every edit tool's check is multiplied by `artifact_free` (edit_base.run_step).
 
+A blur is also judged against the picture before (lost_detail): where the step took away most of the fine
+detail outside its area.
+
 Steps that change nothing, change the size, or repaint everything outside a mask (background) are not judged.
 """
 
@@ -16,6 +19,8 @@ ARTIFACTS = ("blur", "noise", "jpeg")
 UNJUDGED = ("background", "upscale")  # subtask kinds whose step rightly changes most of the picture
 GROW = 8  # px the step's area is grown by: its edges are where its pixels meet the old ones
 EXPLAINED = 0.5  # a new region at least this much inside the step's area is the step's doing
+DETAIL = 1e-4  # Laplacian energy (luminance in [0, 1]) below which a tile had no detail to lose
+KEPT = 0.25  # a tile that keeps less than this share of its detail energy was blurred
 
 
 def _overlap(a: list[int], b: list[int]) -> float:
@@ -38,6 +43,35 @@ def new_artifacts(before: np.ndarray, after: np.ndarray, area: np.ndarray | None
         if area is not None and area[r.box[1]:r.box[3], r.box[0]:r.box[2]].mean() >= EXPLAINED:
             continue
         out.append(r)
+    return out
+
+
+def lost_detail(before: np.ndarray, after: np.ndarray, area: np.ndarray | None) -> list[Region]:
+    """Places outside `area` where `after` lost most of the fine detail `before` had: a blur the step spread
+    beyond its own pixels. With the picture before the step at hand this is judged against it, tile by tile,
+    so even a blur that flattens fine texture entirely (which no-reference measures read as a flat place)
+    is caught."""
+    import cv2
+    from scipy import ndimage
+
+    from .distortion_tiles import TileGrid, _luma, _pooled, tile_side
+    from .grounded_quality import MIN_TILES
+
+    h, w = before.shape[:2]
+    t = tile_side(h, w)
+    grid = TileGrid(t, -(-h // t), -(-w // t), h, w)
+    energy = [_pooled(cv2.Laplacian(_luma(im), cv2.CV_32F) ** 2, grid) for im in (before, after)]
+    ratio = energy[1] / np.maximum(energy[0], 1e-12)
+    lost = (energy[0] > DETAIL) & (ratio < KEPT)
+    if area is not None:
+        lost &= _pooled(area.astype(np.float32), grid) < EXPLAINED
+    labels, _ = ndimage.label(lost, structure=np.ones((3, 3)))
+    out = []
+    for k, (rows, cols) in enumerate(ndimage.find_objects(labels), 1):
+        tiles = labels == k
+        if tiles.sum() >= MIN_TILES:
+            severity = float(np.clip(1.0 - ratio[tiles].mean(), 0.05, 1.0))
+            out.append(Region("blur", grid.box(rows.start, cols.start, rows.stop, cols.stop), severity))
     return out
 
 
@@ -64,5 +98,6 @@ def artifact_free(before: np.ndarray, after: np.ndarray, kind: str, masks: list,
         return 1.0
     if np.array_equal(before, after):
         return 1.0
-    found = new_artifacts(before, after, step_area(before.shape[:2], masks, boxes))
+    area = step_area(before.shape[:2], masks, boxes)
+    found = new_artifacts(before, after, area) + lost_detail(before, after, area)
     return 1.0 - max((r.severity for r in found), default=0.0)
