@@ -81,7 +81,7 @@ def test_same_seed_same_fit_other_seed_other_fit(image):
     assert np.array_equal(a, b) and not np.array_equal(a, c)
 
 
-@pytest.mark.parametrize("activation", ["cosmo", "siren"])
+@pytest.mark.parametrize("activation", ["cosmo", "siren", "wire"])
 def test_fitting_lowers_the_error(image, activation):
     from toolpath.tools.inr.metrics import psnr
 

@@ -61,11 +61,17 @@ class GaussLayer(nn.Module):
 
 class GaborLayer(nn.Module):
     """WIRE: the complex Gabor wavelet exp(j w0 z - |s0 z|^2) of z = W x + b, complex after the first layer.
-    With z = a + jb that is exp(-w0 b - s0^2 (a^2 + b^2)) times (cos w0 a, sin w0 a)."""
+    With z = a + jb that is exp(-w0 b - s0^2 (a^2 + b^2)) times (cos w0 a, sin w0 a).
+
+    w0 = s0 = 5, the values of WIRE's reference image script, rather than the larger ones its authors suggest
+    for representation with 181-wide layers: the default initialisation bounds pre-activations by 1/sqrt(width),
+    so at the few tens of units an equal parameter budget gives here the same constants act as larger ones (the
+    factor exp(-w0 Im z) swings over orders of magnitude), and trial fits with them stayed far from the image
+    (docs/results/inr.md)."""
 
     complex_out = True
 
-    def __init__(self, n_in: int, n_out: int, first: bool = False, omega: float = 20.0, scale: float = 10.0):
+    def __init__(self, n_in: int, n_out: int, first: bool = False, omega: float = 5.0, scale: float = 5.0):
         super().__init__()
         self.omega, self.scale, self.first = omega, scale, first
         self.linear = nn.Linear(n_in, n_out) if first else ComplexLinear(n_in, n_out)
