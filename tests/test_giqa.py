@@ -173,3 +173,20 @@ def test_benchmark_figure_is_a_mean_with_its_interval():
     f = mean_figure([1.0, 0.0, 1.0, 1.0])
     assert f["value"] == 0.75 and f["n"] == 4 and 0.0 <= f["ci"][0] <= 0.75 <= f["ci"][1] <= 1.0
     assert mean_figure([]) == {"value": None, "ci": None, "n": 0}
+
+
+def test_a_region_the_step_left_untouched_is_not_its_artifact(clean, monkeypatch):
+    # Regions are judged against the picture's own baseline, so text written in one corner can tip an untouched
+    # place over a bar; the edit check only blames the step for places whose pixels it changed.
+    import toolpath.tools.image.edit_artifacts as edit_artifacts
+    from toolpath.tools.image.grounded_quality import Region
+
+    written = clean.copy()
+    written[4:20, -60:-4] = 255  # the step's text, top right
+    untouched = Region("noise", [0, 22, 60, 100], 0.5)
+    monkeypatch.setattr(edit_artifacts, "find_regions", lambda image: [] if image is clean else [untouched])
+    text_box = [clean.shape[1] - 60, 4, clean.shape[1] - 4, 20]
+    assert edit_artifacts.artifact_free(clean, written, "text_add", [], [text_box]) == 1.0
+    noised = written.copy()
+    noised[22:100, 0:60] = np.clip(noised[22:100, 0:60].astype(int) + 40, 0, 255).astype(np.uint8)
+    assert edit_artifacts.artifact_free(clean, noised, "text_add", [], []) == 0.5  # there it did change pixels

@@ -106,15 +106,16 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
         "webarena_lite": "webarena:WebArenaLite", "webarena_lite_v2": "webarena:WebArenaLiteV2",
         "webarena_verified": "webarena:WebArenaVerified", "webarena_verified_hard": "webarena:WebArenaVerifiedHard",
         "tabletop": "tabletop:Tabletop", "vabench": "vabench:VABench", "pope": "pope:POPE",
-        "chair": "chair:CHAIR", "bfcl": "bfcl:BFCL", "dag_math": "dag_math:DagMath"}.items()},
+        "chair": "chair:CHAIR", "bfcl": "bfcl:BFCL", "dag_math": "dag_math:DagMath",
+        "mmsu": "mmsu:MMSU", "giqa": "giqa:GIQA"}.items()},
     "format": {
         "json": ("toolpath.policies.formats.json:JSONFormat", {}),
         "deepeyes": ("toolpath.policies.formats.deepeyes:DeepEyesFormat", {}),
     },
     # Provider modules: importing one registers its tools (`@tool`) or edit tools (`register_edit_tool`).
     "tool": {**{name: (f"toolpath.tools.{name}", {}) for name in
-                ("builtin", "code", "image.ops", "search", "retrieval", "gui", "robot",
-                 "spatial_tools", "fsd.tools")},
+                ("builtin", "code", "image.ops", "image.grounded_quality", "search", "retrieval", "gui", "robot",
+                 "spatial_tools", "fsd.tools", "audio.speech", "inr.tools")},
              # whole agents as tools (spatial_query, edit_image, gui_task, robot_task): on the agents floor
              "capabilities": ("toolpath.agents.capabilities", {})},
     "edit_tool": {name: (f"toolpath.tools.image.{name}", {}) for name in

@@ -21,6 +21,11 @@ GROW = 8  # px the step's area is grown by: its edges are where its pixels meet 
 EXPLAINED = 0.5  # a new region at least this much inside the step's area is the step's doing
 DETAIL = 1e-4  # Laplacian energy (luminance in [0, 1]) below which a tile had no detail to lose
 KEPT = 0.25  # a tile that keeps less than this share of its detail energy was blurred
+# A region is judged against the picture's own baseline, so a step that changes one corner can shift which
+# untouched places cross a bar. An artifact the step made lies where it changed pixels: a region whose pixels
+# are mostly as they were is not the step's doing.
+CHANGED_LEVEL = 3  # of 255, in any channel: a pixel the step changed
+CHANGED_SHARE = 0.2  # a new region with fewer changed pixels than this share is the baseline moving
 
 
 def _overlap(a: list[int], b: list[int]) -> float:
@@ -33,9 +38,13 @@ def new_artifacts(before: np.ndarray, after: np.ndarray, area: np.ndarray | None
     """The blur/noise/blocking regions of `after` that `before` lacks and `area` (H×W bool, the step's own
     pixels; None for none) does not hold for the most part."""
     old = [r for r in find_regions(before) if r.type in ARTIFACTS]
+    changed = np.abs(after.astype(np.int16) - before.astype(np.int16)) > CHANGED_LEVEL
+    changed = changed.any(axis=-1) if changed.ndim == 3 else changed
     out = []
     for r in find_regions(after):
         if r.type not in ARTIFACTS:
+            continue
+        if changed[r.box[1]:r.box[3], r.box[0]:r.box[2]].mean() < CHANGED_SHARE:
             continue
         size = (r.box[2] - r.box[0]) * (r.box[3] - r.box[1])
         if any(o.type == r.type and _overlap(o.box, r.box) > 0.3 * size for o in old):
