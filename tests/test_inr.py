@@ -171,3 +171,9 @@ def test_bad_arguments_say_what_is_wrong(ctx, name, args, words):
     with pytest.raises(ToolError) as ei:
         get_tool(name).call(args, ctx)
     assert words in str(ei.value)
+
+
+def test_the_torch_free_names_list_every_layer_in_order():
+    from toolpath.tools.inr import activations, names
+
+    assert tuple(activations.LAYERS) == names.ACTIVATIONS

@@ -13,6 +13,7 @@ from torch import nn
 
 from .activations import LAYERS, BandRCLayer
 from .complex_linear import ComplexLinear
+from .names import ACTIVATIONS
 
 HIDDEN_LAYERS = 3
 DEFAULT_BUDGET = 13_000  # real parameters: about a 64-wide SIREN with three hidden layers
@@ -26,7 +27,7 @@ BAND_START = -1.0
 
 
 def activation_names() -> list[str]:
-    return list(LAYERS)
+    return list(ACTIVATIONS)
 
 
 def check_activation(name: str) -> str:

@@ -9,13 +9,15 @@ MAX_SIDE a side. COSMO's band prior is used when TOOLPATH_INR_PRIOR names a ResN
 from __future__ import annotations
 
 import os
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ...deadline import clamp
 from ..image.ops import image_result, open_image
 from ..registry import ToolContext, ToolError, ToolResult, tool
-from .network import activation_names
+from .names import ACTIVATIONS
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MAX_PIXELS = 256 * 256  # what a fit of a few hundred steps handles within MAX_SECONDS on two cores
 MAX_SIDE = 4096
@@ -27,8 +29,10 @@ PRIOR_ENV = "TOOLPATH_INR_PRIOR"
 
 
 def _checked(ctx: ToolContext, image: str, activation: str, steps: int) -> np.ndarray:
-    if activation not in activation_names():
-        raise ToolError(f"unknown activation {activation!r}; choose one of {', '.join(activation_names())}")
+    import numpy as np
+
+    if activation not in ACTIVATIONS:
+        raise ToolError(f"unknown activation {activation!r}; choose one of {', '.join(ACTIVATIONS)}")
     if not 1 <= steps <= MAX_STEPS:
         raise ToolError(f"steps must be between 1 and {MAX_STEPS}, got {steps}")
     im = open_image(ctx, image)
@@ -55,6 +59,7 @@ def _run(fn, *args, **kwargs):
 
 
 def _to_pil(array: np.ndarray):
+    import numpy as np
     from PIL import Image
 
     a = (np.clip(array, 0, 1) * 255 + 0.5).astype(np.uint8)
@@ -101,6 +106,8 @@ def inr_restore(image: str, task: str, ctx: ToolContext, scale: int = 2, mask: s
         steps: Adam steps (1-5000); the fit also stops when its time budget runs out
         seed: the same seed gives the same result
     """
+    import numpy as np
+
     from . import restore
 
     if task not in TASKS:
