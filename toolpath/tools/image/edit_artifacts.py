@@ -11,6 +11,9 @@ Steps that change nothing, change the size, or repaint everything outside a mask
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
+
 import numpy as np
 
 from .grounded_quality import Region, find_regions
@@ -34,10 +37,29 @@ def _overlap(a: list[int], b: list[int]) -> float:
     return ix * iy
 
 
+# A search tries every candidate tool on the same state, so the picture before a step is judged many times over;
+# its regions are kept by content (a digest, not the array's identity, which numpy may reuse).
+_BEFORE_REGIONS: OrderedDict[tuple, list[Region]] = OrderedDict()
+_BEFORE_KEPT = 16
+
+
+def _regions_of_before(before: np.ndarray) -> list[Region]:
+    # the detector is part of the key: what it finds depends on it as much as on the picture
+    key = (find_regions, before.shape, before.dtype.str, hashlib.blake2b(before.tobytes(), digest_size=16).digest())
+    if key in _BEFORE_REGIONS:
+        _BEFORE_REGIONS.move_to_end(key)
+        return _BEFORE_REGIONS[key]
+    regions = find_regions(before)
+    _BEFORE_REGIONS[key] = regions
+    if len(_BEFORE_REGIONS) > _BEFORE_KEPT:
+        _BEFORE_REGIONS.popitem(last=False)
+    return regions
+
+
 def new_artifacts(before: np.ndarray, after: np.ndarray, area: np.ndarray | None) -> list[Region]:
     """The blur/noise/blocking regions of `after` that `before` lacks and `area` (H×W bool, the step's own
     pixels; None for none) does not hold for the most part."""
-    old = [r for r in find_regions(before) if r.type in ARTIFACTS]
+    old = [r for r in _regions_of_before(before) if r.type in ARTIFACTS]
     changed = np.abs(after.astype(np.int16) - before.astype(np.int16)) > CHANGED_LEVEL
     changed = changed.any(axis=-1) if changed.ndim == 3 else changed
     out = []
