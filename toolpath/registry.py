@@ -115,7 +115,7 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
     # Provider modules: importing one registers its tools (`@tool`) or edit tools (`register_edit_tool`).
     "tool": {**{name: (f"toolpath.tools.{name}", {}) for name in
                 ("builtin", "code", "image.ops", "image.grounded_quality", "search", "retrieval", "gui", "robot",
-                 "spatial_tools", "fsd.tools", "audio.speech", "inr.tools")},
+                 "spatial_tools", "fsd.tools", "audio.speech", "inr.tools", "chem.tools")},
              # whole agents as tools (spatial_query, edit_image, gui_task, robot_task): on the agents floor
              "capabilities": ("toolpath.agents.capabilities", {})},
     "edit_tool": {name: (f"toolpath.tools.image.{name}", {}) for name in

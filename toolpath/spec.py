@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from . import registry
 from .graph_spec import GraphSpecError, read_graph
 from .spec_media import MAX_IMAGE_PIXELS, audio_problem, image_problem  # noqa: F401 (a spec limit too)
+from .spec_molecules import MAX_MOLECULE_FILE_BYTES, is_molecule_file, molecule_problems
 
 # The limits on the file and its shape live with the code that reads it; they are part of this module's API too.
 from .spec_reading import (  # noqa: F401
@@ -216,6 +217,7 @@ class Inputs(_Part):
     files: list[Path] = Field(default_factory=list)
     urls: list[str] = Field(default_factory=list)
     audio: list[Path] = Field(default_factory=list)  # named audio_1, audio_2, … in an episode, like images
+    graphs: list[str] = Field(default_factory=list)  # molecules: SMILES or .smi/.sdf/.mol files; graph_1, …
 
     @field_validator("urls")
     @classmethod
@@ -427,16 +429,20 @@ class Reach:
 
 def input_problems(spec: TaskSpec, reach: Reach) -> list[tuple[str, str]]:
     """Each input file must be within the spec's reach, a regular file within its size limit, each image an
-    image, each file: URL a file within reach; paths are made absolute (links resolved). Also asked where an
-    episode starts (agents/reach.py), of tasks a benchmark built from its data."""
+    image, each molecule (inputs.graphs) one RDKit reads, each file: URL a file within reach; paths are made
+    absolute (links resolved). Also asked where an episode starts (agents/reach.py), of tasks a benchmark built
+    from its data."""
     problems = []
-    for kind, limit in (("images", MAX_IMAGE_BYTES), ("files", MAX_INPUT_FILE_BYTES), ("audio", MAX_AUDIO_BYTES)):
+    for kind, limit in (("images", MAX_IMAGE_BYTES), ("files", MAX_INPUT_FILE_BYTES), ("audio", MAX_AUDIO_BYTES),
+                        ("graphs", MAX_MOLECULE_FILE_BYTES)):
         paths = getattr(spec.inputs, kind)
         for i, p in enumerate(paths):
+            if kind == "graphs" and not is_molecule_file(p):
+                continue  # a SMILES string: read with the files below
             where = f"inputs.{kind}[{i}]"
             problem = _path_problem(str(p))
             if problem is None:
-                full, problem = reach.resolve(p)
+                full, problem = reach.resolve(Path(p))
             if problem is None:
                 problem = _regular_file_problem(full, limit)
                 if problem is None and kind == "images":
@@ -444,9 +450,10 @@ def input_problems(spec: TaskSpec, reach: Reach) -> list[tuple[str, str]]:
                 if problem is None and kind == "audio":
                     problem = audio_problem(full)
                 if problem is None:
-                    paths[i] = full
+                    paths[i] = str(full) if kind == "graphs" else full
             if problem is not None:
                 problems.append((where, problem))
+    problems += molecule_problems(spec.inputs.graphs, refused={where for where, _ in problems})
     for i, url in enumerate(spec.inputs.urls):
         if url.lower().startswith("file:"):
             problem = _path_problem(url, "URL") or _file_url_problem(url, reach)

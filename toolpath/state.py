@@ -180,6 +180,7 @@ class Message(BaseModel):
     name: str | None = None
     images: list[ArtifactRef] = Field(default_factory=list)
     audio: list[ArtifactRef] = Field(default_factory=list)  # the task's audio, for the viewer's player
+    graphs: list[ArtifactRef] = Field(default_factory=list)  # the task's molecules (MOL blocks), for the viewer
 
     @field_validator("content", mode="after")
     @classmethod

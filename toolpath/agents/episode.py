@@ -18,6 +18,7 @@ from ..policies.base import Policy, PolicyError, load, slow_to_load
 from ..policies.settings import settled
 from ..runs import Store
 from ..spec import Reach, TaskSpec
+from ..spec_molecules import MOL_MIME, graph_files, listed, read_graphs
 from ..state import TERMINAL, AgentState, Message
 from ..tools.registry import ToolContext, ToolError, select_tools
 from . import get_agent
@@ -94,8 +95,8 @@ def _episode_sandbox(rt: Runtime, agent: Agent, shared: object = None):
     try:
         try:
             box = open_sandbox(spec.sandbox.kind, rt.sandbox_options)
-            stage_inputs(box, list(spec.inputs.images) + list(spec.inputs.files) + list(spec.inputs.audio),
-                         rt.ctx.images)
+            stage_inputs(box, list(spec.inputs.images) + list(spec.inputs.files) + list(spec.inputs.audio)
+                         + graph_files(spec.inputs.graphs), rt.ctx.images)
             agent.prepare_sandbox(rt, box)  # what the agent's programs expect to find (visual_program)
         except (SandboxError, OSError, TypeError) as err:
             if isinstance(err, OSError) and err.errno == errno.ENOSPC:
@@ -163,10 +164,12 @@ def _runtime(spec: TaskSpec, run_id: str, store: Store, policy: Policy | None,
             on_event(Loading(spec.model.name).as_dict())
         policy = load(spec.model)
     ctx = ToolContext(run_id=run_id,
-                      inputs=list(spec.inputs.files) + list(spec.inputs.images) + list(spec.inputs.audio),
+                      inputs=list(spec.inputs.files) + list(spec.inputs.images) + list(spec.inputs.audio)
+                      + graph_files(spec.inputs.graphs),
                       save_artifact=store.put_artifact,
                       images={f"image_{i}": p for i, p in enumerate(spec.inputs.images, 1)},
-                      audio={f"audio_{i}": p for i, p in enumerate(spec.inputs.audio, 1)})
+                      audio={f"audio_{i}": p for i, p in enumerate(spec.inputs.audio, 1)},
+                      graphs={m.name: m for m in read_graphs(spec.inputs.graphs)})
     rt = Runtime(run_id=run_id, spec=spec, policy=policy, tools=tools, store=store, ctx=ctx, on_event=on_event,
                  format=fmt, params=params, sandbox_options=options)
     rt.context = agent.new_context(rt)
@@ -214,8 +217,15 @@ def _first_messages(rt: Runtime, system_prompt: str) -> list[Message]:
     if audio:
         text += "\n\nAudio (tools take it by these names): " + ", ".join(
             f"audio_{i} ({p.name})" for i, p in enumerate(rt.spec.inputs.audio, 1))
+    # Molecules are kept as MOL blocks (the viewer draws them) and listed as canonical SMILES: what a text model
+    # reads, and the names the chemistry tools take.
+    graphs = [rt.store.put_artifact(m.molblock.encode(), name=f"{m.name}.mol", mime=MOL_MIME)
+              for m in rt.ctx.graphs.values()]
+    if graphs:
+        text += "\n\nMolecules (tools take them by these names), as canonical SMILES:\n"
+        text += listed(rt.ctx.graphs.values())
     return [Message(role="system", content=system_prompt),
-            Message(role="user", content=text, images=images, audio=audio)]
+            Message(role="user", content=text, images=images, audio=audio, graphs=graphs)]
 
 
 def _drive(graph, rt: Runtime, graph_input, run_id: str) -> RunResult:

@@ -125,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     tc.add_argument("--arg", action="append", metavar="KEY=VALUE", help="an argument (JSON value or plain text)")
     tc.add_argument("--input", action="append", metavar="PATH",
                     help="a file the call may read (read_file); images are also named image_1, image_2, … "
-                         "in order, audio (wav, flac, mp3, ogg) audio_1, audio_2, …")
+                         "in order, audio (wav, flac, mp3, ogg) audio_1, audio_2, …, molecules (.smi, .sdf, .mol: each "
+                         "molecule of each file) graph_1, graph_2, …")
     tc.add_argument("--json", action="store_true")
     tc.set_defaults(fn="tools:cmd_tools_call")
     tk = tools.add_parser("calibrate", help="measure the image-edit tools' cost and quality; write the priors table")

@@ -105,6 +105,7 @@ AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg")
 def cmd_tools_call(args) -> int:
     from pathlib import Path
 
+    from ..spec_molecules import MoleculeError, graph_files, read_graphs
     from ..tools.registry import ToolContext, ToolError
 
     t = _tool(args.name)
@@ -118,9 +119,14 @@ def cmd_tools_call(args) -> int:
     # Image inputs get the names a run gives its images (image_1, image_2, … in order), for the image tools.
     images = [p for p in inputs if p.suffix.lower() in IMAGE_SUFFIXES]
     audio = [p for p in inputs if p.suffix.lower() in AUDIO_SUFFIXES]  # audio_1, … as in a run, for the speech tools
+    try:  # molecule files: graph_1, … (each molecule of a file) as in a run, for the chemistry tools
+        graphs = read_graphs(graph_files(inputs), field="")
+    except MoleculeError as err:
+        raise BadInput(f"--input: {err}") from None
     ctx = ToolContext(run_id="cli", inputs=inputs, save_artifact=store.put_artifact,
                       images={f"image_{i}": p for i, p in enumerate(images, 1)},
-                      audio={f"audio_{i}": p for i, p in enumerate(audio, 1)})
+                      audio={f"audio_{i}": p for i, p in enumerate(audio, 1)},
+                      graphs={m.name: m for m in graphs})
     try:
         result = t.call(arguments, ctx)
     except ToolError as err:

@@ -32,6 +32,7 @@ from typing import Any, get_type_hints
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .. import registry
+from ..spec_molecules import Molecule
 from ..state import ArtifactRef
 
 
@@ -57,6 +58,7 @@ class ToolContext:
     sandbox: Any = None  # the episode's sandbox (a ProcessSandbox for `python`), None when the spec has none
     images: dict[str, Path] = field(default_factory=dict)  # image names tools may read: image_1…, crop_1…
     audio: dict[str, Path] = field(default_factory=dict)  # audio names the speech tools read: audio_1, …
+    graphs: dict[str, Molecule] = field(default_factory=dict)  # molecules the chemistry tools read: graph_1, …
     # time.monotonic() by which this step's work must end: what is left of the run's max_seconds, set by the
     # agent for each step (toolpath/deadline.py). None outside an agent.
     deadline: float | None = None

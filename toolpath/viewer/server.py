@@ -6,6 +6,7 @@
     /api/runs?offset=&limit=    the same data as JSON; also /api/evals, /api/runs/<id>, /api/evals/<id>,
     /api/runs/<id>/steps?offset=&limit=, /api/evals/<id>/samples?offset=&limit=
     /artifacts/<sha256>         an image or file, only for a digest listed in the store's artifacts table
+    /depictions/<sha256>        a molecule artifact (a task's inputs.graphs) drawn by RDKit, as PNG
     /static/<file>              the page's own script and style (package files: nothing from the network)
 
 Unknown ids and paths are a 404 that says what was not found; bad query parameters a 400 that names them. A
@@ -202,6 +203,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._html(200, pages.evaluation(ev, samples, total, offset))
         if head == "artifacts" and len(rest) == 1:
             return self._artifact(rest[0])
+        if head == "depictions" and len(rest) == 1:
+            return self._depiction(rest[0])
         if head == "static" and len(rest) == 1 and rest[0] in STATIC_FILES:
             return self._static(STATIC_FILES[rest[0]])
         if head == "api":
@@ -255,6 +258,21 @@ class Handler(BaseHTTPRequestHandler):
         if not INLINE_MIMES.match(mime):  # HTML, SVG, archives…: downloaded, never rendered on our origin
             headers["Content-Disposition"] = f"attachment; filename={sha256[:12]}{Path(path).suffix}"
         self._send(200, path.read_bytes(), mime, headers)
+
+    def _depiction(self, sha256: str) -> None:
+        from ..spec_molecules import MOL_MIME, NEEDS_RDKIT, MoleculeError
+        from ..tools.chem.depict import molblock_png
+
+        found = self.reader.artifact(sha256.lower())
+        if found is None or found[1] != MOL_MIME:
+            raise HTTPError(HTTPStatus.NOT_FOUND, f"no molecule artifact {sha256!r} in {self.reader.store.db_path}")
+        try:
+            picture = molblock_png(found[0].read_text(encoding="utf-8", errors="replace"))
+        except MoleculeError as err:
+            status = HTTPStatus.NOT_IMPLEMENTED if str(err) == NEEDS_RDKIT else HTTPStatus.UNPROCESSABLE_ENTITY
+            raise HTTPError(status, f"cannot draw molecule {sha256[:12]}: {err}") from None
+        self._send(200, picture, "image/png", {"Content-Security-Policy": ARTIFACT_CSP,
+                                               "Cache-Control": "private, max-age=31536000, immutable"})
 
     def _static(self, path: Path) -> None:
         ctype = {".js": "text/javascript", ".css": "text/css"}.get(path.suffix) or \

@@ -43,7 +43,8 @@
     return "image";
   }
 
-  function images(refs, node) {
+  // `route` serves the picture of an artifact (default: the artifact itself); `label` overrides its caption.
+  function images(refs, node, route, label) {
     const fig = el("div", "images");
     for (const ref of refs) {
       if (!ref || !SHA.test(ref.sha256 || "")) continue;
@@ -53,7 +54,7 @@
       a.target = "_blank";
       a.rel = "noopener";
       const img = el("img");
-      img.src = a.href;
+      img.src = (route || "/artifacts/") + ref.sha256;
       img.alt = ref.name || ref.sha256.slice(0, 12);
       img.loading = "lazy";
       img.decoding = "async";
@@ -65,7 +66,7 @@
       });
       a.appendChild(img);
       f.appendChild(a);
-      f.appendChild(el("figcaption", null, caption(node, ref.name) + (ref.name ? ": " + ref.name : "")));
+      f.appendChild(el("figcaption", null, (label || caption(node, ref.name)) + (ref.name ? ": " + ref.name : "")));
       fig.appendChild(f);
     }
     return fig;
@@ -87,6 +88,10 @@
     }
     return box;
   }
+
+  // Molecule artifacts (a task's inputs.graphs, as MOL blocks) are drawn by the server (/depictions/, RDKit);
+  // the picture links to the MOL file.
+  function molecules(refs) { return images(refs, null, "/depictions/", "molecule"); }
 
   function toolCalls(calls) {
     const ul = el("ul", "calls");
@@ -113,6 +118,8 @@
     if (imgs.length) div.appendChild(images(imgs, node));
     const sounds = (m.audio || []).filter(r => r && !seen.has(r.sha256) && seen.add(r.sha256));
     if (sounds.length) div.appendChild(players(sounds));
+    const mols = (m.graphs || []).filter(r => r && !seen.has(r.sha256) && seen.add(r.sha256));
+    if (mols.length) div.appendChild(molecules(mols));
     return div;
   }
 
@@ -126,7 +133,9 @@
     if (imgs.length) div.appendChild(images(imgs, node));
     const sounds = arts.filter(r => (r.mime || "").startsWith("audio/"));
     if (sounds.length) div.appendChild(players(sounds));
-    for (const r of arts.filter(r => !/^(image|audio)\//.test(r.mime || ""))) {
+    const mols = arts.filter(r => (r.mime || "") === "chemical/x-mdl-molfile");
+    if (mols.length) div.appendChild(molecules(mols));
+    for (const r of arts.filter(r => !/^(image|audio)\//.test(r.mime || "") && !mols.includes(r))) {
       if (!SHA.test(r.sha256 || "")) continue;
       const a = el("a", "file", "file: " + (r.name || r.sha256.slice(0, 12)) + " (" + (r.mime || "") + ")");
       a.href = "/artifacts/" + r.sha256;
