@@ -39,7 +39,8 @@ def spec(tmp_path, graphs, **extra):
 
 def test_spec_takes_smiles_and_molecule_files_and_makes_files_absolute(tmp_path):
     mol_file(tmp_path / "caffeine.mol", CAFFEINE, three_d=True)
-    (tmp_path / "two.smi").write_text("smiles name\nc1ccccc1 benzene\n\nCCO ethanol\n")
+    # a byte-order mark, a header, "SMILES title" and "ID<tab>SMILES" lines
+    (tmp_path / "two.smi").write_text("\ufeffsmiles name\nc1ccccc1 benzene\n\nZINC0001\tOCC\n")
     s = spec(tmp_path, [ASPIRIN, "caffeine.mol", "two.smi"])
     assert s.inputs.graphs == [ASPIRIN, str((tmp_path / "caffeine.mol").resolve()), str(tmp_path / "two.smi")]
     names = {m.name: (m.smiles, m.source) for m in read_graphs(s.inputs.graphs)}
@@ -50,7 +51,8 @@ def test_spec_takes_smiles_and_molecule_files_and_makes_files_absolute(tmp_path)
 @pytest.mark.parametrize("item, file_text, says", [
     ("C1CC", None, "'C1CC' is not a SMILES RDKit can read (unclosed ring"),
     ("CN(C)(C)(C)C", None, "Explicit valence for atom # 1 N"),
-    ("mol.txt", None, "'mol.txt' is not a SMILES RDKit can read"),
+    ("mol.txt", None, "'mol.txt' is not a SMILES RDKit can read (syntax error while parsing: mol.txt; check for "
+                      "mistakes around position 1); a molecule file's name ends in .smi, .sdf, .mol"),
     ("bad.sdf", "not a molecule\n\n\n", "bad.sdf: molecule 1 is not one RDKit can read (Counts line too short"),
     ("bad.smi", "CCO\nC(C first\n", "bad.smi: line 2: 'C(C' is not a SMILES RDKit can read"),
     ("gone.mol", None, "file not found"),

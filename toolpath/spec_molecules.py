@@ -90,21 +90,27 @@ def parse_smiles(text: str):
 
 
 def _smiles_lines(text: str, name: str, limit: int) -> list:
-    """A .smi file's molecules: one per line, the SMILES first and an optional title after it; blank lines and
-    # comments skipped, and a first line that names its columns ("smiles name") taken as a header."""
+    """A .smi file's molecules: one per line, the SMILES and an optional title (either first: both orders are
+    common), blank lines and # comments skipped, a first line that names its columns ("smiles name") a header."""
     mols = []
     for number, line in enumerate(text.splitlines(), 1):
         fields = line.split()
         if not fields or fields[0].startswith("#"):
             continue
-        if not mols and "smiles" in fields[0].lower():
+        if not mols and any("smiles" in f.lower() for f in fields[:2]):
             continue  # a header row
         if len(mols) == limit:
             break
-        try:
-            mols.append(parse_smiles(fields[0]))
-        except MoleculeError as err:
-            raise MoleculeError(f"{name}: line {number}: {err}") from None
+        mol, first = None, None
+        for field in fields[:2]:  # "SMILES ID", else "ID SMILES"
+            try:
+                mol = parse_smiles(field)
+                break
+            except MoleculeError as err:
+                first = first or err
+        if mol is None:
+            raise MoleculeError(f"{name}: line {number}: {first}")
+        mols.append(mol)
     return mols
 
 
@@ -129,7 +135,8 @@ def read_file(path: Path, limit: int = MAX_GRAPHS + 1) -> list:
     _rdkit()
     try:
         if path.suffix.lower() == ".smi":
-            mols = _smiles_lines(path.read_text(encoding="utf-8", errors="replace"), path.name, limit)
+            # utf-8-sig: a byte-order mark some editors write is not part of the first SMILES
+            mols = _smiles_lines(path.read_text(encoding="utf-8-sig", errors="replace"), path.name, limit)
         else:
             mols = _sd_records(path, limit)
     except OSError as err:
@@ -156,12 +163,18 @@ def _molecule(mol, name: str, file: str = "", record: int = 0) -> Molecule:
 def _item_molecules(item: str | Path) -> list[tuple[object, str, int]]:
     """(RDKit molecule, file name, which of the file's molecules) for each molecule of one inputs.graphs item."""
     if not is_molecule_file(item):
-        return [(parse_smiles(str(item)), "", 0)]
+        try:
+            return [(parse_smiles(str(item)), "", 0)]
+        except MoleculeError as err:
+            if re.search(r"\.[A-Za-z]{2,4}$", str(item)):  # a file name, but not of a kind read here
+                raise MoleculeError(f"{err}; a molecule file's name ends in {', '.join(MOLECULE_SUFFIXES)}") from None
+            raise
     path = Path(item)
     return [(m, path.name, n) for n, m in enumerate(read_file(path), 1)]
 
 
-TOO_MANY = f"more than {MAX_GRAPHS} molecules in all; a task's molecules are listed in its text"
+TOO_MANY = (f"more than {MAX_GRAPHS} molecules in all; a task's molecules are listed in its text, so give it at most "
+            f"{MAX_GRAPHS} (split a larger file)")
 
 
 def read_graphs(items: Sequence[str | Path], field: str = "inputs.graphs") -> list[Molecule]:
