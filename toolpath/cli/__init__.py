@@ -143,12 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
     ml = models.add_parser("list", help="each policy kind and whether it can run here")
     ml.add_argument("--json", action="store_true")
     ml.set_defaults(fn="evals:cmd_models_list")
-    mb = models.add_parser("build", help="train a model that is made here, not downloaded (tiny-vlm, metaembed, "
-                                         "query-completion)")
-    mb.add_argument("name", choices=("tiny-vlm", "metaembed", "query-completion"), help="the model to build")
+    mb = models.add_parser("build", help="train a model that is made here, not downloaded (tiny-vlm, tiny-molm, "
+                                         "metaembed, query-completion)")
+    mb.add_argument("name", choices=("tiny-vlm", "tiny-molm", "metaembed", "query-completion"),
+                    help="the model to build")
     mb.add_argument("--seed", type=int, default=0, help="everything follows from it (default 0)")
     mb.add_argument("--json", action="store_true",
-                    help="print the build's report (tiny_vlm.json, metaembed.json, query_completion.json) as JSON")
+                    help="print the build's report (tiny_vlm.json, tiny_molm.json, metaembed.json, "
+                         "query_completion.json) as JSON")
     mb.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     mb.set_defaults(fn="evals:cmd_models_build")
 

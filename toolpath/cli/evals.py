@@ -62,9 +62,10 @@ def _kind_options(title: str, registry_kind: str) -> None:
 
 def cmd_models_build(args) -> int:
     """Train a built model (`local:NAME` then loads it): each stage's progress on stderr (toolpath/progress.py)."""
-    from ..train import metaembed_training, query_completion_training, tiny_vlm
+    from ..train import metaembed_training, query_completion_training, tiny_molm, tiny_vlm
 
-    module = {"tiny-vlm": tiny_vlm, "metaembed": metaembed_training, "query-completion": query_completion_training}
+    module = {"tiny-vlm": tiny_vlm, "tiny-molm": tiny_molm, "metaembed": metaembed_training,
+              "query-completion": query_completion_training}
     build = module[args.name]
     try:
         report = build.build(args.seed)
@@ -88,6 +89,11 @@ def _built_text(name: str, report: dict) -> str:
                 f"{f['easy_vqa_test']['accuracy']:.3f} (blank image "
                 f"{f.get('easy_vqa_blank_image', {}).get('accuracy', float('nan')):.3f}); use it as model: "
                 "local:tiny-vlm")
+    if name == "tiny-molm":
+        f = report["figures"]
+        return (f"{name}: {report['folder']} ({report['seconds']['total']:.0f} s); held-out molecules: "
+                f"{f['all']['accuracy']:.3f} (yes/no {f['yes_no']['accuracy']:.3f}, numeric "
+                f"{f['numeric']['accuracy']:.3f})")
     if name == "metaembed":
         return (f"{name}: {report['folder']} ({report['seconds']:.0f} s); training loss "
                 f"{report['training']['loss_first']} -> {report['training']['loss_last10']:.3f}; measure it with "

@@ -119,6 +119,8 @@ class BuiltModel:
 
 BUILT: dict[str, BuiltModel] = {m.name: m for m in (
     BuiltModel(name="tiny-vlm", title="tiny VLM: a small CLIP + SmolLM2-135M (LLaVA), trained here on shapes"),
+    BuiltModel(name="tiny-molm", title="tiny graph-LM: a message-passing encoder, entropy-patch query tokens and "
+                                       "SmolLM2-135M, trained here on RDKit-computed molecule questions"),
 )}
 
 

@@ -1,0 +1,220 @@
+"""The tiny graph-LM (policies/molm/, train/tiny_molm.py): molecules as graph tensors, the causal encoder and its
+next-atom entropy, the patcher's rule, the two connectors at equal size, the RDKit-computed questions, and the
+whole build at toy scale (a tiny random LM made here, seconds) writing a folder that loads and answers, by seed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+pytest.importorskip("rdkit", reason="molecules are read with RDKit (pip install rdkit)")
+torch = pytest.importorskip("torch")
+
+from tests.tiny_lm import save_tiny_chat_lm  # noqa: E402
+from toolpath.policies.molm import connector as mc  # noqa: E402
+from toolpath.policies.molm import encoder as me  # noqa: E402
+from toolpath.policies.molm import graphs as mg  # noqa: E402
+from toolpath.policies.molm import patcher as mp  # noqa: E402
+from toolpath.train import molm_qa as qa  # noqa: E402
+
+ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
+
+
+@pytest.fixture(scope="module")
+def tiny_lm(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny-lm")
+    save_tiny_chat_lm(folder, "What is the molecular weight of this molecule ? How many rings does it have yes no "
+                              "Does contain an a 0 1 2 3 4 5 6 7 8 9 .")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def pretrained():
+    """A small encoder given a hundred steps of next-atom prediction on NCI molecules."""
+    from toolpath.train.molm_pretraining import pretrain
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: a second thread only waits on the first
+    train, heldout = qa.split(qa.nci_smiles(300), 0.1, seed=0)
+    encoder, head = me.build_encoder(me.EncoderSize(width=32, layers=2), seed=0)
+    stats = pretrain(encoder, head, [mg.mol_graph(s) for s in train], [mg.mol_graph(s) for s in heldout[:20]],
+                     steps=100, batch=16, lr=5e-3, seed=0)
+    torch.set_num_threads(threads)
+    return encoder, head, stats
+
+
+# ---- molecules as graphs ---------------------------------------------------------------------------------
+
+def test_a_molecule_becomes_atoms_in_canonical_order_with_their_bonds():
+    g = mg.mol_graph("Oc1ccccc1")  # phenol, written the other way round from RDKit's canonical form
+    assert g.smiles == "Oc1ccccc1" == mg.mol_graph("c1ccc(O)cc1").smiles and g.size == 7
+    assert g.symbols[0] == "O" and g.atoms[0][0] == mg.ELEMENTS.index("O")
+    aromatic = [a[4] for a in g.atoms]
+    assert aromatic == [0, 1, 1, 1, 1, 1, 1] and [a[5] for a in g.atoms] == aromatic
+    assert len(g.edges) == 7 and sum(kind == mg.BOND_TYPES.index("AROMATIC") for *_, kind in g.edges) == 6
+    charged = mg.mol_graph("C[N+](C)(C)C.[Cl-]")
+    assert sorted(a[2] for a in charged.atoms) == [1, 2, 2, 2, 2, 3]  # -1, 0 x4, +1 shifted by 2
+
+
+def test_bad_smiles_is_one_clear_error_naming_where():
+    with pytest.raises(ValueError, match=r"graph_2: 'C1CC\(' is not a molecule RDKit can read"):
+        mg.mol_graph("C1CC(", where="graph_2")
+    with pytest.raises(ValueError, match="is not a molecule"):
+        mg.mol_graph("")
+
+
+def test_causal_batches_send_messages_only_forward():
+    graphs = [mg.mol_graph("CCO"), mg.mol_graph(ASPIRIN)]
+    whole, causal = mg.batch(graphs), mg.batch(graphs, causal=True)
+    assert whole.edges.shape[1] == 2 * causal.edges.shape[1] and (causal.edges[0] < causal.edges[1]).all()
+    assert whole.sizes == [3, 13] and whole.graph.tolist() == [0] * 3 + [1] * 13
+
+
+def test_an_atoms_causal_state_ignores_the_atoms_after_it(pretrained):
+    encoder, head, _ = pretrained
+    a, b = mg.mol_graph("CCCCCCO"), mg.mol_graph("CCCCCCN")  # the same until the last atom
+    with torch.no_grad():
+        ha, hb = encoder(mg.batch([a], causal=True)), encoder(mg.batch([b], causal=True))
+    assert torch.allclose(ha[:-1], hb[:-1]) and not torch.allclose(ha[-1], hb[-1])
+    assert me.next_atom_targets([a]).tolist() == [0] * 5 + [mg.ELEMENTS.index("O"), me.END]
+
+
+def test_pretraining_beats_guessing_the_most_common_next_atom(pretrained):
+    held = pretrained[2]["heldout"]
+    assert held["atoms"] > 0 and held["accuracy"] > held["majority_accuracy"]
+
+
+# ---- the patcher and the connectors ----------------------------------------------------------------------
+
+def test_a_patch_closes_where_the_entropy_rises_above_the_molecules_upper_quartile():
+    bits = torch.tensor([0.1, 0.2, 3.0, 0.1, 0.2, 0.1, 2.5, 2.8, 0.3, 0.2, 0.1, 0.2])
+    assert mp.patch_ids(bits) == [0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2]
+    assert mp.count(mp.patch_ids(bits)) == 3
+    assert mp.patch_ids(torch.tensor([1.0, 1.0, 1.0])) == [0, 0, 0]  # flat: one patch
+    assert mp.patch_ids(torch.tensor([0.1, 5.0])) == [0, 0]  # a rise at the end opens nothing
+
+
+def test_token_count_grows_with_heavy_atom_count(pretrained):
+    from scipy.stats import spearmanr
+
+    encoder, head, _ = pretrained
+    _, heldout = qa.split(qa.nci_smiles(300), 0.1, seed=0)
+    graphs = [mg.mol_graph(s) for s in heldout]
+    counts = [mp.count(ids) for ids in mp.patches(encoder, head, graphs)]
+    assert spearmanr([g.size for g in graphs], counts).statistic > 0.5
+    small = [c for g, c in zip(graphs, counts) if g.size <= 10]
+    large = [c for g, c in zip(graphs, counts) if g.size >= 25]
+    assert small and large and max(small) < sum(large) / len(large) + 3 and min(large) > 1
+
+
+def test_the_dynamic_and_fixed_connectors_are_the_same_size_and_give_their_token_counts(pretrained):
+    encoder, head, _ = pretrained
+    graphs = [mg.mol_graph(s) for s in ("CCO", ASPIRIN, "CC(C)Cc1ccc(cc1)C(C)C(=O)O")]
+    states, ids = encoder(mg.batch(graphs)), mp.patches(encoder, head, graphs)
+    size = mc.ConnectorSize(node_width=32, width=32, heads=2, lm_width=24)
+    dynamic, fixed = mc.build_connector("dynamic", size, 0), mc.build_connector("fixed", size, 0)
+    assert mc.parameter_count(dynamic) == mc.parameter_count(fixed)
+    assert [p.shape for p in dynamic.parameters()] == [p.shape for p in fixed.parameters()]
+    sizes = [g.size for g in graphs]
+    assert dynamic(states, sizes, ids).shape == (sum(mp.count(i) for i in ids), 24)
+    assert fixed(states, sizes, ids).shape == (3 * mc.FIXED_QUERIES, 24)
+    with pytest.raises(ValueError, match="connector kind 'mean'"):
+        mc.build_connector("mean", size, 0)
+
+
+# ---- questions ---------------------------------------------------------------------------------------------
+
+def test_questions_carry_rdkits_answers_and_their_scorers():
+    ethanol = {q.kind: q for q in qa.facts("CCO")}
+    assert ethanol["weight"].answer == "46.1" and ethanol["weight"].scorer == "mra"
+    assert ethanol["heavy_atoms"].answer == "3" and ethanol["has_ring"].answer == "no"
+    assert ethanol["group:hydroxyl"].answer == "yes" and ethanol["group:benzene ring"].answer == "no"
+    aspirin = {q.kind: q for q in qa.facts(ASPIRIN)}
+    assert [aspirin[k].answer for k in ("group:carboxylic acid", "group:ester", "aromatic_rings", "lipinski",
+                                        "donors")] == ["yes", "yes", "1", "yes", "1"]
+    assert aspirin["group:ester"].text == "Does this molecule contain an ester?"
+
+
+def test_group_questions_come_with_yes_and_no_equally_often():
+    rng, facts = random.Random(0), qa.facts(ASPIRIN)
+    picked = [q for _ in range(300) for q in qa.pick(rng, facts, 4) if q.kind.startswith("group:")]
+    yes = sum(q.answer == "yes" for q in picked) / len(picked)
+    assert 0.4 < yes < 0.6
+    assert len({q.kind for q in qa.pick(rng, facts, 10)}) == 10
+
+
+def test_molecules_split_by_molecule_and_seed():
+    smiles = qa.nci_smiles(200) + ["OCC"]  # a duplicate of ethanol's canonical form, written differently
+    train, held = qa.split(smiles + ["CCO"], 0.2, seed=1)
+    assert not set(train) & set(held) and len(train) + len(held) == len(set(train) | set(held))
+    assert (train, held) == qa.split(smiles + ["CCO"], 0.2, seed=1) != qa.split(smiles + ["CCO"], 0.2, seed=2)
+
+
+# ---- the build at toy scale --------------------------------------------------------------------------------
+
+def _build(tmp_path, lm, seed=0):
+    from toolpath.train import tiny_molm
+
+    return tiny_molm.build(seed, home=tmp_path, config=tiny_molm.toy_config(), lm_folder=lm)
+
+
+def test_a_dialog_about_a_molecule_has_its_graph_tokens_and_loss_only_on_answers(tiny_lm):
+    from toolpath.policies.molm.model import PLACEHOLDER, graph_tokenizer
+    from toolpath.train.connector_training import encode_dialog
+
+    tok = graph_tokenizer(tiny_lm)
+    ids, labels = encode_dialog(tok, [("How many rings does it have?", "1"), ("Does it contain an ester?", "yes")],
+                                5, placeholder=PLACEHOLDER, item="graph")
+    assert ids.count(tok.convert_tokens_to_ids(PLACEHOLDER)) == 5
+    assert tok.decode([t for t in labels if t != -100]) == "1<|im_end|>yes<|im_end|>"
+
+
+def test_the_toy_build_writes_a_folder_that_loads_and_answers(tmp_path, tiny_lm):
+    from toolpath.policies.molm.model import is_graph_lm, load
+
+    report = _build(tmp_path, tiny_lm)
+    folder = tmp_path / "models" / "tiny-molm"
+    assert report["folder"] == str(folder) and is_graph_lm(folder)
+    assert not list((tmp_path / "models").glob(".tiny-molm.*"))
+    saved = json.loads((folder / "tiny_molm.json").read_text())
+    assert saved["data"]["heldout_molecules"] > 0 and saved["encoder"]["heldout"]["atoms"] > 0
+    assert saved["connector"]["kind"] == "dynamic" and saved["figures"]["all"]["questions"] == 3
+    model = load(folder)
+    assert isinstance(model.answer(ASPIRIN, "Does this molecule have a ring?", max_new_tokens=3), str)
+    with pytest.raises(ValueError, match="not a graph-LM folder"):
+        load(tiny_lm)
+
+
+def test_the_same_seed_gives_the_same_weights(tmp_path, tiny_lm):
+    from safetensors.torch import load_file
+
+    def weights(sub, seed):
+        _build(tmp_path / sub, tiny_lm, seed)
+        folder = tmp_path / sub / "models" / "tiny-molm"
+        return load_file(folder / "graph.safetensors") | load_file(folder / "model.safetensors")
+
+    a, b, c = weights("a", 5), weights("b", 5), weights("c", 6)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert any(not torch.equal(a[k], c[k]) for k in a if k.startswith("connector."))
+
+
+def test_models_list_and_build_know_tiny_molm(home, monkeypatch, capsys):
+    from toolpath.cli import main
+    from toolpath.policies.local_models import variants
+    from toolpath.train import tiny_molm
+
+    row = next(r for r in variants() if r["model"] == "local:tiny-molm")
+    assert not row["installed"] and "toolpath models build tiny-molm" in row["install"]
+    seeds = []
+
+    def fake_build(seed):
+        seeds.append(seed)
+        return {"folder": str(home / "models" / "tiny-molm"), "seconds": {"total": 3.0},
+                "figures": {"all": {"accuracy": 0.5}, "yes_no": {"accuracy": 0.75}, "numeric": {"accuracy": 0.25}}}
+
+    monkeypatch.setattr(tiny_molm, "build", fake_build)
+    assert main(["models", "build", "tiny-molm", "--seed", "4"]) == 0
+    assert seeds == [4] and "held-out molecules: 0.500 (yes/no 0.750, numeric 0.250)" in capsys.readouterr().out

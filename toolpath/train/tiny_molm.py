@@ -1,0 +1,192 @@
+"""`toolpath models build tiny-molm`: a small graph-language model in EDT-Former's shape, made on CPU, written
+under $TOOLPATH_HOME/models/tiny-molm (policies/molm/model.py's folder).
+
+Stages (one progress stage each): the molecules (RDKit's bundled NCI set, split train / held out by molecule)
+and their questions (molm_qa); the graph encoder pretrained on next-atom prediction (molm_pretraining); the
+connector and the LM's input embeddings trained on the training molecules' question-answer dialogs with the
+encoder and the rest of SmolLM2-135M-Instruct frozen (connector_training, the loop the tiny VLM shares); the
+folder written whole and measured on the held-out molecules' questions with toolpath's scorers, the figures in
+tiny_molm.json. Everything follows from the seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..policies.molm import connector as mc
+from ..policies.molm import encoder as me
+from ..progress import Progress
+from .folders import replaced_folder
+
+NAME = "tiny-molm"
+BUILD_COMMAND = "toolpath models build tiny-molm"
+REPORT = "tiny_molm.json"
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    molecules: int | None = None  # NCI molecules used (None: all)
+    heldout: float = 0.1  # share of molecules held out (never trained on, by encoder or connector)
+    encoder: me.EncoderSize = field(default_factory=me.EncoderSize)
+    pretrain_steps: int = 1500
+    pretrain_batch: int = 64
+    pretrain_lr: float = 2e-3
+    connector_kind: str = "dynamic"
+    connector: mc.ConnectorSize = field(default_factory=mc.ConnectorSize)
+    steps: int = 800
+    batch: int = 8
+    lr: float = 1e-3
+    embed_lr: float = 2e-5  # the LM's input embeddings: small steps, they hold everything the LM knows of words
+    max_turns: int = 4
+    eval_molecules: int = 200
+    eval_per_molecule: int = 3
+    threads: int = 1  # on a busy 2-core machine 1 is faster (two OpenMP threads spin-wait on each other)
+
+
+def toy_config() -> BuildConfig:
+    """Seconds, not minutes: the pipeline's mechanics (tests)."""
+    return BuildConfig(molecules=60, heldout=0.2, encoder=me.EncoderSize(width=16, layers=1), pretrain_steps=3,
+                       pretrain_batch=8, connector=mc.ConnectorSize(node_width=16, width=16, heads=2, lm_width=32),
+                       steps=2, batch=2, max_turns=2, eval_molecules=3, eval_per_molecule=1)
+
+
+def folder(home: Path | None = None) -> Path:
+    """Where `local:tiny-molm` looks (policies/local_models.py's BUILT), or the same place under `home`."""
+    from ..policies.local_models import BUILT
+
+    return home / "models" / NAME if home else BUILT[NAME].folder()
+
+
+def train_connector(model, train: list, facts: list, *, steps: int, batch: int, lr: float, embed_lr: float,
+                    max_turns: int, seed: int, progress=None) -> dict:
+    """The connector and the LM's input embeddings on dialogs about `train` (graphs; facts[i]: graph i's
+    questions), the encoder and the rest of the LM frozen."""
+    import torch
+
+    from . import connector_training as ct
+    from . import molm_qa as qa
+
+    states, patch_ids = model.prepare(train)
+    per_graph = torch.split(states, [g.size for g in train])
+    ct.freeze(model.lm)
+    embed = model.lm.get_input_embeddings()
+    groups = [{"params": ct.trainable(model.connector.parameters()), "lr": lr},
+              {"params": ct.trainable(embed.parameters()), "lr": embed_lr}]
+    lm = ct.ChatLM(embed, model.lm.model, model.lm.lm_head)
+
+    def batch_loss(rng: random.Random):
+        idx = [rng.randrange(len(train)) for _ in range(batch)]
+        enc = []
+        for i in idx:
+            turns = [(q.text, q.answer) for q in qa.pick(rng, list(facts[i]), rng.randint(1, max_turns))]
+            enc.append(ct.encode_dialog(model.tokenizer, turns, model.connector.tokens(patch_ids[i]),
+                                        placeholder=model.config.placeholder, item="graph"))
+        ids, labels, mask = ct.collate(enc, model.tokenizer.pad_token_id)
+        vectors = model.connector(torch.cat([per_graph[i] for i in idx]), [train[i].size for i in idx],
+                                  [patch_ids[i] for i in idx])
+        return ct.answer_loss(lm, ids, labels, mask, model.placeholder_id, vectors)
+
+    model.connector.train(), model.lm.train()
+    stats = ct.train_connector(groups, batch_loss, steps=steps, seed=seed, progress=progress)
+    model.connector.eval(), model.lm.eval()
+    ct.freeze(model.lm), ct.freeze(model.connector)
+    tokens = [model.connector.tokens(ids) for ids in patch_ids]
+    return {"batch": batch, "kind": model.config.connector_kind, "parameters": mc.parameter_count(model.connector),
+            "mean_graph_tokens": round(sum(tokens) / max(len(tokens), 1), 2)} | stats
+
+
+def evaluate(model, sample: list, progress=None) -> dict:
+    """Accuracy on (smiles, question) pairs, each reply graded by its question's scorer; by answer type too."""
+    from ..evals import scorers
+
+    rows = []
+    for smiles, q in sample:
+        reply = model.answer(smiles, q.text, max_new_tokens=8)
+        rows.append((q, reply, getattr(scorers, q.scorer)(reply, q.answer, {})))
+        if progress:
+            progress.update()
+    by = {}
+    for name, keep in (("all", lambda q: True), ("yes_no", lambda q: q.scorer == "short_answer"),
+                       ("numeric", lambda q: q.scorer != "short_answer")):
+        scores = [s for q, _, s in rows if keep(q)]
+        by[name] = {"questions": len(scores), "accuracy": round(sum(scores) / len(scores), 4) if scores else None}
+    by["examples"] = [{"question": q.text, "expected": q.answer, "reply": r} for q, r, _ in rows[:6]]
+    return by
+
+
+def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None = None,
+          lm_folder: Path | None = None) -> dict:
+    """Train, write and measure the tiny graph-LM; returns what tiny_molm.json holds (with its folder)."""
+    import torch
+
+    from ..policies.molm import graphs as mg
+    from ..policies.molm import model as mm
+    from . import molm_pretraining as mpt
+    from . import molm_qa as qa
+    from .tiny_vlm import default_lm_folder
+
+    cfg = config or BuildConfig()
+    torch.set_num_threads(cfg.threads)
+    t0 = time.monotonic()
+    lm_folder = Path(lm_folder) if lm_folder else default_lm_folder()
+    target = folder(home)
+    seconds: dict[str, float] = {}
+
+    def stage(name: str, since: float) -> float:
+        seconds[name] = round(time.monotonic() - since, 1)
+        return time.monotonic()
+
+    t = time.monotonic()
+    with Progress("[1/4] data: RDKit's NCI molecules and their questions") as line:
+        smiles = qa.nci_smiles(cfg.molecules)
+        train_smiles, heldout_smiles = qa.split(smiles, cfg.heldout, seed)
+        train, heldout = [mg.mol_graph(s) for s in train_smiles], [mg.mol_graph(s) for s in heldout_smiles]
+        facts = [qa.facts(s) for s in train_smiles]
+        sample = qa.heldout_questions(heldout_smiles[:cfg.eval_molecules], cfg.eval_per_molecule, seed=0)
+        t = stage("data", t)
+        line.close(f"{len(train)} training and {len(heldout)} held-out molecules")
+
+    encoder, head = me.build_encoder(cfg.encoder, seed)
+    with Progress("[2/4] encoder: next-atom prediction", cfg.pretrain_steps, "steps") as line:
+        enc_stats = mpt.pretrain(encoder, head, train, heldout, steps=cfg.pretrain_steps, batch=cfg.pretrain_batch,
+                                 lr=cfg.pretrain_lr, seed=seed, progress=line)
+        t = stage("encoder", t)
+        h = enc_stats["heldout"]
+        line.close(f"held-out next-atom accuracy {h['accuracy']:.3f} (majority {h['majority_accuracy']:.3f})")
+    for p in list(encoder.parameters()) + list(head.parameters()):
+        p.requires_grad_(False)
+
+    tok = mm.graph_tokenizer(lm_folder)
+    lm = mm.grown_lm(lm_folder, tok)
+    size = mc.ConnectorSize(node_width=cfg.encoder.width, width=cfg.connector.width, heads=cfg.connector.heads,
+                            lm_width=lm.config.hidden_size)
+    model = mm.GraphLM(mm.GraphLMConfig(kind=NAME, encoder=cfg.encoder, connector_kind=cfg.connector_kind,
+                                        connector=size), lm, tok, encoder, head,
+                       mc.build_connector(cfg.connector_kind, size, seed))
+    with Progress(f"[3/4] connector ({cfg.connector_kind}) and embeddings", cfg.steps, "steps") as line:
+        con_stats = train_connector(model, train, facts, steps=cfg.steps, batch=cfg.batch, lr=cfg.lr,
+                                    embed_lr=cfg.embed_lr, max_turns=cfg.max_turns, seed=seed, progress=line)
+        t = stage("connector", t)
+        line.close(f"loss {con_stats['final_loss']:.3f}")
+
+    with Progress("[4/4] eval: the written folder on held-out molecules", len(sample), "questions") as line, \
+            replaced_folder(target, NAME) as tmp:
+        model.save(tmp)
+        del model
+        figures = evaluate(mm.load(tmp), sample, progress=line)  # measured through the written folder alone
+        t = stage("eval", t)
+        report = {"name": NAME, "seed": seed, "config": asdict(cfg), "language_model": lm_folder.name,
+                  "data": {"train_molecules": len(train), "heldout_molecules": len(heldout),
+                           "eval_questions": len(sample)},
+                  "encoder": enc_stats, "connector": con_stats, "figures": figures,
+                  "seconds": seconds | {"total": round(time.monotonic() - t0, 1)},
+                  "load_average": [round(x, 2) for x in os.getloadavg()], "threads": cfg.threads}
+        (tmp / REPORT).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        line.close(f"held-out accuracy {figures['all']['accuracy']} (yes/no {figures['yes_no']['accuracy']}, "
+                   f"numeric {figures['numeric']['accuracy']}) -> {target}")
+    return report | {"folder": str(target)}
