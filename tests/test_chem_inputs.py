@@ -105,6 +105,9 @@ def test_substructure_counts_matches_in_the_canonical_smiles_atom_order():
     assert tool.call({"molecule": ASPIRIN, "pattern": "C(=O)O"}, ToolContext()).data["count"] == 2  # acid, ester
     kekule = tool.call({"molecule": ASPIRIN, "pattern": "C1=CC=CC=C1"}, ToolContext()).data
     assert kekule["read_as"] == "SMILES" and kekule["count"] == 1 and len(kekule["atoms"][0]) == 6
+    forced = [tool.call({"molecule": ASPIRIN, "pattern": p, "read_as": how}, ToolContext()).data["count"]
+              for p, how in (("[CH3]", "auto"), ("[CH3]", "SMILES"), ("C1=CC=CC=C1", "SMARTS"))]
+    assert forced == [1, 0, 0]  # SMARTS counts the methyl's hydrogens; a SMILES radical, an aliphatic ring: none
     none = tool.call({"molecule": "c1ccccc1", "pattern": "[#7]"}, ToolContext()).data
     assert (none["matches"], none["count"], none["atoms"]) == (False, 0, [])
 

@@ -25,7 +25,11 @@ LISTED = re.compile(r"^(graph_\d+): (\S+)", re.M)
 
 
 class MoleculeError(ValueError):
-    """A SMILES or molecule file RDKit cannot read; the message says which and why."""
+    """A SMILES or molecule file RDKit cannot read; the message says which and why, `reason` the why alone."""
+
+    def __init__(self, message: str, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason or message
 
 
 @dataclass(frozen=True)
@@ -83,9 +87,10 @@ def parse_smiles(text: str):
     with rdBase.BlockLogs(), rdBase.CaptureErrorLog() as log:
         mol = Chem.MolFromSmiles(text)
     if mol is None:
-        raise MoleculeError(f"{text[:200]!r} is not a SMILES RDKit can read ({rdkit_reason(log.messages, text)})")
+        why = rdkit_reason(log.messages, text)
+        raise MoleculeError(f"{text[:200]!r} is not a SMILES RDKit can read ({why})", why)
     if mol.GetNumAtoms() == 0:
-        raise MoleculeError(f"{text[:200]!r} holds no atoms")
+        raise MoleculeError(f"{text[:200]!r} holds no atoms", "no atoms")
     return mol
 
 

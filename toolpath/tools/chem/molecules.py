@@ -69,28 +69,36 @@ def properties(mol) -> dict:
     }
 
 
-def read_pattern(pattern: str, what: str) -> tuple[object, str]:
-    """(the query, "SMARTS" or "SMILES") for a pattern. SMARTS first, since a SMILES read as a query pins the
-    hydrogens its brackets write ([CH3] would match only a methyl radical); but a ring written in Kekulé form
-    (C1=CC=CC=C1) is read as SMILES, so it matches the aromatic ring RDKit perceives, as a chemist means it."""
+def read_pattern(pattern: str, what: str, read_as: str = "auto") -> tuple[object, str]:
+    """(the query, "SMARTS" or "SMILES") for a pattern, read as `read_as` says. auto: SMARTS first, since a SMILES
+    read as a query pins the hydrogens its brackets write ([CH3] would match only a methyl radical); but a ring
+    written in Kekulé form (C1=CC=CC=C1) is read as SMILES, so it matches the aromatic ring RDKit perceives, as a
+    chemist means it."""
     from rdkit import Chem, rdBase
 
-    with rdBase.BlockLogs(), rdBase.CaptureErrorLog() as log:
-        smarts = Chem.MolFromSmarts(pattern)
-    reason = rdkit_reason(log.messages, pattern)
-    try:
-        smiles = parse_smiles(pattern)
-    except MoleculeError:
-        smiles = None
+    smarts, reason = None, ""
+    if read_as != "SMILES":
+        with rdBase.BlockLogs(), rdBase.CaptureErrorLog() as log:
+            smarts = Chem.MolFromSmarts(pattern)
+        reason = rdkit_reason(log.messages, pattern) if smarts is None else "no atoms"
+        if smarts is not None and smarts.GetNumAtoms() == 0:
+            smarts = None
+    smiles = None
+    if read_as != "SMARTS":
+        try:
+            smiles = parse_smiles(pattern)
+        except MoleculeError as err:
+            reason = reason or err.reason
     if smiles is not None:
         with rdBase.BlockLogs():
             written = Chem.MolFromSmiles(pattern, sanitize=False)
-        perceived = any(a.GetIsAromatic() for a in smiles.GetAtoms())
-        if smarts is None or (perceived and not any(a.GetIsAromatic() for a in written.GetAtoms())):
+        kekule = any(a.GetIsAromatic() for a in smiles.GetAtoms()) and not any(a.GetIsAromatic()
+                                                                               for a in written.GetAtoms())
+        if read_as == "SMILES" or smarts is None or kekule:
             return smiles, "SMILES"
-    if smarts is None or smarts.GetNumAtoms() == 0:
-        raise ToolError(f"{what}: pattern {pattern[:200]!r} is neither SMARTS nor SMILES RDKit can read "
-                        f"({reason if smarts is None else 'no atoms'})")
+    if smarts is None:
+        kinds = {"auto": "neither SMARTS nor SMILES", "SMARTS": "not SMARTS", "SMILES": "not SMILES"}[read_as]
+        raise ToolError(f"{what}: pattern {pattern[:200]!r} is {kinds} RDKit can read ({reason})")
     return smarts, "SMARTS"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 from ..registry import ToolContext, ToolResult, tool
 from .molecules import MAX_MATCHES, episode_molecule, matched_bonds, matches, properties, read_pattern
@@ -22,18 +23,20 @@ def molecule_info(molecule: str, ctx: ToolContext) -> ToolResult:
 
 
 @tool(timeout=30.0, cost=0.05, quality=1.0, tags=("chemistry",))
-def substructure(molecule: str, pattern: str, ctx: ToolContext) -> ToolResult:
+def substructure(molecule: str, pattern: str, ctx: ToolContext,
+                 read_as: Literal["auto", "SMARTS", "SMILES"] = "auto") -> ToolResult:
     """Find a substructure in a molecule: whether the pattern matches, how many times, and which atoms (indices in
     the order the molecule's canonical SMILES writes its atoms, from 0).
 
     Args:
         molecule: a molecule of the task by name, e.g. graph_1 (or its file name), or a SMILES string
-        pattern: SMARTS (e.g. "[CX3](=O)[OX2H1]" for a carboxylic acid) or SMILES (e.g. "c1ccccc1")
+        pattern: SMARTS (e.g. "[#6]=O", a carbonyl on any carbon, aromatic or not) or SMILES (e.g. "c1ccccc1")
+        read_as: how to read the pattern; auto: SMARTS, but a Kekulé ring (C1=CC=CC=C1) as SMILES
     """
     from rdkit import Chem
 
     name, mol = episode_molecule(ctx, molecule, "substructure")
-    query, read_as = read_pattern(pattern, "substructure")
+    query, read_as = read_pattern(pattern, "substructure", read_as)
     found = matches(mol, query)
     result = {**({"molecule": name} if name else {}), "smiles": Chem.MolToSmiles(mol), "pattern": pattern,
               "read_as": read_as, "matches": bool(found), "count": len(found), "atoms": found,
