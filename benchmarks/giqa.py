@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -26,10 +25,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 HIT = 0.5  # the IoU at which a said region is the true one, for per-type precision and recall
 sys.path.insert(0, str(ROOT))
-
-
-def boxes_in(text: str) -> list[list[int]]:
-    return [[int(v) for v in m] for m in re.findall(r"\[(\d+), (\d+), (\d+), (\d+)\]", text)]
 
 
 def per_type(pairs: list[tuple[list, list[dict]]]) -> dict:
@@ -58,12 +53,13 @@ def per_type(pairs: list[tuple[list, list[dict]]]) -> dict:
 
 def tool_answer(record, assess) -> str:
     from toolpath.evals.benchmarks.giqa_data import LETTERS
+    from toolpath.evals.benchmarks.giqa_scoring import boxes_in
     from toolpath.tools.image.distortion_tiles import TYPES
     from toolpath.tools.image.grounded_quality import WORDS
 
     d = record.data
     q = d["question"]
-    found = [boxes_in(q)[i] for i in range(len(boxes_in(q)))]
+    found = boxes_in(q)
 
     def cover(box, kind=None):
         return sum(r.severity * (r.box[2] - r.box[0]) * (r.box[3] - r.box[1]) for r in assess(box).regions

@@ -72,7 +72,17 @@ def test_box_restricts_the_assessment(clean):
     inside = assess(out, box=[120, 80, 200, 160])
     assert [r.type for r in inside.regions] == ["noise"]
     assert inside.regions[0].box == [120, 80, 200, 160]
-    assert assess(out, box=[240, 180, 320, 256]).regions == []
+    # what was found in the asked box comes first, every type named with its yes or no
+    data = inside.as_dict()
+    assert next(iter(data)) == "finding"
+    assert data["finding"].startswith("Found noise (strong) in this box. Not found there: blur")
+    outside = assess(out, box=[240, 180, 320, 256])
+    assert outside.regions == [] and outside.as_dict()["finding"].startswith("Found no distortion in this box")
+    outside.distortion = "noise"  # asked about one type, the finding opens with its yes or no
+    assert outside.as_dict()["finding"] == "No: there is no noise in this box."
+    inside.distortion = "noise"
+    assert inside.as_dict()["finding"] == "Yes: noise is in this box (strong)."
+    assert "finding" not in assess(out).as_dict()  # the whole picture: the description leads
 
 
 def _ctx(tmp_path, clean) -> ToolContext:
@@ -94,6 +104,10 @@ def test_tool_returns_json_and_bad_arguments_are_clear(tmp_path, clean):
         t.call({"image": "image_1", "box": [10, 10, 5, 40]}, ctx)
     with pytest.raises(ToolError, match="box must be"):
         t.call({"image": "image_1", "box": [1, 2, 3]}, ctx)
+    with pytest.raises(ToolError, match="distortion 'haze' is not one this tool measures; choose from blur, noise"):
+        t.call({"image": "image_1", "distortion": "haze"}, ctx)
+    asked = json.loads(t.call({"image": "image_1", "distortion": "Colour-cast"}, ctx).content)
+    assert asked["finding"] == "No: there is no colour cast in the image."
 
 
 def test_scorer_gives_truth_one_and_a_wrong_box_less():
@@ -123,7 +137,12 @@ def test_benchmark_generation_is_deterministic_and_scores_truth(monkeypatch, tmp
         truth = description_of(r.data["regions"]) if r.category == "des" else r.data["answer"]
         assert bench.score(r, truth) == 1.0, r.id
         spec = bench.to_task(r, model="scripted:x.yaml")
-        assert "assess_quality" in spec.tools
+        assert "assess_quality" in spec.tools and spec.agent.params == {"first_call": "assess_quality"}
+        assert "Call assess_quality on image_1" in spec.instruction
+    yes_no = next(r for r in a if r.category == "yes_no")
+    assert bench.to_task(yes_no).instruction.endswith("Reply with one word: yes or no.")
+    alone = GIQA(tools=False).to_task(yes_no)
+    assert alone.tools == [] and alone.agent.params == {} and "assess_quality" not in alone.instruction
     assert {r.category for r in GIQA(categories=["yes_no"]).records(seed=5)} == {"yes_no"}
     with pytest.raises(BenchmarkDataError, match="giqa has no category haze"):
         GIQA(categories=["haze"])

@@ -66,10 +66,11 @@ class Runtime:
             self.on_event(event.as_dict() if isinstance(event, Event) else event)
 
     def ask(self, messages: list[Message], tools: list[dict], *, step: int, format: Any = None,
-            observation: Any = None, seed: int | None = None) -> Any:
+            observation: Any = None, seed: int | None = None, tool_choice: Any = None) -> Any:
         """One policy call, as policy step `step`, with the spec's generation settings (the seed advances with the
-        step unless given). `format` is the response grammar and `observation` what a policy that declares
-        `observes` reads besides the messages; each is passed on only when given. Raises PolicyError."""
+        step unless given). `format` is the response grammar, `observation` what a policy that declares
+        `observes` reads besides the messages and `tool_choice` a call the reply must be ("required", or
+        {"name": TOOL}); each is passed on only when given. Raises PolicyError."""
         self.emit(Thinking(step))
         generation: dict[str, Any] = {"temperature": self.spec.model.temperature,
                                       "max_new_tokens": self.spec.model.max_new_tokens,
@@ -78,6 +79,8 @@ class Runtime:
             generation["format"] = format
         if observation is not None:
             generation["observation"] = observation
+        if tool_choice is not None:
+            generation["tool_choice"] = tool_choice
         return self.policy.respond(messages, tools, **generation)
 
     def record(self, seq: int, node: str, messages: list[Message], started: float, seconds: float,
@@ -205,15 +208,23 @@ def loop_update(state: AgentState, calls: list[dict], limit: int) -> dict:
 
 # ---- nodes --------------------------------------------------------------------------------------------
 
-def make_policy_node(rt: Runtime) -> Callable[[AgentState], Any]:
+def first_tool_choice(first_call: str) -> Any:
+    """A `first_call` setting ("auto", "required" or a tool's name) as the policy's tool_choice (None: auto)."""
+    return None if first_call == "auto" else first_call if first_call == "required" else {"name": first_call}
+
+
+def make_policy_node(rt: Runtime, first_call: str = "auto") -> Callable[[AgentState], Any]:
+    """The policy step. `first_call` forces the first step's reply to be a call ("required", or a tool's name):
+    a small model that answers a question about an input it cannot see without looking is made to look."""
     from langgraph.types import Command
 
     spec = rt.spec
 
     def policy_step(state: AgentState, st: Step) -> Any:
         seq, step = state["seq"] + 1, state["steps"] + 1
+        choice = first_tool_choice(first_call) if state["steps"] == 0 else None
         try:
-            resp = rt.ask(rt.transcript, rt.schemas, step=step, format=rt.format)
+            resp = rt.ask(rt.transcript, rt.schemas, step=step, format=rt.format, tool_choice=choice)
         except PolicyError as err:
             dt = st.seconds
             rt.record(seq, "policy", [], st.started, dt, error=str(err))

@@ -27,6 +27,8 @@ class ReActParams(AgentParams):
     # `format: deepeyes` is DeepEyesV2's grammar (<think>, then one of <code>, <tool_call>, <answer>; 9 turns
     # unless limits.max_steps says otherwise); see policies/formats/deepeyes.py.
     format: str = Field("json", description="response grammar: json (default), deepeyes or a registered format")
+    first_call: str = Field("auto", description="the first step's reply: auto (the model decides), required (a "
+                            "call to any tool) or a tool's name (a call to that tool)")
 
     @field_validator("format")
     @classmethod
@@ -45,13 +47,22 @@ class ReAct(Agent):
     default_tools = ["calculator", "read_file", "final_answer"]
     prompt = SYSTEM_PROMPT
 
+    def check_spec(self, spec) -> ReActParams:
+        params = super().check_spec(spec)
+        tools = spec.tools if spec.tools is not None else self.default_tools
+        allowed = ("auto", "required", *tools) if tools else ("auto",)
+        if params.first_call not in allowed:
+            raise ValueError(f"agent.params.first_call: {params.first_call!r} is not one of {', '.join(allowed)}")
+        return params
+
     def response_format(self, params: ReActParams) -> str:
         return params.format
 
     def build(self, rt: Runtime, checkpointer=None):
         from ..state import AgentState
 
-        return compile_graph(rt, AgentState, {"policy": (make_policy_node(rt), ("tools", "policy", END)),
+        first_call = getattr(rt.params, "first_call", "auto")
+        return compile_graph(rt, AgentState, {"policy": (make_policy_node(rt, first_call), ("tools", "policy", END)),
                                               "tools": (make_tool_node(rt), ("policy", END))}, checkpointer)
 
 

@@ -20,7 +20,7 @@ from ...spec import TaskSpec
 from ..scorers import choice, short_answer
 from . import Benchmark, BenchmarkDataError, Record, Score, pick, require, task_id
 from .giqa_data import PHOTOS_ENV, generated_records, read_file
-from .giqa_scoring import match, read_regions
+from .giqa_scoring import boxes_in, match, read_regions
 
 TOOLS_ENV = "TOOLPATH_GIQA_TOOLS"
 # `--category`: the task forms a run may keep (a GIQA-Bench file's records are des, yes_no or choice)
@@ -58,11 +58,30 @@ class GIQA(Benchmark):
         folders = [home() / "benchmarks" / "giqa"]
         return folders + ([self.data.parent] if self.data is not None else [])
 
+    def instruction(self, record: Record) -> str:
+        """The task's text: the question, what to call (with the tool) and the form of the answer, said last:
+        small local models answered "yes" to every question and copied the tool's description into their
+        answer until told both."""
+        d = record.data
+        if d["task"] == "des":
+            call = " Call assess_quality on image_1 and use the description it gives." if self.tools else ""
+            return DES_PROMPT + call
+        n = len(boxes_in(d["question"]))
+        call = ("" if not self.tools else " Call assess_quality on image_1." if n == 0 else
+                " Call assess_quality on image_1 once with each region's box and compare what it found in them."
+                if n > 1 else " Call assess_quality on image_1 with the region's box and the distortion asked about: "
+                "the finding it begins with answers the question." if d["task"] == "yes_no" else
+                " Call assess_quality on image_1 with the region's box and read what it found in that box.")
+        form = ("Reply with one word: yes or no." if d["task"] == "yes_no" else
+                "Reply with the letter of one option only.")
+        return f"{d['question']}{call} {form}"
+
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
         d = record.data
-        question = DES_PROMPT if d["task"] == "des" else d["question"]
-        spec = {"id": task_id(record.id), "instruction": question, "inputs": {"images": [d["image"]]},
-                "agent": {"name": "react"}, "tools": ["assess_quality", "final_answer"] if self.tools else [],
+        # With the tool the first step must call it: the model cannot see the picture, only the tool can.
+        agent = {"name": "react", "params": {"first_call": "assess_quality"}} if self.tools else {"name": "react"}
+        spec = {"id": task_id(record.id), "instruction": self.instruction(record), "inputs": {"images": [d["image"]]},
+                "agent": agent, "tools": ["assess_quality", "final_answer"] if self.tools else [],
                 "limits": {"max_steps": 4 if self.tools else 2}, "model": model or self.model, "evaluator": None,
                 "metadata": {"benchmark": self.name, "category": record.category, "record_id": record.id}}
         return TaskSpec.model_validate(spec)

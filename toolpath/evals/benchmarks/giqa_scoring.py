@@ -40,6 +40,14 @@ def read_regions(text: str | None) -> list[tuple[str | None, list[float]]]:
     return out
 
 
+_LIST_BOX = re.compile(r"\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]")
+
+
+def boxes_in(text: str) -> list[list[int]]:
+    """The [x0, y0, x1, y1] boxes a question names, in order."""
+    return [[int(v) for v in m] for m in _LIST_BOX.findall(text or "")]
+
+
 def iou(a, b) -> float:
     ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
     iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))

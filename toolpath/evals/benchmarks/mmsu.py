@@ -26,6 +26,7 @@ The agent gets the clips as inputs.audio (audio_1, …) and the speech tools `tr
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -164,18 +165,28 @@ class MMSU(Benchmark):
         return {"name": "choice", "expected": record.data["answer"],
                 "options": {"scoring": self.scoring, "choices": record.data["choices"]}}
 
-    def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
+    def instruction(self, record: Record) -> str:
+        """The question, its options, what to call and the form of the answer. A small model answered a
+        two-clip question after hearing one clip, so several clips are named in one speech_features call,
+        which compares them; and it quoted an option's text, which official scoring does not read, so the
+        answer's form is said last."""
         options = "\n".join(f"{c}. {t}" for c, t in zip(LETTERS, record.data["choices"], strict=True))
         n = len(record.data["audio"])
-        clips = "audio_1" if n == 1 else " and ".join(f"audio_{i}" for i in range(1, n + 1))
-        # A small model answers after one tool call unless told that each clip needs its own.
-        listen = (f"Listen to {clips} with the speech tools" if n == 1 else
-                  f"Listen to each of {clips} with the speech tools (one call per clip) before answering")
-        instruction = (f"{listen}.\n\n{record.data['question']}\n{options}\n\n"
-                       "Give the letter of one option (A, B, C or D) as your final answer.")
+        names = [f"audio_{i}" for i in range(1, n + 1)]
+        listen = ("Listen to audio_1 first: call transcribe for what is said, or speech_features for how it "
+                  "is said (speed, pitch, tune, stress)" if n == 1 else
+                  f"Listen to the {n} clips first: call speech_features once with audio "
+                  f"{json.dumps(names)}; it compares them")
+        return (f"{listen}.\n\n{record.data['question']}\n{options}\n\n"
+                "Then reply with the letter of one option only: A, B, C or D.")
+
+    def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
+        # react's first step must call a tool: the model cannot hear the clips, only the tools can
+        agent: Any = {"name": "react", "params": {"first_call": "required"}} if self.agent == "react" else self.agent
         spec: dict[str, Any] = {
-            "id": task_id(record.id), "instruction": instruction, "inputs": {"audio": record.data["audio"]},
-            "agent": self.agent, "tools": TOOLS, "evaluator": self._evaluator(record),
+            "id": task_id(record.id), "instruction": self.instruction(record),
+            "inputs": {"audio": record.data["audio"]}, "limits": {"max_steps": 4},
+            "agent": agent, "tools": TOOLS, "evaluator": self._evaluator(record),
             "metadata": {"benchmark": self.name, "category": record.category, "record_id": record.id}}
         if model:
             spec["model"] = model

@@ -24,16 +24,35 @@ def transcribe(audio: str, ctx: ToolContext) -> ToolResult:
     return ToolResult(content=_json(result), data=result)
 
 
-@tool(timeout=120.0, cost=1.0, quality=0.8, tags=("audio",))
-def speech_features(audio: str, ctx: ToolContext, use_transcript: bool = True) -> ToolResult:
+@tool(timeout=240.0, cost=1.0, quality=0.8, tags=("audio",))
+def speech_features(audio: str | list[str], ctx: ToolContext, use_transcript: bool = True) -> ToolResult:
     """Measure how the speech sounds: pitch (median, range in Hz and semitones, contour, final rise or fall),
     speaking rate (syllables, and words per second from the transcript), energy, pauses (count, total, longest)
-    and, with a transcript, its text, each word's pitch, loudness and length and the most stressed word.
+    and, with a transcript, its text, each word's pitch, loudness and length and the most stressed word. The
+    result begins with a summary; given several clips, with which is faster and which is higher.
 
     Args:
-        audio: the audio's name, e.g. audio_1 (or its file name)
+        audio: the audio's name, e.g. audio_1 (or its file name), or a list to compare: ["audio_1", "audio_2"]
         use_transcript: time the words with the transcriber when its weights are installed
     """
+    from .findings import comparison, summary
+
+    names = [audio] if isinstance(audio, str) else list(audio)
+    if not names:
+        raise ToolError("speech_features: audio is an empty list; give a name such as audio_1, or several")
+    if len(set(names)) < len(names):
+        raise ToolError(f"speech_features: audio names a clip twice: {names}")
+    results = [_features(name, ctx, use_transcript) for name in names]
+    if isinstance(audio, str):
+        result = {"summary": summary(results[0]), **results[0]}
+    else:
+        result = {"comparison": comparison(results) if len(results) > 1 else summary(results[0]),
+                  "summaries": [summary(r) for r in results], "clips": results}
+    return ToolResult(content=_json(result), data=result)
+
+
+def _features(audio: str, ctx: ToolContext, use_transcript: bool) -> dict:
+    """One clip's measures (speech_features' fields for one clip)."""
     from .prosody import analyse
 
     clip = episode_clip(ctx, audio, "speech_features")
@@ -43,9 +62,8 @@ def speech_features(audio: str, ctx: ToolContext, use_transcript: bool = True) -
             heard = transcript(clip)
         except ToolError:
             heard = None  # refused or damaged weights: the prosody stands without word times
-    result = {"audio": audio, **({"text": heard["text"]} if heard else {}),
-              **analyse(clip, heard["words"] or None if heard else None)}
-    return ToolResult(content=_json(result), data=result)
+    return {"audio": audio, **({"text": heard["text"]} if heard else {}),
+            **analyse(clip, heard["words"] or None if heard else None)}
 
 
 def _json(value: dict) -> str:

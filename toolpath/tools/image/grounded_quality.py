@@ -58,11 +58,16 @@ class Assessment:
     scored_by: str  # "brisque" or "measured"
     box: list[int] | None = None
     notes: list[str] = field(default_factory=list)
+    distortion: str | None = None  # the one type asked about, if any: the finding answers for it
 
     def as_dict(self) -> dict[str, Any]:
-        # the description first: a reader (a small model) answers from its first words
-        out = {"description": describe(self), "regions": [r.as_dict() for r in self.regions],
-               "score": round(self.score, 3), "size": [self.width, self.height], "score_from": self.scored_by}
+        # The direct finding first (in the asked box, each type yes or no), then the description: a small
+        # model answers from the first words it reads, and a long description of the whole picture's regions
+        # led it to answer about them rather than about the box it asked for.
+        asked = self.box is not None or self.distortion is not None
+        out: dict[str, Any] = {"finding": finding(self, self.distortion)} if asked else {}
+        out |= {"description": describe(self), "regions": [r.as_dict() for r in self.regions],
+                "score": round(self.score, 3), "size": [self.width, self.height], "score_from": self.scored_by}
         if self.box is not None:
             out["box"] = self.box
         return out
@@ -225,8 +230,11 @@ def describe(a: Assessment) -> str:
     distortions not found and the overall judgement."""
     overall = ("good" if a.score >= 0.7 else "fair" if a.score >= 0.45 else "poor")
     absent = [WORDS[t] for t in WORDS if t not in {r.type for r in a.regions}]
-    # the types not found, named: "is there X here?" is then answered by the text itself, either way
-    none = f" No {', '.join(absent[:-1])} or {absent[-1]}{' in the box' if a.box else ''}." if absent else ""
+    # the types not found, named: "is there X here?" is then answered by the text itself, either way; unless
+    # the finding (said first) answers it already: after it, a list of "no"s led a small model to answer no
+    leads = a.box is not None or a.distortion is not None
+    none = f" No {', '.join(absent[:-1])} or {absent[-1]}{' in the box' if a.box else ''}." \
+        if absent and not leads else ""
     if not a.regions:
         return f"No localized distortion found.{none} Overall quality is {overall} ({a.score:.2f})."
     parts = [f"{strength(r.severity)} {WORDS[r.type]} in {place_words(r.box, a.width, a.height)} "
@@ -234,18 +242,62 @@ def describe(a: Assessment) -> str:
     return "; ".join(parts) + f".{none} Overall quality is {overall} ({a.score:.2f})."
 
 
+# What a caller may name a distortion type by (`assess_quality(distortion=…)`), spaces, hyphens and case aside.
+ALIASES = {"blur": "blur", "blurry": "blur", "blurred": "blur", "noise": "noise", "noisy": "noise",
+           "jpeg": "jpeg", "jpegblocking": "jpeg", "blocking": "jpeg", "jpegartifacts": "jpeg", "compression": "jpeg",
+           "overexposure": "overexposure", "overexposed": "overexposure", "underexposure": "underexposure",
+           "underexposed": "underexposure", "colorcast": "color_cast", "colourcast": "color_cast"}
+
+
+def distortion_type(name: str) -> str:
+    """A distortion's type from what a caller wrote ("under-exposure", "JPEG blocking", "colour cast"), or a
+    ToolError naming the ones there are."""
+    key = "".join(ch for ch in str(name).lower() if ch.isalpha())
+    if key not in ALIASES:
+        raise ToolError(f"distortion {name!r} is not one this tool measures; choose from {', '.join(WORDS.values())}")
+    return ALIASES[key]
+
+
+def _place(a: Assessment) -> str:
+    # the box is the caller's own (and repeated as `box`): its numbers here would only be copied into answers
+    return "this box" if a.box is not None else "the image"
+
+
+def finding(a: Assessment, kind: str | None = None) -> str:
+    """The direct finding, said first in the tool's result. Asked about one distortion: "Yes: under-exposure
+    is in the box [...] (strong)." or "No: there is no blur in the box [...]."; else what was found in the box
+    first, then what was not. A small model answers from the first words it reads, and read past a type's
+    "yes" in a list of "no"s."""
+    if kind is not None:
+        found = [r for r in a.regions if r.type == kind]
+        if found:
+            return f"Yes: {WORDS[kind]} is in {_place(a)} ({strength(max(r.severity for r in found)).lower()})."
+        return f"No: there is no {WORDS[kind]} in {_place(a)}."
+    found = {t: max(r.severity for r in a.regions if r.type == t) for t in WORDS if any(r.type == t for r in a.regions)}
+    absent = [WORDS[t] for t in WORDS if t not in found]
+    said = ("Found " + ", ".join(f"{WORDS[t]} ({strength(v).lower()})" for t, v in found.items())
+            if found else "Found no distortion")
+    return f"{said} in {_place(a)}." + (f" Not found there: {', '.join(absent)}." if absent else "")
+
+
 @tool(timeout=30.0, cost=0.1, quality=0.7, tags=("image", "quality"))
-def assess_quality(image: str, ctx: ToolContext, box: list[int] | None = None) -> ToolResult:
+def assess_quality(image: str, ctx: ToolContext, box: list[int] | None = None,
+                   distortion: str | None = None) -> ToolResult:
     """Judge an image's quality with places: the distorted regions (blur, noise, JPEG blocking, over- or
     under-exposure, colour cast), each with its box in pixels and a severity from 0 to 1, a whole-image
-    score from 0 to 1 (higher is better) and a description with each box inline.
+    score from 0 to 1 (higher is better) and a description with each box inline. The result begins with the
+    finding: whether the asked distortion is there (yes or no), or what was found in the box.
 
     Args:
         image: the image's name, e.g. image_1
         box: only judge this part, [x0, y0, x1, y1] in pixels (right and bottom exclusive)
+        distortion: the one asked about: blur, noise, JPEG blocking, over-exposure, under-exposure or colour cast
     """
+    kind = distortion_type(distortion) if distortion is not None else None
     im = open_image(ctx, image)
-    data = assess(im, box).as_dict()
+    a = assess(im, box)
+    a.distortion = kind
+    data = a.as_dict()
     import json
 
     return ToolResult(content=json.dumps(data, ensure_ascii=False), data=data)
