@@ -8,7 +8,7 @@ PIP    := $(PY) -m pip install --quiet --disable-pip-version-check
 # The CPU build of torch, installed before anything that depends on it so pip does not pull a CUDA build.
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup system models tiny-vlm demo test lint bench clean
+.PHONY: setup system models tiny-vlm tiny-molm demo test lint bench clean
 
 setup: system $(VENV)/.installed
 
@@ -63,6 +63,11 @@ models: setup
 SEED ?= 0
 tiny-vlm: setup
 	HF_HUB_OFFLINE=1 nice -n 10 $(VENV)/bin/toolpath models build tiny-vlm --seed $(SEED)
+
+# The tiny graph-language model (`model: local:tiny-molm`): an encoder, query connector and SmolLM2-135M's
+# embeddings trained here on RDKit's bundled molecules (toolpath/train/tiny_molm.py). SEED=N for another seed.
+tiny-molm: setup
+	HF_HUB_OFFLINE=1 nice -n 10 $(VENV)/bin/toolpath models build tiny-molm --seed $(SEED)
 
 demo: setup
 	HF_HUB_OFFLINE=1 $(VENV)/bin/toolpath run examples/hello.yaml

@@ -146,7 +146,7 @@ def test_models_list_shows_each_model_with_size_install_state_and_command(home):
     rows = {k.kind: k for k in kinds()}
     models = {m["model"]: m for m in rows["local"].models}
     assert list(models) == ["local", "local:qwen2.5-coder-1.5b", "local:qwen2.5-coder-0.5b", "local:gemma3-270m",
-                            "local:tiny-vlm"]
+                            "local:tiny-vlm", "local:tiny-molm"]
     assert models["local:qwen2.5-coder-1.5b"]["size"] == "1.12 GB"
     assert models["local:gemma3-270m"]["prompt"].startswith("plain")
     for name, m in CATALOG.items():

@@ -40,10 +40,11 @@ def pretrained():
     torch.set_num_threads(1)  # tiny tensors: a second thread only waits on the first
     train, heldout = qa.split(qa.nci_smiles(300), 0.1, seed=0)
     encoder, head = me.build_encoder(me.EncoderSize(width=32, layers=2), seed=0)
-    stats = pretrain(encoder, head, [mg.mol_graph(s) for s in train], [mg.mol_graph(s) for s in heldout[:20]],
-                     steps=100, batch=16, lr=5e-3, seed=0)
+    heldout = [mg.mol_graph(s) for s in heldout]
+    stats = pretrain(encoder, head, [mg.mol_graph(s) for s in train], heldout[:20], steps=100, batch=16, lr=5e-3,
+                     seed=0)
     torch.set_num_threads(threads)
-    return encoder, head, stats
+    return encoder, head, stats, heldout
 
 
 # ---- molecules as graphs ---------------------------------------------------------------------------------
@@ -74,7 +75,7 @@ def test_causal_batches_send_messages_only_forward():
 
 
 def test_an_atoms_causal_state_ignores_the_atoms_after_it(pretrained):
-    encoder, head, _ = pretrained
+    encoder, head, *_ = pretrained
     a, b = mg.mol_graph("CCCCCCO"), mg.mol_graph("CCCCCCN")  # the same until the last atom
     with torch.no_grad():
         ha, hb = encoder(mg.batch([a], causal=True)), encoder(mg.batch([b], causal=True))
@@ -100,9 +101,7 @@ def test_a_patch_closes_where_the_entropy_rises_above_the_molecules_upper_quarti
 def test_token_count_grows_with_heavy_atom_count(pretrained):
     from scipy.stats import spearmanr
 
-    encoder, head, _ = pretrained
-    _, heldout = qa.split(qa.nci_smiles(300), 0.1, seed=0)
-    graphs = [mg.mol_graph(s) for s in heldout]
+    encoder, head, _, graphs = pretrained
     counts = [mp.count(ids) for ids in mp.patches(encoder, head, graphs)]
     assert spearmanr([g.size for g in graphs], counts).statistic > 0.5
     small = [c for g, c in zip(graphs, counts) if g.size <= 10]
@@ -111,7 +110,7 @@ def test_token_count_grows_with_heavy_atom_count(pretrained):
 
 
 def test_the_dynamic_and_fixed_connectors_are_the_same_size_and_give_their_token_counts(pretrained):
-    encoder, head, _ = pretrained
+    encoder, head, *_ = pretrained
     graphs = [mg.mol_graph(s) for s in ("CCO", ASPIRIN, "CC(C)Cc1ccc(cc1)C(C)C(=O)O")]
     states, ids = encoder(mg.batch(graphs)), mp.patches(encoder, head, graphs)
     size = mc.ConnectorSize(node_width=32, width=32, heads=2, lm_width=24)
@@ -218,3 +217,55 @@ def test_models_list_and_build_know_tiny_molm(home, monkeypatch, capsys):
     monkeypatch.setattr(tiny_molm, "build", fake_build)
     assert main(["models", "build", "tiny-molm", "--seed", "4"]) == 0
     assert seeds == [4] and "held-out molecules: 0.500 (yes/no 0.750, numeric 0.250)" in capsys.readouterr().out
+
+
+# ---- the policy ------------------------------------------------------------------------------------------
+
+def test_the_policy_reads_the_listed_molecules_out_of_the_task_text():
+    from toolpath.policies.graph_lm import prompt_content
+    from toolpath.spec_molecules import listed, read_graphs
+
+    text = "How many rings does it have?\n\nMolecules (tools take them by these names), as canonical SMILES:\n" + \
+        listed(read_graphs([ASPIRIN]))
+    assert prompt_content(text) == [{"type": "graph", "smiles": ASPIRIN, "name": "graph_1"},
+                                    {"type": "text", "text": "How many rings does it have?"}]
+    two = prompt_content("Compare them.\ngraph_1: CCO\ngraph_2: CCN")
+    assert [i.get("text") or i["smiles"] for i in two] == ["graph_1:", "CCO", "graph_2:", "CCN", "Compare them."]
+
+
+def test_local_tiny_molm_answers_an_episode_about_its_molecule(home, tiny_lm):
+    from toolpath.agents.episode import run_episode
+    from toolpath.policies.base import PolicyError
+    from toolpath.policies.graph_lm import GraphLMPolicy
+    from toolpath.policies.local import load_local
+    from toolpath.runs import Store
+    from toolpath.spec import ModelSpec, parse_spec
+    from toolpath.state import Message
+    from toolpath.train import tiny_molm
+
+    with pytest.raises(PolicyError, match=r"local:tiny-molm .* is not built .*`toolpath models build tiny-molm`"):
+        load_local(ModelSpec(name="local:tiny-molm"))
+    tiny_molm.build(0, home=home, config=tiny_molm.toy_config(), lm_folder=tiny_lm)
+    policy = load_local(ModelSpec(name="local:tiny-molm"))
+    assert isinstance(policy, GraphLMPolicy)
+    spec = parse_spec({"id": "t", "instruction": "Does this molecule have a ring?", "inputs": {"graphs": [ASPIRIN]},
+                       "model": "local:tiny-molm", "tools": ["final_answer"], "limits": {"max_steps": 1}},
+                      base_dir=home)
+    asked, reply = [], policy.model.reply
+
+    def recorded(content, max_new_tokens):  # the toy model's words are random: the answer is fixed, the rest real
+        asked.append(content)
+        return "yes", *reply(content, max_new_tokens)[1:]
+
+    policy.model.reply = recorded
+    store = Store(home)
+    try:
+        result = run_episode(spec, store, policy=policy)
+    finally:
+        store.close()
+    assert asked == [[{"type": "graph", "smiles": ASPIRIN, "name": "graph_1"},
+                      {"type": "text", "text": "Does this molecule have a ring?"}]]
+    assert result.status == "finished" and result.answer == "yes"
+    policy.model.reply = reply
+    with pytest.raises(PolicyError, match="graph_1: 'C1CC' is not a molecule"):
+        policy.respond([Message(role="user", content="Rings?\ngraph_1: C1CC")], [])

@@ -68,7 +68,7 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
         # or one it builds (BUILT), whose names `choices` repeats (tests/test_local_models.py keeps them equal).
         "local": ("toolpath.policies.local:load_local", {
             **_LOCAL_MODEL, "form": "local[:NAME]", "example": "local",
-            "choices": ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "gemma3-270m", "tiny-vlm"),
+            "choices": ("qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "gemma3-270m", "tiny-vlm", "tiny-molm"),
             "check": "toolpath.policies.local:availability", "variants": "toolpath.policies.local_models:variants"}),
         "hf": ("toolpath.policies.hf:HFPolicy.from_spec", {
             **_LOCAL_MODEL, "value": "required", "form": "hf:PATH", "example": "hf:/path/to/model",

@@ -244,6 +244,12 @@ def load(name: str, spec):
         if not b.built():
             raise PolicyError(f"local:{name} ({b.title}) is not built under {b.folder()}: run `{b.build_command}` "
                               f"(or `make {name}`) once; it trains the model on this machine")
+        from .molm.model import is_graph_lm
+
+        if is_graph_lm(b.folder()):  # a graph-LM reads the task's molecules: its own policy, not hf.py's
+            from .graph_lm import GraphLMPolicy
+
+            return GraphLMPolicy.from_folder(b.folder(), f"local:{name}")
         from .hf import HFPolicy
 
         return HFPolicy.from_path(str(b.folder()), spec, name=f"local:{name}")

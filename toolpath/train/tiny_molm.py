@@ -38,11 +38,11 @@ class BuildConfig:
     pretrain_lr: float = 2e-3
     connector_kind: str = "dynamic"
     connector: mc.ConnectorSize = field(default_factory=mc.ConnectorSize)
-    steps: int = 800
+    steps: int = 400
     batch: int = 8
     lr: float = 1e-3
     embed_lr: float = 2e-5  # the LM's input embeddings: small steps, they hold everything the LM knows of words
-    max_turns: int = 4
+    max_turns: int = 3
     eval_molecules: int = 200
     eval_per_molecule: int = 3
     threads: int = 1  # on a busy 2-core machine 1 is faster (two OpenMP threads spin-wait on each other)
@@ -98,6 +98,20 @@ def train_connector(model, train: list, facts: list, *, steps: int, batch: int, 
     tokens = [model.connector.tokens(ids) for ids in patch_ids]
     return {"batch": batch, "kind": model.config.connector_kind, "parameters": mc.parameter_count(model.connector),
             "mean_graph_tokens": round(sum(tokens) / max(len(tokens), 1), 2)} | stats
+
+
+def patch_figures(encoder, head, graphs: list) -> dict:
+    """How the patcher's token count follows molecule size on `graphs`: Spearman's rho against heavy atoms."""
+    from scipy.stats import spearmanr
+
+    from ..policies.molm import patcher as mp
+
+    counts = [mp.count(ids) for ids in mp.patches(encoder, head, graphs)]
+    sizes = [g.size for g in graphs]
+    rho = spearmanr(sizes, counts).statistic if len(set(counts)) > 1 and len(set(sizes)) > 1 else None
+    return {"molecules": len(graphs), "mean_tokens": round(sum(counts) / max(len(counts), 1), 2),
+            "mean_heavy_atoms": round(sum(sizes) / max(len(sizes), 1), 2),
+            "spearman_tokens_heavy_atoms": None if rho is None else round(float(rho), 4)}
 
 
 def evaluate(model, sample: list, progress=None) -> dict:
@@ -160,6 +174,7 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
         line.close(f"held-out next-atom accuracy {h['accuracy']:.3f} (majority {h['majority_accuracy']:.3f})")
     for p in list(encoder.parameters()) + list(head.parameters()):
         p.requires_grad_(False)
+    enc_stats["patches"] = patch_figures(encoder, head, heldout)
 
     tok = mm.graph_tokenizer(lm_folder)
     lm = mm.grown_lm(lm_folder, tok)

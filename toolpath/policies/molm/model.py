@@ -93,21 +93,34 @@ class GraphLM:
         return states, mp.patches(self.encoder, self.head, graphs, self.config.quantile)
 
     def answer(self, smiles: str, question: str, max_new_tokens: int = 16) -> str:
+        """The reply to a question about one molecule, in the form the build trained on."""
+        return self.reply([{"type": "graph", "smiles": smiles}, {"type": "text", "text": question}],
+                          max_new_tokens)[0]
+
+    def reply(self, content: list[dict], max_new_tokens: int = 16) -> tuple[str, int, int]:
+        """(reply, prompt tokens, reply tokens) to one user turn of text and graph items ({"type": "graph",
+        "smiles": ...}), each graph read as its patches' tokens."""
         import torch
 
-        graph = mg.mol_graph(smiles)
-        states, ids = self.prepare([graph])
-        messages = [{"role": "user", "content": [{"type": "graph"}, {"type": "text", "text": question}]}]
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        text = text.replace(PLACEHOLDER, PLACEHOLDER * self.connector.tokens(ids[0]), 1)
+        graphs = [mg.mol_graph(item["smiles"], item.get("name", "SMILES")) for item in content
+                  if item["type"] == "graph"]
+        states, ids = self.prepare(graphs)
+        # the placeholder written in a text would take a graph's place: it is not a word a user can type
+        items = [{"type": item["type"], "text": item.get("text", "").replace(PLACEHOLDER, "")} for item in content]
+        text = self.tokenizer.apply_chat_template([{"role": "user", "content": items}], tokenize=False,
+                                                  add_generation_prompt=True)
+        parts = text.split(PLACEHOLDER)  # each graph's one placeholder becomes as many as it has tokens, in order
+        text = parts[0] + "".join(PLACEHOLDER * self.connector.tokens(p) + rest for p, rest in zip(ids, parts[1:]))
         ids_in = self.tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
         with torch.no_grad():
             x = self.lm.get_input_embeddings()(ids_in)
-            vectors = self.connector(states, [graph.size], ids)
-            x = x.masked_scatter((ids_in == self.placeholder_id)[..., None].expand_as(x), vectors.to(x.dtype))
+            if graphs:
+                vectors = self.connector(states, [g.size for g in graphs], ids)
+                x = x.masked_scatter((ids_in == self.placeholder_id)[..., None].expand_as(x), vectors.to(x.dtype))
             out = self.lm.generate(inputs_embeds=x, attention_mask=torch.ones_like(ids_in),
                                    max_new_tokens=max_new_tokens, do_sample=False)
-        return self.tokenizer.decode(out[0], skip_special_tokens=True).strip()
+        return (self.tokenizer.decode(out[0], skip_special_tokens=True).strip(), int(ids_in.shape[1]),
+                int(out.shape[1]))
 
     def save(self, folder: Path) -> None:
         from safetensors.torch import save_file
