@@ -160,6 +160,13 @@ def _build(tmp_path, lm, seed=0):
     return tiny_molm.build(seed, home=tmp_path, config=tiny_molm.toy_config(), lm_folder=lm)
 
 
+@pytest.fixture(scope="module")
+def toy_home(tmp_path_factory, tiny_lm):
+    """A home with the toy build of seed 0 in it, and its report."""
+    home = tmp_path_factory.mktemp("toy-home")
+    return home, _build(home, tiny_lm)
+
+
 def test_a_dialog_about_a_molecule_has_its_graph_tokens_and_loss_only_on_answers(tiny_lm):
     from toolpath.policies.molm.model import PLACEHOLDER, graph_tokenizer
     from toolpath.train.connector_training import encode_dialog
@@ -169,15 +176,19 @@ def test_a_dialog_about_a_molecule_has_its_graph_tokens_and_loss_only_on_answers
                                 5, placeholder=PLACEHOLDER, item="graph")
     assert ids.count(tok.convert_tokens_to_ids(PLACEHOLDER)) == 5
     assert tok.decode([t for t in labels if t != -100]) == "1<|im_end|>yes<|im_end|>"
+    text_ids, _ = encode_dialog(tok, [(f"{ASPIRIN}\nHow many rings does it have?", "1")], 0,
+                                placeholder=PLACEHOLDER, item=None)  # the SMILES-as-text baseline's dialog
+    assert tok.convert_tokens_to_ids(PLACEHOLDER) not in text_ids
+    assert tok.decode(text_ids).startswith(f"<|im_start|>user\n{ASPIRIN}\nHow many")
 
 
-def test_the_toy_build_writes_a_folder_that_loads_and_answers(tmp_path, tiny_lm):
+def test_the_toy_build_writes_a_folder_that_loads_and_answers(toy_home, tiny_lm):
     from toolpath.policies.molm.model import is_graph_lm, load
 
-    report = _build(tmp_path, tiny_lm)
-    folder = tmp_path / "models" / "tiny-molm"
+    home, report = toy_home
+    folder = home / "models" / "tiny-molm"
     assert report["folder"] == str(folder) and is_graph_lm(folder)
-    assert not list((tmp_path / "models").glob(".tiny-molm.*"))
+    assert not list((home / "models").glob(".tiny-molm.*"))
     saved = json.loads((folder / "tiny_molm.json").read_text())
     assert saved["data"]["heldout_molecules"] > 0 and saved["encoder"]["heldout"]["atoms"] > 0
     assert saved["connector"]["kind"] == "dynamic" and saved["figures"]["all"]["questions"] == 3
@@ -187,15 +198,16 @@ def test_the_toy_build_writes_a_folder_that_loads_and_answers(tmp_path, tiny_lm)
         load(tiny_lm)
 
 
-def test_the_same_seed_gives_the_same_weights(tmp_path, tiny_lm):
+def test_the_same_seed_gives_the_same_weights(tmp_path, tiny_lm, toy_home):
     from safetensors.torch import load_file
 
-    def weights(sub, seed):
-        _build(tmp_path / sub, tiny_lm, seed)
-        folder = tmp_path / sub / "models" / "tiny-molm"
+    def weights(home, seed=None):
+        if seed is not None:
+            _build(home, tiny_lm, seed)
+        folder = home / "models" / "tiny-molm"
         return load_file(folder / "graph.safetensors") | load_file(folder / "model.safetensors")
 
-    a, b, c = weights("a", 5), weights("b", 5), weights("c", 6)
+    a, b, c = weights(toy_home[0]), weights(tmp_path / "b", 0), weights(tmp_path / "c", 1)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert any(not torch.equal(a[k], c[k]) for k in a if k.startswith("connector."))
 
@@ -233,7 +245,9 @@ def test_the_policy_reads_the_listed_molecules_out_of_the_task_text():
     assert [i.get("text") or i["smiles"] for i in two] == ["graph_1:", "CCO", "graph_2:", "CCN", "Compare them."]
 
 
-def test_local_tiny_molm_answers_an_episode_about_its_molecule(home, tiny_lm):
+def test_local_tiny_molm_answers_an_episode_about_its_molecule(home, toy_home):
+    import shutil
+
     from toolpath.agents.episode import run_episode
     from toolpath.policies.base import PolicyError
     from toolpath.policies.graph_lm import GraphLMPolicy
@@ -241,11 +255,10 @@ def test_local_tiny_molm_answers_an_episode_about_its_molecule(home, tiny_lm):
     from toolpath.runs import Store
     from toolpath.spec import ModelSpec, parse_spec
     from toolpath.state import Message
-    from toolpath.train import tiny_molm
 
     with pytest.raises(PolicyError, match=r"local:tiny-molm .* is not built .*`toolpath models build tiny-molm`"):
         load_local(ModelSpec(name="local:tiny-molm"))
-    tiny_molm.build(0, home=home, config=tiny_molm.toy_config(), lm_folder=tiny_lm)
+    shutil.copytree(toy_home[0] / "models", home / "models")
     policy = load_local(ModelSpec(name="local:tiny-molm"))
     assert isinstance(policy, GraphLMPolicy)
     spec = parse_spec({"id": "t", "instruction": "Does this molecule have a ring?", "inputs": {"graphs": [ASPIRIN]},

@@ -35,13 +35,14 @@ class ChatLM:
 
 
 def encode_dialog(tokenizer, turns: list[tuple[str, str]], n_tokens: int, *, placeholder: str,
-                  item: str) -> tuple[list[int], list[int]]:
+                  item: str | None) -> tuple[list[int], list[int]]:
     """(input ids, labels) of one modality item (`item`, a chat-template content type such as "image") followed by
     the turns, as the chat template renders them, with the template's one `placeholder` token repeated `n_tokens`
-    times; labels are -100 except on each answer and its end-of-turn token."""
+    times; labels are -100 except on each answer and its end-of-turn token. `item` None: text alone (the
+    baselines that give the modality as text)."""
     messages = []
     for i, (q, a) in enumerate(turns):
-        content = ([{"type": item}] if i == 0 else []) + [{"type": "text", "text": q}]
+        content = ([{"type": item}] if i == 0 and item else []) + [{"type": "text", "text": q}]
         messages += [{"role": "user", "content": content},
                      {"role": "assistant", "content": [{"type": "text", "text": a}]}]
     text = tokenizer.apply_chat_template(messages, tokenize=False)

@@ -63,9 +63,10 @@ def folder(home: Path | None = None) -> Path:
 
 
 def train_connector(model, train: list, facts: list, *, steps: int, batch: int, lr: float, embed_lr: float,
-                    max_turns: int, seed: int, progress=None) -> dict:
+                    max_turns: int, seed: int, smiles_as_text: bool = False, progress=None) -> dict:
     """The connector and the LM's input embeddings on dialogs about `train` (graphs; facts[i]: graph i's
-    questions), the encoder and the rest of the LM frozen."""
+    questions), the encoder and the rest of the LM frozen. `smiles_as_text`: the baseline that reads the
+    molecule's SMILES before the first question instead of its graph tokens (the embeddings alone train)."""
     import torch
 
     from . import connector_training as ct
@@ -75,8 +76,9 @@ def train_connector(model, train: list, facts: list, *, steps: int, batch: int, 
     per_graph = torch.split(states, [g.size for g in train])
     ct.freeze(model.lm)
     embed = model.lm.get_input_embeddings()
-    groups = [{"params": ct.trainable(model.connector.parameters()), "lr": lr},
-              {"params": ct.trainable(embed.parameters()), "lr": embed_lr}]
+    groups = [{"params": ct.trainable(embed.parameters()), "lr": embed_lr}]
+    if not smiles_as_text:
+        groups.append({"params": ct.trainable(model.connector.parameters()), "lr": lr})
     lm = ct.ChatLM(embed, model.lm.model, model.lm.lm_head)
 
     def batch_loss(rng: random.Random):
@@ -84,11 +86,19 @@ def train_connector(model, train: list, facts: list, *, steps: int, batch: int, 
         enc = []
         for i in idx:
             turns = [(q.text, q.answer) for q in qa.pick(rng, list(facts[i]), rng.randint(1, max_turns))]
-            enc.append(ct.encode_dialog(model.tokenizer, turns, model.connector.tokens(patch_ids[i]),
-                                        placeholder=model.config.placeholder, item="graph"))
+            if smiles_as_text:
+                turns[0] = (f"{train[i].smiles}\n{turns[0][0]}", turns[0][1])
+                enc.append(ct.encode_dialog(model.tokenizer, turns, 0, placeholder=model.config.placeholder,
+                                            item=None))
+            else:
+                enc.append(ct.encode_dialog(model.tokenizer, turns, model.connector.tokens(patch_ids[i]),
+                                            placeholder=model.config.placeholder, item="graph"))
         ids, labels, mask = ct.collate(enc, model.tokenizer.pad_token_id)
-        vectors = model.connector(torch.cat([per_graph[i] for i in idx]), [train[i].size for i in idx],
-                                  [patch_ids[i] for i in idx])
+        if smiles_as_text:
+            vectors = torch.zeros(0, model.lm.config.hidden_size)
+        else:
+            vectors = model.connector(torch.cat([per_graph[i] for i in idx]), [train[i].size for i in idx],
+                                      [patch_ids[i] for i in idx])
         return ct.answer_loss(lm, ids, labels, mask, model.placeholder_id, vectors)
 
     model.connector.train(), model.lm.train()
@@ -114,13 +124,17 @@ def patch_figures(encoder, head, graphs: list) -> dict:
             "spearman_tokens_heavy_atoms": None if rho is None else round(float(rho), 4)}
 
 
-def evaluate(model, sample: list, progress=None) -> dict:
-    """Accuracy on (smiles, question) pairs, each reply graded by its question's scorer; by answer type too."""
+def evaluate(model, sample: list, smiles_as_text: bool = False, progress=None) -> dict:
+    """Accuracy on (smiles, question) pairs, each reply graded by its question's scorer; by answer type too.
+    `smiles_as_text`: the molecule given as its SMILES before the question, as that baseline trained."""
     from ..evals import scorers
 
     rows = []
     for smiles, q in sample:
-        reply = model.answer(smiles, q.text, max_new_tokens=8)
+        if smiles_as_text:
+            reply = model.reply([{"type": "text", "text": f"{smiles}\n{q.text}"}], max_new_tokens=8)[0]
+        else:
+            reply = model.answer(smiles, q.text, max_new_tokens=8)
         rows.append((q, reply, getattr(scorers, q.scorer)(reply, q.answer, {})))
         if progress:
             progress.update()
@@ -133,15 +147,38 @@ def evaluate(model, sample: list, progress=None) -> dict:
     return by
 
 
+def data(cfg: BuildConfig, seed: int) -> tuple[list, list, list, list]:
+    """(training graphs, held-out graphs, each training graph's questions, the held-out question sample)."""
+    from ..policies.molm import graphs as mg
+    from . import molm_qa as qa
+
+    train_smiles, heldout_smiles = qa.split(qa.nci_smiles(cfg.molecules), cfg.heldout, seed)
+    train, heldout = [mg.mol_graph(s) for s in train_smiles], [mg.mol_graph(s) for s in heldout_smiles]
+    sample = qa.heldout_questions(heldout_smiles[:cfg.eval_molecules], cfg.eval_per_molecule, seed=0)
+    return train, heldout, [qa.facts(s) for s in train_smiles], sample
+
+
+def assemble(cfg: BuildConfig, connector_kind: str, encoder, head, lm_folder: Path, seed: int):
+    """A fresh GraphLM: the language model from `lm_folder` grown by the placeholder, the (pretrained) encoder
+    and head, a new connector of `connector_kind`."""
+    from ..policies.molm import model as mm
+
+    tok = mm.graph_tokenizer(lm_folder)
+    lm = mm.grown_lm(lm_folder, tok)
+    size = mc.ConnectorSize(node_width=cfg.encoder.width, width=cfg.connector.width, heads=cfg.connector.heads,
+                            lm_width=lm.config.hidden_size)
+    return mm.GraphLM(mm.GraphLMConfig(kind=NAME, encoder=cfg.encoder, connector_kind=connector_kind,
+                                       connector=size), lm, tok, encoder, head,
+                      mc.build_connector(connector_kind, size, seed))
+
+
 def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None = None,
           lm_folder: Path | None = None) -> dict:
     """Train, write and measure the tiny graph-LM; returns what tiny_molm.json holds (with its folder)."""
     import torch
 
-    from ..policies.molm import graphs as mg
     from ..policies.molm import model as mm
     from . import molm_pretraining as mpt
-    from . import molm_qa as qa
     from .tiny_vlm import default_lm_folder
 
     cfg = config or BuildConfig()
@@ -157,11 +194,7 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
 
     t = time.monotonic()
     with Progress("[1/4] data: RDKit's NCI molecules and their questions") as line:
-        smiles = qa.nci_smiles(cfg.molecules)
-        train_smiles, heldout_smiles = qa.split(smiles, cfg.heldout, seed)
-        train, heldout = [mg.mol_graph(s) for s in train_smiles], [mg.mol_graph(s) for s in heldout_smiles]
-        facts = [qa.facts(s) for s in train_smiles]
-        sample = qa.heldout_questions(heldout_smiles[:cfg.eval_molecules], cfg.eval_per_molecule, seed=0)
+        train, heldout, facts, sample = data(cfg, seed)
         t = stage("data", t)
         line.close(f"{len(train)} training and {len(heldout)} held-out molecules")
 
@@ -176,13 +209,7 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
         p.requires_grad_(False)
     enc_stats["patches"] = patch_figures(encoder, head, heldout)
 
-    tok = mm.graph_tokenizer(lm_folder)
-    lm = mm.grown_lm(lm_folder, tok)
-    size = mc.ConnectorSize(node_width=cfg.encoder.width, width=cfg.connector.width, heads=cfg.connector.heads,
-                            lm_width=lm.config.hidden_size)
-    model = mm.GraphLM(mm.GraphLMConfig(kind=NAME, encoder=cfg.encoder, connector_kind=cfg.connector_kind,
-                                        connector=size), lm, tok, encoder, head,
-                       mc.build_connector(cfg.connector_kind, size, seed))
+    model = assemble(cfg, cfg.connector_kind, encoder, head, lm_folder, seed)
     with Progress(f"[3/4] connector ({cfg.connector_kind}) and embeddings", cfg.steps, "steps") as line:
         con_stats = train_connector(model, train, facts, steps=cfg.steps, batch=cfg.batch, lr=cfg.lr,
                                     embed_lr=cfg.embed_lr, max_turns=cfg.max_turns, seed=seed, progress=line)

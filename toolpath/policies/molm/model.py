@@ -104,7 +104,7 @@ class GraphLM:
 
         graphs = [mg.mol_graph(item["smiles"], item.get("name", "SMILES")) for item in content
                   if item["type"] == "graph"]
-        states, ids = self.prepare(graphs)
+        states, ids = self.prepare(graphs) if graphs else (None, [])
         # the placeholder written in a text would take a graph's place: it is not a word a user can type
         items = [{"type": item["type"], "text": item.get("text", "").replace(PLACEHOLDER, "")} for item in content]
         text = self.tokenizer.apply_chat_template([{"role": "user", "content": items}], tokenize=False,
