@@ -14,11 +14,11 @@ pytest.importorskip("rdkit", reason="molecules are read with RDKit (pip install 
 torch = pytest.importorskip("torch")
 
 from tests.tiny_lm import save_tiny_chat_lm  # noqa: E402
+from toolpath.evals.benchmarks import molqa_data as qa  # noqa: E402
 from toolpath.policies.molm import connector as mc  # noqa: E402
 from toolpath.policies.molm import encoder as me  # noqa: E402
 from toolpath.policies.molm import graphs as mg  # noqa: E402
 from toolpath.policies.molm import patcher as mp  # noqa: E402
-from toolpath.train import molm_qa as qa  # noqa: E402
 
 ASPIRIN = "CC(=O)Oc1ccccc1C(=O)O"
 
@@ -282,3 +282,25 @@ def test_local_tiny_molm_answers_an_episode_about_its_molecule(home, toy_home):
     policy.model.reply = reply
     with pytest.raises(PolicyError, match="graph_1: 'C1CC' is not a molecule"):
         policy.respond([Message(role="user", content="Rings?\ngraph_1: C1CC")], [])
+
+
+# ---- `toolpath eval molqa` -----------------------------------------------------------------------------------
+
+def test_molqa_asks_about_molecules_the_build_held_out_and_scores_with_each_questions_scorer(monkeypatch):
+    from toolpath.evals.benchmarks import get_benchmark, molqa
+    from toolpath.spec_molecules import read_graphs
+    from toolpath.train.tiny_molm import BuildConfig
+
+    assert (molqa.HELDOUT, molqa.SPLIT_SEED) == (BuildConfig().heldout, 0)
+    few = qa.split(qa.nci_smiles(200), molqa.HELDOUT, molqa.SPLIT_SEED)  # the same split of fewer molecules
+    monkeypatch.setattr(molqa, "split", lambda: few)
+    bench = get_benchmark("molqa")
+    records = list(bench.records(limit=6))
+    assert records == list(bench.records(limit=6)) and len(records) == 6
+    assert {r.data["smiles"] for r in records} <= set(few[1])
+    spec = bench.to_task(records[0])
+    assert spec.instruction == records[0].data["question"] and spec.evaluator.name == records[0].data["scorer"]
+    assert read_graphs(spec.inputs.graphs)[0].smiles == records[0].data["smiles"]
+    numeric = next(r for r in records if r.category == "numeric")
+    assert bench.score(numeric, f"It is {numeric.data['answer']}.") == 1.0
+    assert bench.score(numeric, "no idea") == 0.0

@@ -107,7 +107,7 @@ _BUILTIN: dict[str, dict[str, tuple[str, dict]]] = {
         "webarena_verified": "webarena:WebArenaVerified", "webarena_verified_hard": "webarena:WebArenaVerifiedHard",
         "tabletop": "tabletop:Tabletop", "vabench": "vabench:VABench", "pope": "pope:POPE",
         "chair": "chair:CHAIR", "bfcl": "bfcl:BFCL", "dag_math": "dag_math:DagMath",
-        "mmsu": "mmsu:MMSU", "giqa": "giqa:GIQA"}.items()},
+        "mmsu": "mmsu:MMSU", "giqa": "giqa:GIQA", "molqa": "molqa:MolQA"}.items()},
     "format": {
         "json": ("toolpath.policies.formats.json:JSONFormat", {}),
         "deepeyes": ("toolpath.policies.formats.deepeyes:DeepEyesFormat", {}),

@@ -2,7 +2,7 @@
 under $TOOLPATH_HOME/models/tiny-molm (policies/molm/model.py's folder).
 
 Stages (one progress stage each): the molecules (RDKit's bundled NCI set, split train / held out by molecule)
-and their questions (molm_qa); the graph encoder pretrained on next-atom prediction (molm_pretraining); the
+and their questions (molqa_data); the graph encoder pretrained on next-atom prediction (molm_pretraining); the
 connector and the LM's input embeddings trained on the training molecules' question-answer dialogs with the
 encoder and the rest of SmolLM2-135M-Instruct frozen (connector_training, the loop the tiny VLM shares); the
 folder written whole and measured on the held-out molecules' questions with toolpath's scorers, the figures in
@@ -38,7 +38,7 @@ class BuildConfig:
     pretrain_lr: float = 2e-3
     connector_kind: str = "dynamic"
     connector: mc.ConnectorSize = field(default_factory=mc.ConnectorSize)
-    steps: int = 400
+    steps: int = 300
     batch: int = 8
     lr: float = 1e-3
     embed_lr: float = 2e-5  # the LM's input embeddings: small steps, they hold everything the LM knows of words
@@ -69,8 +69,8 @@ def train_connector(model, train: list, facts: list, *, steps: int, batch: int, 
     molecule's SMILES before the first question instead of its graph tokens (the embeddings alone train)."""
     import torch
 
+    from ..evals.benchmarks import molqa_data as qa
     from . import connector_training as ct
-    from . import molm_qa as qa
 
     states, patch_ids = model.prepare(train)
     per_graph = torch.split(states, [g.size for g in train])
@@ -149,8 +149,8 @@ def evaluate(model, sample: list, smiles_as_text: bool = False, progress=None) -
 
 def data(cfg: BuildConfig, seed: int) -> tuple[list, list, list, list]:
     """(training graphs, held-out graphs, each training graph's questions, the held-out question sample)."""
+    from ..evals.benchmarks import molqa_data as qa
     from ..policies.molm import graphs as mg
-    from . import molm_qa as qa
 
     train_smiles, heldout_smiles = qa.split(qa.nci_smiles(cfg.molecules), cfg.heldout, seed)
     train, heldout = [mg.mol_graph(s) for s in train_smiles], [mg.mol_graph(s) for s in heldout_smiles]

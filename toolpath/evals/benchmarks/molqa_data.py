@@ -13,7 +13,7 @@ import os
 import random
 from dataclasses import dataclass
 
-from ..policies.molm import graphs as mg
+from ...policies.molm import graphs as mg
 
 # name -> SMARTS: common functional groups and rings.
 GROUPS = {
