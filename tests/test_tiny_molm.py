@@ -300,6 +300,7 @@ def test_molqa_asks_about_molecules_the_build_held_out_and_scores_with_each_ques
     assert {r.data["smiles"] for r in records} <= set(few[1])
     spec = bench.to_task(records[0])
     assert spec.instruction == records[0].data["question"] and spec.evaluator.name == records[0].data["scorer"]
+    assert spec.model.name == "local:tiny-molm" and bench.to_task(records[0], "local").model.name == "local"
     assert read_graphs(spec.inputs.graphs)[0].smiles == records[0].data["smiles"]
     numeric = next(r for r in records if r.category == "numeric")
     assert bench.score(numeric, f"It is {numeric.data['answer']}.") == 1.0

@@ -52,9 +52,7 @@ class MolQA(Benchmark):
         spec = {"id": record.id, "instruction": d["question"],
                 "inputs": {"graphs": [d["smiles"]]}, "tools": ["final_answer"], "limits": {"max_steps": 2},
                 "evaluator": {"name": d["scorer"], "expected": d["answer"]},
-                "metadata": {"benchmark": self.name, "category": record.category, **d}}
-        if model:
-            spec["model"] = model
+                "metadata": {"benchmark": self.name, "category": record.category, **d}, "model": model or self.model}
         return TaskSpec.model_validate(spec)
 
     def score(self, record: Record, answer: str | None) -> Score:
