@@ -102,6 +102,27 @@ def test_super_resolution_renders_at_scale(image):
     assert out.shape == (32, 24, 3) and out.min() >= 0 and out.max() <= 1
 
 
+def test_subpixel_offsets_land_on_the_finer_grid():
+    coarse, fine = network.grid(3, 5), network.grid(6, 10)
+    placed = coarse[:, None, :] + network.subpixel_offsets(3, 5, 2)[None]
+    # coarse pixel (i, j) holds fine pixels (2i + a, 2j + b)
+    expected = fine.reshape(3, 2, 5, 2, 2).permute(0, 2, 1, 3, 4).reshape(15, 4, 2)
+    assert torch.allclose(placed, expected, atol=1e-6)
+
+
+def test_super_resolution_fits_the_box_average_of_its_output(image):
+    """The fine rendering, averaged back over each input pixel, reproduces the input: the fit goes through the
+    downsampling operator rather than interpolating the input's pixel centres."""
+    from toolpath.tools.inr.metrics import psnr
+
+    small = image[::2, ::2][:8, :8] / 255.0
+    out, f = restore.super_resolve(small, 2, "siren", steps=150)
+    averaged = out.reshape(8, 2, 8, 2, 3).mean(axis=(1, 3))
+    assert psnr(averaged, small) > 30
+    with pytest.raises(ValueError, match="smoothness needs supersample"):
+        fit(small, "siren", steps=1, smoothness=0.1)
+
+
 def test_inpaint_keeps_the_known_pixels(image):
     known = np.ones((16, 16), bool)
     known[5:10, 5:10] = False

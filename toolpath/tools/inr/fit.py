@@ -2,7 +2,10 @@
 
 `fit` trains on the pixels a mask keeps (all by default) and can hold some of them out to stop early: the
 held-out error stops falling once the network starts to fit what varies pixel to pixel (noise), which is the
-INR's spectral bias used as a prior (restore.py's denoising). Everything runs on the CPU in float32.
+INR's spectral bias used as a prior (restore.py's denoising). With `supersample` the image is taken as the box
+average of a finer one (restore.py's super-resolution): each pixel is compared with the mean of the network's
+values at the finer grid's pixel centres inside it, so the fit explains the observation through the operator
+that made it instead of interpolating it. Everything runs on the CPU in float32.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .network import DEFAULT_BUDGET, INR, build, grid
+from .network import DEFAULT_BUDGET, INR, build, grid, subpixel_offsets
 
 # Adam's starting rate per activation, from trial fits of a few photos with mini-batches of pixels: the sine
 # networks (SIREN, FINER) diverge above about 1e-3 there; COSMO fits less well at 1e-3 and 5e-3; WIRE takes
@@ -33,7 +36,7 @@ class Fit:
     steps: int  # steps taken
     seconds: float
     stopped: str  # "steps" (all asked), "time" (the seconds budget ran out), "early" (held-out error rose)
-    loss: list[float] = field(default_factory=list)  # training MSE per step
+    loss: list[float] = field(default_factory=list)  # training loss per step (MSE, plus any smoothness penalty)
     prior: torch.nn.Module | None = None
     band_raw: torch.Tensor | None = None  # COSMO's bands from the prior, fixed for rendering
 
@@ -68,16 +71,21 @@ def as_float_image(image) -> np.ndarray:
 
 def fit(image, activation: str = "cosmo", steps: int = 300, seed: int = 0, *, seconds: float | None = None,
         budget: int = DEFAULT_BUDGET, lr: float | None = None, batch: int | None = None,
-        known: np.ndarray | None = None, holdout: float = 0.0, patience: int = 20,
-        prior_weights: str | Path | None = None) -> Fit:
+        known: np.ndarray | None = None, holdout: float = 0.0, patience: int = 20, supersample: int = 1,
+        smoothness: float = 0.0, prior_weights: str | Path | None = None) -> Fit:
     """Fit an INR of `activation` to `image` ((H, W[, C]) array or PIL image).
 
     lr: Adam's starting rate (the activation's own by default, LEARNING_RATES).
     steps/seconds: stop at whichever comes first (`Fit.stopped` says which). batch: pixels per step, drawn at
     random (all pixels when None). known: an (H, W) bool mask of the pixels to fit (the rest are unknown).
     holdout: a fraction of the known pixels kept out of training; the fit then returns the state with the
-    lowest held-out error and stops after `patience` steps without a new lowest. prior_weights: COSMO's band
-    prior from a CNN weights file (prior.py); refused for other activations.
+    lowest held-out error and stops after `patience` steps without a new lowest. supersample: each pixel is
+    the box average of supersample x supersample finer pixels, and the fit matches that average (a step then
+    evaluates the network supersample^2 times per pixel of the batch). smoothness (with supersample): the
+    weight of a total-variation penalty on the fine image (mean absolute difference of neighbouring fine pixels),
+    which picks, among the fine images whose averages match the pixels, one without spurious detail; every step
+    then renders the whole fine grid, whatever `batch`. prior_weights: COSMO's band prior from a CNN weights file
+    (prior.py); refused for other activations.
     The same image, arguments and seed give the same fit."""
     target = torch.from_numpy(as_float_image(image))
     height, width, channels = target.shape
@@ -88,6 +96,11 @@ def fit(image, activation: str = "cosmo", steps: int = 300, seed: int = 0, *, se
         raise ValueError(f"the known-pixel mask is {mask.shape[1]}x{mask.shape[0]}, the image {width}x{height}")
     if not mask.any():
         raise ValueError("the known-pixel mask keeps no pixel")
+    if supersample < 1:
+        raise ValueError(f"supersample must be 1 or more, got {supersample}")
+    if smoothness and supersample == 1:
+        raise ValueError("smoothness needs supersample > 1: it smooths the finer image behind the pixels")
+    offsets = subpixel_offsets(height, width, supersample) if supersample > 1 else None
     with torch.random.fork_rng(devices=[]), _deterministic(), _threads(THREADS):
         torch.manual_seed(seed)
         model = build(activation, budget, channels)
@@ -104,7 +117,8 @@ def fit(image, activation: str = "cosmo", steps: int = 300, seed: int = 0, *, se
         optimiser = torch.optim.Adam(params, lr=lr or LEARNING_RATES[activation])
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimiser, lambda step: FINAL_LR_FRACTION ** min(step / max(steps, 1), 1.0))
-        result = _train(model, prior, optimiser, schedule, coords, colours, train, held, steps, seconds, batch,
+        observed = _Observed(model, coords, offsets, (height, width), smoothness)
+        result = _train(observed, prior, optimiser, schedule, colours, train, held, steps, seconds, batch,
                         patience)
     if prior is not None:
         with torch.no_grad():
@@ -113,7 +127,40 @@ def fit(image, activation: str = "cosmo", steps: int = 300, seed: int = 0, *, se
     return result
 
 
-def _train(model, prior, optimiser, schedule, coords, colours, train, held, steps, seconds, batch, patience) -> Fit:
+class _Observed:
+    """The network as the image observes it: its value at each pixel's centre, or with subpixel offsets the mean
+    of its values at the finer pixel centres inside each pixel (a box-average downsampling, differentiable).
+    `penalty` is the smoothness term of the last call (0 without smoothness)."""
+
+    def __init__(self, model: INR, coords: torch.Tensor, offsets: torch.Tensor | None, shape: tuple[int, int],
+                 smoothness: float = 0.0):
+        self.model, self.coords, self.offsets, self.shape, self.smoothness = model, coords, offsets, shape, smoothness
+        self.penalty: torch.Tensor | float = 0.0
+
+    def __call__(self, idx: torch.Tensor, band_raw: torch.Tensor | None) -> torch.Tensor:
+        if self.offsets is None:
+            return self.model(self.coords[idx], band_raw)
+        n = len(self.offsets)
+        if not self.smoothness:
+            fine = (self.coords[idx][:, None, :] + self.offsets[None]).reshape(-1, 2)
+            return self.model(fine, band_raw).reshape(len(idx), n, -1).mean(1)
+        fine = (self.coords[:, None, :] + self.offsets[None]).reshape(-1, 2)
+        values = self.model(fine, band_raw).reshape(len(self.coords), n, -1)
+        self.penalty = self.smoothness * _total_variation(values, *self.shape, round(n ** 0.5))
+        return values[idx].mean(1)
+
+
+def _total_variation(values: torch.Tensor, height: int, width: int, factor: int) -> torch.Tensor:
+    """Mean absolute difference of vertically and horizontally neighbouring pixels of the fine image, given as
+    (coarse pixels in row-major order, factor^2 fine pixels each in row-major order, channels)."""
+    image = (values.reshape(height, width, factor, factor, -1).permute(0, 2, 1, 3, 4)
+             .reshape(height * factor, width * factor, -1))
+    return (image[1:] - image[:-1]).abs().mean() + (image[:, 1:] - image[:, :-1]).abs().mean()
+
+
+def _train(observed: _Observed, prior, optimiser, schedule, colours, train, held, steps, seconds, batch,
+           patience) -> Fit:
+    model = observed.model
     start = time.monotonic()
     losses: list[float] = []
     best, best_state, since_best = float("inf"), None, 0
@@ -124,7 +171,7 @@ def _train(model, prior, optimiser, schedule, coords, colours, train, held, step
             break
         idx = train if batch is None or batch >= len(train) else train[torch.randint(len(train), (batch,))]
         band_raw = None if prior is None else prior(None)
-        loss = ((model(coords[idx], band_raw) - colours[idx]) ** 2).mean()
+        loss = ((observed(idx, band_raw) - colours[idx]) ** 2).mean() + observed.penalty
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
@@ -134,7 +181,7 @@ def _train(model, prior, optimiser, schedule, coords, colours, train, held, step
         if len(held):
             with torch.no_grad():
                 band_raw = None if prior is None else prior(None)
-                error = ((model(coords[held], band_raw) - colours[held]) ** 2).mean().item()
+                error = ((observed(held, band_raw) - colours[held]) ** 2).mean().item()
             if error < best:
                 best, since_best = error, 0
                 best_state = {k: v.clone() for k, v in model.state_dict().items()}

@@ -107,3 +107,11 @@ def grid(height: int, width: int) -> torch.Tensor:
     ys = (torch.arange(height, dtype=torch.float) * 2 + 1) / height - 1
     xs = (torch.arange(width, dtype=torch.float) * 2 + 1) / width - 1
     return torch.cartesian_prod(ys, xs)
+
+
+def subpixel_offsets(height: int, width: int, factor: int) -> torch.Tensor:
+    """Where the factor x factor pixel centres of a grid `factor` times finer sit relative to the centre of the
+    height x width pixel that contains them: (factor * factor, 2) (y, x) offsets, row-major. grid(h, w)[i] plus
+    these are exactly the fine grid's centres inside coarse pixel i (grid(h * factor, w * factor))."""
+    steps = torch.arange(factor, dtype=torch.float) * 2 + 1 - factor
+    return torch.cartesian_prod(steps / (height * factor), steps / (width * factor))

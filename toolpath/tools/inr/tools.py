@@ -2,8 +2,9 @@
 
 Both read an episode image by name and write their result as a new image artifact (image/ops.py's helpers).
 They run on the CPU within MAX_SECONDS (less when the step's deadline is nearer) and say when that cut the fit
-short. Sizes are bounded so a call fits that budget: at most MAX_PIXELS input pixels, outputs at most
-MAX_SIDE a side. COSMO's band prior is used when TOOLPATH_INR_PRIOR names a ResNet-34 weights file (prior.py).
+short. Sizes are bounded so a call fits that budget: at most MAX_PIXELS input pixels, and super-resolution
+outputs at most MAX_SR_PIXELS (each of its steps renders the whole output). COSMO's band prior is used when
+TOOLPATH_INR_PRIOR names a ResNet-34 weights file (prior.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 MAX_PIXELS = 256 * 256  # what a fit of a few hundred steps handles within MAX_SECONDS on two cores
-MAX_SIDE = 4096
+MAX_SR_PIXELS = 512 * 512
 MAX_SECONDS = 240.0
 MAX_STEPS = 5000
 MAX_SCALE = 8
@@ -118,9 +119,9 @@ def inr_restore(image: str, task: str, ctx: ToolContext, scale: int = 2, mask: s
     if task == "super_resolution":
         if not 2 <= scale <= MAX_SCALE:
             raise ToolError(f"scale must be between 2 and {MAX_SCALE}, got {scale}")
-        if max(h, w) * scale > MAX_SIDE:
-            raise ToolError(f"{image} at {scale}x would be {w * scale}x{h * scale}; outputs are at most {MAX_SIDE} "
-                            "a side")
+        if h * w * scale * scale > MAX_SR_PIXELS:
+            raise ToolError(f"{image} at {scale}x would be {w * scale}x{h * scale}; super-resolution outputs are at "
+                            f"most {MAX_SR_PIXELS} pixels (512x512): crop it or lower the scale")
         out, f = _run(restore.super_resolve, pixels, scale, activation, steps, seed, **options)
         what = f"{scale}x super-resolution of {image}"
     elif task == "inpaint":
