@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+import toolpath  # noqa: F401  (sets OpenMP's wait policy before any test imports torch: toolpath/__init__.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Real data sets, where a checkout keeps them in a folder beside the repository. The package never looks

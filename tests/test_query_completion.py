@@ -232,7 +232,20 @@ def test_the_build_without_the_tiny_clip_says_how_to_make_it(home):
 
 @pytest.fixture(scope="module")
 def chat_home(tmp_path_factory):
-    return tmp_path_factory.mktemp("chat-home")
+    # The tool reads the bundled GGUF file directly (tools may not import the policies) unless the `local` policy
+    # converted it already; converting once here spares each CLI call below de-quantizing it again.
+    home = tmp_path_factory.mktemp("chat-home")
+    if bundled_chat_model() is not None:
+        from toolpath.policies.hf import convert_gguf
+        from toolpath.policies.local import bundled_gguf
+
+        mp = pytest.MonkeyPatch()
+        mp.setenv("TOOLPATH_HOME", str(home))
+        try:
+            convert_gguf(bundled_gguf())
+        finally:
+            mp.undo()
+    return home
 
 
 @pytest.mark.slow  # loads and samples SmolLM2-135M in subprocesses: minutes on a busy 2-core machine
