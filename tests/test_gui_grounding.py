@@ -587,7 +587,7 @@ def test_ocr_results_are_cached_per_image_file(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_grounder_accuracy_on_generated_screens(tmp_path):
-    recs = read_records(G.write_suite(tmp_path / "suite", n=20, seed=11))
+    recs = read_records(G.write_suite(tmp_path / "suite", n=10, seed=11))  # the full figure: benchmarks/ocr_grounder.py
     fmt = ScaleCUAFormat(mode="grounding", convention="grid1000")
     hits, by_kind = 0, {}
     for r in recs:
