@@ -76,7 +76,7 @@ def test_speech_features_measures_a_tones_pitch(tmp_path):
     assert low["pitch"]["range_semitones"] < 1.0  # a steady tone
     assert {"rate", "energy", "pauses"} <= set(low) and low["summary"].startswith("audio_1: median pitch 140 Hz")
     both = tool.call({"audio": ["audio_1", "audio_2"], "use_transcript": False}, ctx).data
-    assert "audio_2 (the second clip) is higher-pitched than audio_1 (the first clip)" in both["comparison"]
+    assert "The second clip (audio_2) is higher-pitched than the first clip (audio_1)" in both["comparison"]
     assert [c["audio"] for c in both["clips"]] == ["audio_1", "audio_2"]
     with pytest.raises(ToolError, match="audio names a clip twice"):
         tool.call({"audio": ["audio_1", "audio_1"]}, ctx)
@@ -92,13 +92,13 @@ def test_comparison_says_which_clip_is_faster_and_ranks_more_than_two():
                 "pitch": {"median_hz": hz}}
 
     two = comparison([clip("audio_1", 2.0, 120.0), clip("audio_2", 3.1, 121.0)])
-    assert "audio_2 (the second clip) is faster than audio_1 (the first clip) (3.1 vs 2 words per second)" in two
+    assert "The second clip (audio_2) is faster than the first clip (audio_1): 3.1 vs 2 words per second." in two
     assert "are at about the same pitch" in two
     three = comparison([clip("a", 2.0, 200.0), clip("b", 3.0, 100.0), clip("c", 2.5, 150.0)])
-    assert "From faster to slower (words per second): b (the second clip) 3, c (the third clip) 2.5" in three
+    assert "From faster to slower (words per second): the second clip (b) 3, the third clip (c) 2.5" in three
     no_words = comparison([clip("a", 2.0, 200.0), {"audio": "b", "rate": {"syllables_per_second": 6.0},
                                                    "pitch": {"median_hz": 90.0}}])
-    assert "b (the second clip) is faster than a (the first clip) (6 vs 4 syllables per second)" in no_words
+    assert "The second clip (b) is faster than the first clip (a): 6 vs 4 syllables per second." in no_words
 
 
 def test_speech_features_refuses_a_broken_file_naming_it(tmp_path):
@@ -163,7 +163,8 @@ def test_data_reader_reads_the_release_format_and_scores_letters(tmp_path):
     assert rec.category == "pitch_perception" and rec.data["answer"] == "B"
     task = bench.to_task(rec, model="scripted:x")
     assert task.inputs.audio == [(tmp_path / "c1.wav").resolve()] and "B. high" in task.instruction
-    assert task.instruction.endswith("reply with the letter of one option only: A, B, C or D.")
+    assert task.instruction.endswith("reply with the option you choose: its text, then its letter in brackets.")
+    assert bench.scored_as("official").score(rec, "high (B)") == 1.0  # the form asked for: official reads it
     assert task.agent.params == {"first_call": "required"}
     assert bench.score(rec, "B") == 1.0 and bench.scored_as("official").score(rec, "(B) high") == 1.0
     assert bench.score(rec, "A. low") == 0.0

@@ -168,8 +168,9 @@ class MMSU(Benchmark):
     def instruction(self, record: Record) -> str:
         """The question, its options, what to call and the form of the answer. A small model answered a
         two-clip question after hearing one clip, so several clips are named in one speech_features call,
-        which compares them; and it quoted an option's text, which official scoring does not read, so the
-        answer's form is said last."""
+        which compares them. Asked for the letter alone, it wrote "A" whatever the tool had said; asked for the
+        option's text as well, it chose by meaning more often (docs/results/mmsu.md), and the letter it writes
+        is what official scoring reads."""
         options = "\n".join(f"{c}. {t}" for c, t in zip(LETTERS, record.data["choices"], strict=True))
         n = len(record.data["audio"])
         names = [f"audio_{i}" for i in range(1, n + 1)]
@@ -178,7 +179,7 @@ class MMSU(Benchmark):
                   f"Listen to the {n} clips first: call speech_features once with audio "
                   f"{json.dumps(names)}; it compares them")
         return (f"{listen}.\n\n{record.data['question']}\n{options}\n\n"
-                "Then reply with the letter of one option only: A, B, C or D.")
+                "Then reply with the option you choose: its text, then its letter in brackets.")
 
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
         # react's first step must call a tool: the model cannot hear the clips, only the tools can

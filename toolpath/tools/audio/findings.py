@@ -50,8 +50,14 @@ def summary(result: dict) -> str:
 
 
 def _name(result: dict, index: int, n: int) -> str:
+    # the clip's place first: questions and their options say "the first clip", and a small model matched an
+    # option by its opening words, so "audio_2 (the second clip) is faster" read to it as "the first clip"
     name = result.get("audio", f"clip {index + 1}")
-    return f"{name} (the {ORDINALS[index]} clip)" if n <= len(ORDINALS) else name
+    return f"the {ORDINALS[index]} clip ({name})" if n <= len(ORDINALS) else name
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _compare(results: list[dict], values: list[float | None], unit: str, more: str, less: str,
@@ -65,10 +71,11 @@ def _compare(results: list[dict], values: list[float | None], unit: str, more: s
     if len(known) == 2:
         (a, i), (b, j) = known
         if close(a, b):
-            return f"{_name(results[i], i, n)} and {_name(results[j], j, n)} are {same} ({a:g} vs {b:g} {unit})."
+            return _sentence(f"{_name(results[i], i, n)} and {_name(results[j], j, n)} are {same}: {a:g} vs {b:g} "
+                             f"{unit}.")
         hi, lo = ((a, i), (b, j)) if a > b else ((b, j), (a, i))
-        return (f"{_name(results[hi[1]], hi[1], n)} is {more} than {_name(results[lo[1]], lo[1], n)} "
-                f"({hi[0]:g} vs {lo[0]:g} {unit}).")
+        return _sentence(f"{_name(results[hi[1]], hi[1], n)} is {more} than {_name(results[lo[1]], lo[1], n)}: "
+                         f"{hi[0]:g} vs {lo[0]:g} {unit}.")
     ranked = sorted(known, reverse=True)
     return (f"From {more.split()[0]} to {less.split()[0]} ({unit}): "
             + ", ".join(f"{_name(results[i], i, n)} {v:g}" for v, i in ranked) + ".")
