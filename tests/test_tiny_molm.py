@@ -261,6 +261,9 @@ def test_local_tiny_molm_answers_an_episode_about_its_molecule(home, toy_home):
     shutil.copytree(toy_home[0] / "models", home / "models")
     policy = load_local(ModelSpec(name="local:tiny-molm"))
     assert isinstance(policy, GraphLMPolicy)
+    from toolpath.policies.base import load
+
+    assert isinstance(load(ModelSpec(name=f"hf:{home / 'models' / 'tiny-molm'}")), GraphLMPolicy)  # the folder itself
     spec = parse_spec({"id": "t", "instruction": "Does this molecule have a ring?", "inputs": {"graphs": [ASPIRIN]},
                        "model": "local:tiny-molm", "tools": ["final_answer"], "limits": {"max_steps": 1}},
                       base_dir=home)

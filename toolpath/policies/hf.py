@@ -277,6 +277,12 @@ class HFPolicy:
             check_model_folder(folder)  # pickle weights are refused, safetensors headers checked, before loading
         except ModelFileError as err:
             raise PolicyError(str(err)) from None
+        from .molm.model import is_graph_lm
+
+        if is_graph_lm(folder):  # a graph-language model reads the task's molecules: its own policy
+            from .graph_lm import GraphLMPolicy
+
+            return GraphLMPolicy.from_folder(folder, name or f"hf:{path}")
         from .engines import load_engine_policy
 
         # model.options.engine, or the default's choice: the checked folder may run on another engine
