@@ -1,13 +1,15 @@
 """How OpenMP's wait policy changes a torch model's generation speed, on a quiet machine and on one where other
-processes keep every core busy (toolpath sets OMP_WAIT_POLICY=PASSIVE unless the user set it: toolpath/__init__.py).
+processes keep every core busy (toolpath sets GOMP_SPINCOUNT=10000 unless the user chose a wait policy:
+toolpath/__init__.py).
 
-    python benchmarks/omp_wait.py [--tokens 32] [--repeats 3] [--threads 2] [--json]
+    python benchmarks/omp_wait.py [--tokens 32] [--repeats 3] [--threads 2] [--settings S,S,...] [--json]
 
 Each measurement is a fresh process (libgomp reads the policy once, when torch loads it) that loads the bundled
 SmolLM2-135M (its safetensors conversion, made once under $TOOLPATH_HOME/models), then times greedy generation of
---tokens tokens after a fixed 200-token prompt, best of --repeats. Policies: unset (libgomp's default: spin a
-while, then sleep), ACTIVE (always spin) and PASSIVE (sleep at once). "busy": one process per core spinning in
-pure Python for the whole measurement. Each row's ratio is against unset in the same condition.
+--tokens tokens after a fixed 200-token prompt, best of --repeats. Settings (--settings, comma-separated): unset
+(libgomp's default: spin a while, then sleep), ACTIVE (always spin), PASSIVE (sleep at once), or a libgomp spin
+count such as GOMP_SPINCOUNT=10000 (spin that many times, then sleep). "busy": one process per core spinning in
+pure Python for the whole measurement. Each row's ratio is against the first setting in the same condition.
 """
 
 from __future__ import annotations
@@ -46,10 +48,11 @@ def spin(stop) -> None:
         pass
 
 
-def measure(folder: Path, policy: str | None, args) -> float:
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if policy:
-        env["OMP_WAIT_POLICY"] = policy
+def measure(folder: Path, setting: str, args) -> float:
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    if setting != "unset":
+        key, _, value = setting.partition("=") if "=" in setting else ("OMP_WAIT_POLICY", "", setting)
+        env[key] = value
     out = subprocess.run([sys.executable, "-c", CHILD, str(folder), str(args.threads), str(args.tokens),
                           str(args.repeats)], capture_output=True, text=True, env=env, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
@@ -60,6 +63,8 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--settings", default="unset,ACTIVE,PASSIVE",
+                    help="comma-separated: unset, ACTIVE, PASSIVE or GOMP_SPINCOUNT=N; the first is the baseline")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
@@ -79,12 +84,12 @@ def main() -> None:
             p.start()
         try:
             base = None
-            for policy in (None, "ACTIVE", "PASSIVE"):
-                seconds = measure(folder, policy, args)
+            for setting in args.settings.split(","):
+                seconds = measure(folder, setting, args)
                 base = base or seconds
-                rows.append({"condition": condition, "policy": policy or "unset", "seconds": round(seconds, 3),
+                rows.append({"condition": condition, "setting": setting, "seconds": round(seconds, 3),
                              "tokens_per_s": round(args.tokens / seconds, 1),
-                             "speedup_vs_unset": round(base / seconds, 2)})
+                             "speedup_vs_first": round(base / seconds, 2)})
         finally:
             stop.set()
             for p in spinners:
@@ -96,8 +101,8 @@ def main() -> None:
         return
     print(f"{gguf.name}, {args.threads} threads, {args.tokens} tokens, {os.cpu_count()} cores")
     for r in rows:
-        print(f"{r['condition']:6} {r['policy']:8} {r['seconds']:7.2f} s  {r['tokens_per_s']:6.1f} tok/s  "
-              f"x{r['speedup_vs_unset']:.2f} vs unset")
+        print(f"{r['condition']:6} {r['setting']:22} {r['seconds']:7.2f} s  {r['tokens_per_s']:6.1f} tok/s  "
+              f"x{r['speedup_vs_first']:.2f} vs {args.settings.split(',')[0]}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import toolpath  # noqa: F401  (sets OpenMP's wait policy before any test imports torch: toolpath/__init__.py)
+import toolpath  # noqa: F401  (sets how long OpenMP threads spin before any test imports torch)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,5 +1,5 @@
-"""Importing toolpath makes torch's OpenMP threads sleep while they wait (benchmarks/omp_wait.py measures why),
-unless the user chose a wait policy."""
+"""Importing toolpath shortens how long torch's OpenMP threads spin before they sleep (benchmarks/omp_wait.py
+measures why), unless the user chose a wait policy or a spin count."""
 
 import os
 import subprocess
@@ -7,18 +7,17 @@ import sys
 
 from conftest import ROOT
 
-PROBE = "import os, toolpath; print(os.environ['OMP_WAIT_POLICY'])"
+PROBE = "import os, toolpath; print(os.environ.get('GOMP_SPINCOUNT'))"
 
 
-def _policy(env_value):
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if env_value is not None:
-        env["OMP_WAIT_POLICY"] = env_value
-    env["PYTHONPATH"] = str(ROOT)
+def _spin_count(**env_values):
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env.update(env_values, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env,
                           check=True).stdout.strip()
 
 
-def test_the_default_is_passive_and_a_users_choice_is_kept():
-    assert _policy(None) == "PASSIVE"
-    assert _policy("ACTIVE") == "ACTIVE"
+def test_a_short_spin_by_default_and_a_users_choice_is_kept():
+    assert _spin_count() == "10000"
+    assert _spin_count(GOMP_SPINCOUNT="500") == "500"
+    assert _spin_count(OMP_WAIT_POLICY="ACTIVE") == "None"  # the user's policy decides the spin
