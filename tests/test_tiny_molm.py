@@ -219,6 +219,7 @@ def test_models_list_and_build_know_tiny_molm(home, monkeypatch, capsys):
 
     row = next(r for r in variants() if r["model"] == "local:tiny-molm")
     assert not row["installed"] and "toolpath models build tiny-molm" in row["install"]
+    assert row["prompt"] == "chat, molecules (inputs.graphs)"
     seeds = []
 
     def fake_build(seed):

@@ -103,6 +103,7 @@ CATALOG: dict[str, LocalModel] = {m.name: m for m in (
 class BuiltModel:
     name: str  # what follows `local:`, and the folder's name under $TOOLPATH_HOME/models
     title: str
+    reads: str = "images"  # what it takes besides chat text, as `toolpath models list` says it
 
     @property
     def build_command(self) -> str:
@@ -120,7 +121,8 @@ class BuiltModel:
 BUILT: dict[str, BuiltModel] = {m.name: m for m in (
     BuiltModel(name="tiny-vlm", title="tiny VLM: a small CLIP + SmolLM2-135M (LLaVA), trained here on shapes"),
     BuiltModel(name="tiny-molm", title="tiny graph-LM: a message-passing encoder, entropy-patch query tokens and "
-                                       "SmolLM2-135M, trained here on RDKit-computed molecule questions"),
+                                       "SmolLM2-135M, trained here on RDKit-computed molecule questions",
+               reads="molecules (inputs.graphs)"),
 )}
 
 
@@ -278,7 +280,8 @@ def variants() -> list[dict]:
         built = b.built()
         size = sum(f.stat().st_size for f in b.folder().rglob("*") if f.is_file()) if built else 0
         rows.append({"model": f"local:{b.name}", "title": b.title, "size": _size(size) if built else "",
-                     "installed": built, "prompt": "chat, images", "install": f"{b.build_command} (or make {b.name})"})
+                     "installed": built, "prompt": f"chat, {b.reads}",
+                     "install": f"{b.build_command} (or make {b.name})"})
     return rows
 
 
