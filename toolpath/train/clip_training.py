@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .steps import optimizer_step
+
 CLIP_EOS = "<|endoftext|>"
 
 
@@ -149,13 +151,7 @@ def train_clip(model, tokenizer, pixels, captions: list[str], *, steps: int, bat
         same = (inverse[None, :] == torch.arange(len(used))[:, None]).float()
         loss_t = -(same / same.sum(1, keepdim=True) * F.log_softmax(logits.T, dim=1)).sum(1).mean()
         loss = (loss_i + loss_t) / 2
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-        if progress:
-            progress.update(value=f"loss {np.mean(losses[-20:]):.3f}")
+        optimizer_step(loss, opt, sched, losses, progress)
     model.eval()
     return {"steps": steps, "batch": batch, "final_loss": float(np.mean(losses[-20:])) if losses else None,
             "seconds": round(time.monotonic() - start, 1)}

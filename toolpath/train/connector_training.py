@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from .steps import optimizer_step
+
 ASSISTANT_HEAD = "<|im_start|>assistant\n"
 TURN_END = "<|im_end|>"
 
@@ -111,14 +113,8 @@ def train_connector(groups: list[dict], batch_loss: Callable[[random.Random], tu
     start, losses, seen = time.monotonic(), [], 0
     for _step in range(steps):
         loss, answer_tokens = batch_loss(rng)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
+        optimizer_step(loss, opt, sched, losses, progress, window=10)
         seen += answer_tokens
-        if progress:
-            progress.update(value=f"loss {np.mean(losses[-10:]):.3f}")
     return {"steps": steps, "answer_tokens": seen, "final_loss": float(np.mean(losses[-10:])) if losses else None,
             "seconds": round(time.monotonic() - start, 1)}
 

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from ..policies.molm import encoder as me
 from ..policies.molm import graphs as mg
 from .connector_training import warmup_cosine
+from .steps import optimizer_step
 
 
 def pretrain(encoder, head, train: list[mg.MolGraph], heldout: list[mg.MolGraph], *, steps: int, batch: int,
@@ -29,13 +30,7 @@ def pretrain(encoder, head, train: list[mg.MolGraph], heldout: list[mg.MolGraph]
     for _step in range(steps):
         graphs = [train[rng.randrange(len(train))] for _ in range(batch)]
         loss = F.cross_entropy(me.next_atom_logits(encoder, head, graphs), me.next_atom_targets(graphs))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-        if progress:
-            progress.update(value=f"loss {np.mean(losses[-20:]):.3f}")
+        optimizer_step(loss, opt, sched, losses, progress)
     encoder.eval(), head.eval()
     return {"steps": steps, "batch": batch, "size": asdict(encoder.size),
             "final_loss": float(np.mean(losses[-20:])) if losses else None,

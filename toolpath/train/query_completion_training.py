@@ -27,6 +27,7 @@ import numpy as np
 
 from ..tools.retrieval import query_completion as qc
 from .folders import replaced_folder
+from .steps import optimizer_step
 
 NAME = qc.NAME
 BUILD_COMMAND = qc.BUILD_COMMAND
@@ -142,13 +143,7 @@ def train_lm(lm, tok, texts: list[tuple[str, str]], *, steps: int, batch: int, l
         for r, (x, y) in enumerate(rows):
             ids[r, :len(x)], labels[r, :len(y)], mask[r, :len(x)] = torch.tensor(x), torch.tensor(y), 1
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-        if progress:
-            progress.update(value=f"loss {np.mean(losses[-10:]):.3f}")
+        optimizer_step(loss, opt, sched, losses, progress, window=10)
     merged = model.merge_and_unload().eval()
     for p in merged.parameters():
         p.requires_grad_(False)
