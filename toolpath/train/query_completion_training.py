@@ -27,6 +27,7 @@ import numpy as np
 
 from ..tools.retrieval import query_completion as qc
 from .folders import replaced_folder
+from .stage_times import StageTimes
 from .steps import optimizer_step
 
 NAME = qc.NAME
@@ -169,13 +170,7 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
     cfg = config or BuildConfig()
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(seed)
-    t0 = t = time.monotonic()
-    seconds: dict[str, float] = {}
-
-    def stage(name: str) -> None:
-        nonlocal t
-        seconds[name] = round(time.monotonic() - t, 1)
-        t = time.monotonic()
+    times = StageTimes()
 
     source = clip_source(home)
     clip, clip_tok, proc = _clip_parts(source)
@@ -187,7 +182,7 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
                 + vd.scenes(cfg.scenes, seed))
         pictures = qd.degraded_pictures(base, seed, cfg.copies)
         examples = qd.examples(pictures, seed)
-        stage("data")
+        times.done("data")
         line.close(f"{len(pictures)} degraded pictures of {len(base)} training images")
 
     # 2. the quality-aware retriever, then each example's caption-image similarity under it
@@ -203,7 +198,7 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
                                    groups=bases + bases)
         clip.eval()
         sims = similarities(clip, clip_tok, pixels, [e.caption for e in examples])
-        stage("retriever")
+        times.done("retriever")
 
     # 3. levels
     quality_edges = qd.tercile_edges([p.quality.score for p in pictures])
@@ -213,7 +208,7 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
         rel, qual = qd.level(float(s), relevance_edges), qd.level(e.picture.quality.score, quality_edges)
         counts[f"{rel}/{qual}"] = counts.get(f"{rel}/{qual}", 0) + 1
         texts.append((qc.training_text(e.query, rel, qual, e.caption), qc.prompt(e.query, rel, qual)))
-    stage("levels")
+    times.done("levels")
     say(f"[3/4] levels: quality terciles at {quality_edges[0]:.3f} / {quality_edges[1]:.3f}, relevance "
         f"(similarity) at {relevance_edges[0]:.3f} / {relevance_edges[1]:.3f}")
 
@@ -229,7 +224,7 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
             for quality in ("low", "high"):
                 caption = qc.generate(model, tok, qc.prompt(e.query, "high", quality), seed=i)
                 samples.append({"query": e.query, "relevance": "high", "quality": quality, "completion": caption})
-        stage("lm")
+        times.done("lm")
         line.close(f"loss {lm_stats['loss_first']} -> {lm_stats['loss_last10']} (mean of the last 10)")
 
     target = folder(home)
@@ -240,7 +235,7 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
               "quality_edges": [round(x, 4) for x in quality_edges],
               "relevance_edges": [round(x, 4) for x in relevance_edges], "levels": dict(sorted(counts.items())),
               "retriever": clip_stats, "training": lm_stats, "samples": samples,
-              "seconds": seconds | {"total": round(time.monotonic() - t0, 1)}, "threads": cfg.threads}
+              "seconds": times.report(), "threads": cfg.threads}
     with replaced_folder(target, NAME) as tmp:
         tmp.mkdir()
         model.save_pretrained(tmp)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from ..policies.molm import connector as mc
 from ..policies.molm import encoder as me
 from ..progress import Progress
 from .folders import replaced_folder
+from .stage_times import StageTimes
 
 NAME = "tiny-molm"
 BUILD_COMMAND = "toolpath models build tiny-molm"
@@ -183,26 +183,20 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
 
     cfg = config or BuildConfig()
     torch.set_num_threads(cfg.threads)
-    t0 = time.monotonic()
+    times = StageTimes()
     lm_folder = Path(lm_folder) if lm_folder else default_lm_folder()
     target = folder(home)
-    seconds: dict[str, float] = {}
-
-    def stage(name: str, since: float) -> float:
-        seconds[name] = round(time.monotonic() - since, 1)
-        return time.monotonic()
-
-    t = time.monotonic()
+    times.restart()
     with Progress("[1/4] data: RDKit's NCI molecules and their questions") as line:
         train, heldout, facts, sample = data(cfg, seed)
-        t = stage("data", t)
+        times.done("data")
         line.close(f"{len(train)} training and {len(heldout)} held-out molecules")
 
     encoder, head = me.build_encoder(cfg.encoder, seed)
     with Progress("[2/4] encoder: next-atom prediction", cfg.pretrain_steps, "steps") as line:
         enc_stats = mpt.pretrain(encoder, head, train, heldout, steps=cfg.pretrain_steps, batch=cfg.pretrain_batch,
                                  lr=cfg.pretrain_lr, seed=seed, progress=line)
-        t = stage("encoder", t)
+        times.done("encoder")
         h = enc_stats["heldout"]
         line.close(f"held-out next-atom accuracy {h['accuracy']:.3f} (majority {h['majority_accuracy']:.3f})")
     for p in list(encoder.parameters()) + list(head.parameters()):
@@ -213,7 +207,7 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
     with Progress(f"[3/4] connector ({cfg.connector_kind}) and embeddings", cfg.steps, "steps") as line:
         con_stats = train_connector(model, train, facts, steps=cfg.steps, batch=cfg.batch, lr=cfg.lr,
                                     embed_lr=cfg.embed_lr, max_turns=cfg.max_turns, seed=seed, progress=line)
-        t = stage("connector", t)
+        times.done("connector")
         line.close(f"loss {con_stats['final_loss']:.3f}")
 
     with Progress("[4/4] eval: the written folder on held-out molecules", len(sample), "questions") as line, \
@@ -221,12 +215,12 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
         model.save(tmp)
         del model
         figures = evaluate(mm.load(tmp), sample, progress=line)  # measured through the written folder alone
-        t = stage("eval", t)
+        times.done("eval")
         report = {"name": NAME, "seed": seed, "config": asdict(cfg), "language_model": lm_folder.name,
                   "data": {"train_molecules": len(train), "heldout_molecules": len(heldout),
                            "eval_questions": len(sample)},
                   "encoder": enc_stats, "connector": con_stats, "figures": figures,
-                  "seconds": seconds | {"total": round(time.monotonic() - t0, 1)},
+                  "seconds": times.report(),
                   "load_average": [round(x, 2) for x in os.getloadavg()], "threads": cfg.threads}
         (tmp / REPORT).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         line.close(f"held-out accuracy {figures['all']['accuracy']} (yes/no {figures['yes_no']['accuracy']}, "

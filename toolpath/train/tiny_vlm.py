@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..progress import Progress
 from .clip_training import ClipSize
 from .folders import replaced_folder
+from .stage_times import StageTimes
 
 NAME = "tiny-vlm"
 BUILD_COMMAND = "toolpath models build tiny-vlm"
@@ -87,17 +87,11 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
 
     cfg = config or BuildConfig()
     torch.set_num_threads(cfg.threads)
-    t0 = time.monotonic()
+    times = StageTimes()
     lm_folder = Path(lm_folder) if lm_folder else default_lm_folder()
     target = folder(home)
-    seconds: dict[str, float] = {}
-
-    def stage(name: str, since: float) -> float:
-        seconds[name] = round(time.monotonic() - since, 1)
-        return time.monotonic()
-
     # 1. data
-    t = time.monotonic()
+    times.restart()
     with Progress("[1/4] data: easy-vqa and generated scenes") as line:
         ev_train, ev_test = vd.easy_vqa_examples("train"), vd.easy_vqa_examples("test")
         if cfg.easy_vqa_images is not None:
@@ -105,7 +99,7 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
         sc_train = vd.scenes(cfg.scenes, seed, size=64)
         sc_test = vd.scenes(cfg.heldout_scenes, seed, heldout=True, size=64)
         train = ev_train + sc_train
-        t = stage("data", t)
+        times.done("data")
         line.close(f"{len(ev_train)} easy-vqa + {len(sc_train)} scene training images, "
                    f"{len(ev_test)} + {len(sc_test)} held out")
 
@@ -124,7 +118,7 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
             "scenes_heldout": ct.retrieval_accuracy(clip, clip_tok,
                                                     ct.pixel_values(proc_img, [e.image for e in sc_test]),
                                                     [e.caption for e in sc_test])}
-        t = stage("clip", t)
+        times.done("clip")
         line.close(f"held-out image->text top-1 {retrieval['easy_vqa_test']['top1']:.3f} (easy-vqa, "
                    f"{retrieval['easy_vqa_test']['candidates']} captions), "
                    f"{retrieval['scenes_heldout']['top1']:.3f} (scenes)")
@@ -139,7 +133,7 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
                                         max_turns=cfg.max_turns, seed=seed, progress=line)
         line.close(f"loss {proj_stats['final_loss']:.3f}")
     processor = lf.build_processor(tok, proc_img, clip.config)
-    t = stage("projector", t)
+    times.done("projector")
     ev_sample = ve.question_sample(ev_test, cfg.eval_questions, seed=0)
     sc_sample = ve.question_sample(sc_test, cfg.eval_scene_questions, seed=0)
     blanks = (ev_sample[:cfg.eval_blank], sc_sample[:cfg.eval_blank]) if cfg.eval_blank else ([], [])
@@ -162,13 +156,13 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
         half = max(1, cfg.captions // 2)
         figures["captions"] = ve.captions(vlm, vproc, ev_test[:half] + sc_test[:cfg.captions - half])
         figures["clip_retrieval"] = retrieval
-        t = stage("eval", t)
+        times.done("eval")
         report = {"name": NAME, "seed": seed, "config": asdict(cfg), "language_model": lm_folder.name,
                   "data": {"easy_vqa_train_images": len(ev_train), "easy_vqa_test_images": len(ev_test),
                            "scene_train_images": len(sc_train), "scene_heldout_images": len(sc_test),
                            "easy_vqa_train_questions": sum(len(e.qa) for e in ev_train)},
                   "clip": clip_stats, "projector": proj_stats, "figures": figures,
-                  "seconds": seconds | {"total": round(time.monotonic() - t0, 1)},
+                  "seconds": times.report(),
                   "load_average": [round(x, 2) for x in os.getloadavg()], "threads": cfg.threads}
         (tmp / "tiny_vlm.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         e = figures["easy_vqa_test"]
