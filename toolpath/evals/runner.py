@@ -180,6 +180,16 @@ def _job(store: Store, bench_name: str, data, rec: Record, model, eval_id: str, 
             "env": {k: v for k, v in os.environ.items() if k.startswith("TOOLPATH_")}, "sys_path": list(sys.path)}
 
 
+def check_model_available(model_name: str) -> None:
+    """Stop before any sample when a `local:NAME` model cannot load here: every sample would fail the same way."""
+    if model_name.startswith("local:"):
+        from ..policies.local_models import unavailable
+
+        reason = unavailable(model_name.removeprefix("local:"))
+        if reason:
+            raise ValueError(f"model {model_name}: {reason}")
+
+
 def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int | None = None, seed: int = 0,
              on_sample: Callable[[int, int, SampleResult], None] | None = None, on_event=None,
              data: str | None = None, workers: int = 1, executor: str = "local", resume: str | None = None,
@@ -223,6 +233,8 @@ def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int 
     bench = get_benchmark(benchmark, data=data, categories=categories)
     records: list[Record] = list(bench.records(limit=limit, seed=seed))
     model_name = model or bench.model or "local"  # a benchmark's own default (dom, detector)
+    if executor != "ray":  # a Ray cluster's workers may hold models this machine lacks
+        check_model_available(model_name)
     if agent_params and records and not resume:
         check_agent_params(bench, records[0], agent_params)
     if not resume:

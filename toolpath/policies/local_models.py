@@ -238,14 +238,36 @@ def assemble(m: LocalModel, stream=None) -> Path:
     return target
 
 
+def _not_built(b: BuiltModel) -> PolicyError:
+    return PolicyError(f"local:{b.name} ({b.title}) is not built under {b.folder()}: run `{b.build_command}` "
+                       f"(or `make {b.name}`) once; it trains the model on this machine")
+
+
+def unavailable(name: str) -> str | None:
+    """Why `local:NAME` cannot load on this machine (a model not built, part packages not installed), found
+    without loading anything, so that an eval stops before its first sample instead of failing every sample with
+    the same error. None when it can load, and for a name this module does not know (loading says so)."""
+    try:
+        if name in BUILT:
+            if not BUILT[name].built():
+                raise _not_built(BUILT[name])
+        elif name in CATALOG:
+            m = CATALOG[name]
+            joined = gguf_path(m)
+            if not (joined.is_file() and joined.stat().st_size == m.size):  # once joined, the packages may go
+                part_paths(m)
+    except PolicyError as err:
+        return str(err)
+    return None
+
+
 def load(name: str, spec):
     """A policy for `local:NAME`: assembled if need be, then loaded through hf.py (converted once, cached); a
     built model's folder is loaded as it is."""
     if name in BUILT:
         b = BUILT[name]
         if not b.built():
-            raise PolicyError(f"local:{name} ({b.title}) is not built under {b.folder()}: run `{b.build_command}` "
-                              f"(or `make {name}`) once; it trains the model on this machine")
+            raise _not_built(b)
         from .molm.model import is_graph_lm
 
         if is_graph_lm(b.folder()):  # a graph-LM reads the task's molecules: its own policy, not hf.py's
