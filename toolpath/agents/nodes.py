@@ -51,6 +51,9 @@ class Runtime:
     params: Any = None
     # The spec's sandbox.options as its kind's typed Options (sandboxes/base.py), read once with the params.
     sandbox_options: Any = None
+    # The pure tools' calls this process has answered (repeat_key), so a repeat gets the result it already has
+    # (run_call). Not checkpointed: after a resume the first repeat runs again, which a pure tool allows.
+    answered: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.schemas = [t.schema() for t in self.tools.values()]
@@ -266,19 +269,40 @@ def make_policy_node(rt: Runtime, first_call: str = "auto") -> Callable[[AgentSt
     return node(rt, policy_step)
 
 
+def repeat_key(tool: Tool, arguments: Any) -> str:
+    """What makes two calls of a tool the same call: its name and its arguments as validated (defaults filled in,
+    so `{"audio": "audio_1"}` and the same with a default written out are one call). Raises ToolError."""
+    args = tool.validate(arguments).model_dump(mode="json")
+    return json.dumps([tool.name, args], sort_keys=True, default=str)
+
+
+def already_answered(name: str) -> str:
+    return (f"{name}: not run again: you already called {name} with these arguments; its result is above. "
+            "Answer now or call something else.")
+
+
 def run_call(rt: Runtime, call: ToolCall) -> tuple[Observation, ToolResult | None]:
-    """Execute one call; every failure (unknown tool, bad arguments, timeout, crash) becomes an error observation."""
+    """Execute one call; every failure (unknown tool, bad arguments, timeout, crash) becomes an error observation.
+
+    A pure tool's call that already succeeded in this run is not run again: a small model that repeats a call
+    whose result it has is told so and moves on, before the loop guard would end the run (loop_update stays the
+    backstop). Stateful tools (a screenshot, a wait, a click, a code cell) run every time."""
     tool = rt.tools.get(call.name)
     if tool is None:
         msg = f"unknown tool {call.name!r}; available tools: {', '.join(rt.tools)}"
         return Observation(call_id=call.id, tool=call.name, content=msg, error=True), None
     try:
+        key = repeat_key(tool, call.arguments) if tool.pure else None
+        if key is not None and key in rt.answered:
+            return Observation(call_id=call.id, tool=call.name, content=already_answered(call.name), error=True), None
         result = tool.call(call.arguments, rt.ctx)
     except ToolError as err:
         return Observation(call_id=call.id, tool=call.name, content=str(err), error=True), None
     except Exception as err:  # noqa: BLE001 — arguments no tool expected (a model's output): the model hears of it
         msg = f"{call.name}: {type(err).__name__}: {err}"
         return Observation(call_id=call.id, tool=call.name, content=msg, error=True), None
+    if key is not None:
+        rt.answered.add(key)
     return Observation(call_id=call.id, tool=call.name, content=result.content, artifacts=result.artifacts), result
 
 

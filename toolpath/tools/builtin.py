@@ -59,7 +59,7 @@ def _format_number(x: float | int) -> str:
 
 # Its argument's description shows the syntax, never a whole expression: small models called it with a shown
 # expression in place of the task's own.
-@tool(timeout=5.0, cost=0.0005, quality=1.0, tags=("math",))
+@tool(timeout=5.0, cost=0.0005, quality=1.0, tags=("math",), pure=True)
 def calculator(expression: str) -> str:
     """Evaluate an arithmetic expression exactly and return the number.
 

@@ -110,6 +110,10 @@ class Tool:
     quality: float
     ctx_param: str | None
     tags: tuple[str, ...] = ()
+    # The same arguments always give the same result and the call changes nothing (an analysis of an input, a
+    # sum): an agent answers a repeat of such a call with the result it already has (agents/nodes.py). Off
+    # unless a tool says so: a screenshot, a wait, a click or a code cell legitimately repeats.
+    pure: bool = False
 
     def schema(self) -> dict:
         """The JSON schema in the shape OpenAI-style function calling uses."""
@@ -226,8 +230,9 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
 
 
 def tool(fn: Callable | None = None, *, name: str | None = None, timeout: float | None = 60.0, cost: float = 0.01,
-         quality: float = 1.0, tags: tuple[str, ...] = ()) -> Any:
-    """Register a function as a tool. Usable bare (`@tool`) or with options (`@tool(cost=2.0)`)."""
+         quality: float = 1.0, tags: tuple[str, ...] = (), pure: bool = False) -> Any:
+    """Register a function as a tool. Usable bare (`@tool`) or with options (`@tool(cost=2.0)`); `pure`: see
+    Tool.pure."""
 
     def register(f: Callable) -> Callable:
         if not 0.0 <= quality <= 1.0:
@@ -250,7 +255,7 @@ def tool(fn: Callable | None = None, *, name: str | None = None, timeout: float 
             fields[pname] = (hint, Field(default, description=arg_docs.get(pname)))
         model = create_model(f"{tool_name}_args", __base__=_Args, **fields)
         t = Tool(name=tool_name, description=summary, fn=f, args_model=model, timeout=timeout, cost=cost,
-                 quality=quality, ctx_param=ctx_param, tags=tags)
+                 quality=quality, ctx_param=ctx_param, tags=tags, pure=pure)
         add_tool(t)
         f.tool = t  # type: ignore[attr-defined]
         return f

@@ -9,7 +9,7 @@ from ..registry import ToolContext, ToolResult, tool
 from .molecules import MAX_MATCHES, episode_molecule, matched_bonds, matches, properties, read_pattern
 
 
-@tool(timeout=30.0, cost=0.05, quality=1.0, tags=("chemistry",))
+@tool(timeout=30.0, cost=0.05, quality=1.0, tags=("chemistry",), pure=True)
 def molecule_info(molecule: str, ctx: ToolContext) -> ToolResult:
     """Describe a molecule with RDKit: canonical SMILES, formula, molecular weight, logP, TPSA, H-bond donors and
     acceptors, rotatable bonds, rings, aromatic rings, heavy atoms, whether it is aromatic, rule-of-five violations.
@@ -22,7 +22,7 @@ def molecule_info(molecule: str, ctx: ToolContext) -> ToolResult:
     return ToolResult(content=json.dumps(result), data=result)
 
 
-@tool(timeout=30.0, cost=0.05, quality=1.0, tags=("chemistry",))
+@tool(timeout=30.0, cost=0.05, quality=1.0, tags=("chemistry",), pure=True)
 def substructure(molecule: str, pattern: str, ctx: ToolContext,
                  read_as: Literal["auto", "SMARTS", "SMILES"] = "auto") -> ToolResult:
     """Find a substructure in a molecule: whether the pattern matches, how many times, and which atoms (indices in

@@ -280,7 +280,7 @@ def finding(a: Assessment, kind: str | None = None) -> str:
     return f"{said} in {_place(a)}." + (f" Not found there: {', '.join(absent)}." if absent else "")
 
 
-@tool(timeout=30.0, cost=0.1, quality=0.7, tags=("image", "quality"))
+@tool(timeout=30.0, cost=0.1, quality=0.7, tags=("image", "quality"), pure=True)
 def assess_quality(image: str, ctx: ToolContext, box: list[int] | None = None,
                    distortion: str | None = None) -> ToolResult:
     """Judge an image's quality with places: the distorted regions (blur, noise, JPEG blocking, over- or
