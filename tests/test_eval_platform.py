@@ -276,7 +276,8 @@ def test_ray_on_a_local_instance_gives_the_same_results(tmp_path, on_path, monke
 def test_agent_params_reach_every_task_and_resume_keeps_them(tmp_path, on_path):
     with Store(tmp_path / "home") as store:
         with pytest.raises(ValueError, match="--agent-param: agent.params.planner: agent 'react' has no option "
-                                             "'planner'; its options: format, first_call; agent.params.note: "):
+                                             "'planner'; its options: format, first_call, last_call; "
+                                             "agent.params.note: "):
             run_eval("arith", store, model="python:helpers:ArithPolicy", limit=2,
                      agent_params={"planner": "x", "note": 1})
         with pytest.raises(ValueError, match="--agent-param: agent.params.format: unknown response format"):

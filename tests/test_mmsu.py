@@ -78,6 +78,8 @@ def test_speech_features_measures_a_tones_pitch(tmp_path):
     both = tool.call({"audio": ["audio_1", "audio_2"], "use_transcript": False}, ctx).data
     assert "The second clip (audio_2) is higher-pitched than the first clip (audio_1)" in both["comparison"]
     assert [c["audio"] for c in both["clips"]] == ["audio_1", "audio_2"]
+    shown = json.loads(tool.call({"audio": ["audio_1", "audio_2"], "use_transcript": False}, ctx).content)
+    assert shown["comparison"] == both["comparison"] and all("words" not in c for c in shown["clips"])
     with pytest.raises(ToolError, match="audio names a clip twice"):
         tool.call({"audio": ["audio_1", "audio_1"]}, ctx)
     with pytest.raises(ToolError, match="unknown audio 'audio_9'.*audio_1, audio_2"):
@@ -165,7 +167,7 @@ def test_data_reader_reads_the_release_format_and_scores_letters(tmp_path):
     assert task.inputs.audio == [(tmp_path / "c1.wav").resolve()] and "B. high" in task.instruction
     assert task.instruction.endswith("reply with the option you choose: its text, then its letter in brackets.")
     assert bench.scored_as("official").score(rec, "high (B)") == 1.0  # the form asked for: official reads it
-    assert task.agent.params == {"first_call": "required"}
+    assert task.agent.params == {"first_call": "required", "last_call": "final_answer"}
     assert bench.score(rec, "B") == 1.0 and bench.scored_as("official").score(rec, "(B) high") == 1.0
     assert bench.score(rec, "A. low") == 0.0
 

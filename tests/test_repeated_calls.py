@@ -102,3 +102,29 @@ def test_analysis_tools_are_pure_and_stateful_ones_are_not():
         assert get_tool(name).pure, name
     for name in ("python", "read_file", "final_answer", "crop"):
         assert not get_tool(name).pure, name
+
+
+def test_last_call_makes_the_last_step_answer(store, tmp_path):
+    """react's `last_call: final_answer`: the step that reaches max_steps is asked for an answer (tool_choice)."""
+    from toolpath.policies.base import Response
+    from toolpath.state import ToolCall
+
+    class Caller:
+        name = "caller"
+        choices: list = []
+
+        def respond(self, messages, tools, **generation):
+            self.choices.append(generation.get("tool_choice"))
+            if generation.get("tool_choice") == {"name": "final_answer"}:
+                return Response(text="", tool_calls=[ToolCall(id="a", name="final_answer", arguments={"answer": "3"})])
+            return Response(text="", tool_calls=[ToolCall(id=f"c{len(self.choices)}", name="measure_twice",
+                                                          arguments={"value": "box"})])
+
+    spec = parse_spec({"id": "t", "instruction": "Measure it.", "model": "scripted:x", "limits": {"max_steps": 3},
+                       "tools": ["measure_twice", "final_answer"],
+                       "agent": {"name": "react", "params": {"first_call": "required", "last_call": "final_answer"}}},
+                      base_dir=tmp_path)
+    policy = Caller()
+    r = run_episode(spec, store, policy=policy)
+    assert (r.status, r.answer, r.steps) == ("finished", "3", 3)
+    assert policy.choices == ["required", None, {"name": "final_answer"}]

@@ -216,9 +216,11 @@ def first_tool_choice(first_call: str) -> Any:
     return None if first_call == "auto" else first_call if first_call == "required" else {"name": first_call}
 
 
-def make_policy_node(rt: Runtime, first_call: str = "auto") -> Callable[[AgentState], Any]:
+def make_policy_node(rt: Runtime, first_call: str = "auto", last_call: str = "auto") -> Callable[[AgentState], Any]:
     """The policy step. `first_call` forces the first step's reply to be a call ("required", or a tool's name):
-    a small model that answers a question about an input it cannot see without looking is made to look."""
+    a small model that answers a question about an input it cannot see without looking is made to look.
+    `last_call` does the same for the step that reaches max_steps: with `final_answer`, a model that would go
+    on calling tools answers from what it has instead of ending the run with none (smolagents' last step)."""
     from langgraph.types import Command
 
     spec = rt.spec
@@ -226,6 +228,8 @@ def make_policy_node(rt: Runtime, first_call: str = "auto") -> Callable[[AgentSt
     def policy_step(state: AgentState, st: Step) -> Any:
         seq, step = state["seq"] + 1, state["steps"] + 1
         choice = first_tool_choice(first_call) if state["steps"] == 0 else None
+        if step >= spec.limits.max_steps and last_call != "auto":
+            choice = first_tool_choice(last_call)
         try:
             resp = rt.ask(rt.transcript, rt.schemas, step=step, format=rt.format, tool_choice=choice)
         except PolicyError as err:

@@ -29,6 +29,8 @@ class ReActParams(AgentParams):
     format: str = Field("json", description="response grammar: json (default), deepeyes or a registered format")
     first_call: str = Field("auto", description="the first step's reply: auto (the model decides), required (a "
                             "call to any tool) or a tool's name (a call to that tool)")
+    last_call: str = Field("auto", description="the reply of the step that reaches max_steps, as first_call: "
+                           "final_answer ends the run with an answer from what the model has")
 
     @field_validator("format")
     @classmethod
@@ -51,8 +53,9 @@ class ReAct(Agent):
         params = super().check_spec(spec)
         tools = spec.tools if spec.tools is not None else self.default_tools
         allowed = ("auto", "required", *tools) if tools else ("auto",)
-        if params.first_call not in allowed:
-            raise ValueError(f"agent.params.first_call: {params.first_call!r} is not one of {', '.join(allowed)}")
+        for key in ("first_call", "last_call"):
+            if getattr(params, key) not in allowed:
+                raise ValueError(f"agent.params.{key}: {getattr(params, key)!r} is not one of {', '.join(allowed)}")
         return params
 
     def response_format(self, params: ReActParams) -> str:
@@ -61,8 +64,8 @@ class ReAct(Agent):
     def build(self, rt: Runtime, checkpointer=None):
         from ..state import AgentState
 
-        first_call = getattr(rt.params, "first_call", "auto")
-        return compile_graph(rt, AgentState, {"policy": (make_policy_node(rt, first_call), ("tools", "policy", END)),
+        policy = make_policy_node(rt, getattr(rt.params, "first_call", "auto"), getattr(rt.params, "last_call", "auto"))
+        return compile_graph(rt, AgentState, {"policy": (policy, ("tools", "policy", END)),
                                               "tools": (make_tool_node(rt), ("policy", END))}, checkpointer)
 
 

@@ -168,25 +168,29 @@ class MMSU(Benchmark):
     def instruction(self, record: Record) -> str:
         """The question, its options, what to call and the form of the answer. A small model answered a
         two-clip question after hearing one clip, so several clips are named in one speech_features call,
-        which compares them. Asked for the letter alone, it wrote "A" whatever the tool had said; asked for the
+        which compares them. Told it could call either tool on one clip, it called both, then repeated the second
+        call; one call is asked for. Asked for the letter alone, it wrote "A" whatever the tool had said; asked for the
         option's text as well, it chose by meaning more often (docs/results/mmsu.md), and the letter it writes
         is what official scoring reads."""
         options = "\n".join(f"{c}. {t}" for c, t in zip(LETTERS, record.data["choices"], strict=True))
         n = len(record.data["audio"])
         names = [f"audio_{i}" for i in range(1, n + 1)]
-        listen = ("Listen to audio_1 first: call transcribe for what is said, or speech_features for how it "
-                  "is said (speed, pitch, tune, stress)" if n == 1 else
+        listen = ("Listen to audio_1 first with one call: transcribe for what is said, or speech_features for "
+                  "how it is said (speed, pitch, tune, stress)" if n == 1 else
                   f"Listen to the {n} clips first: call speech_features once with audio "
                   f"{json.dumps(names)}; it compares them")
         return (f"{listen}.\n\n{record.data['question']}\n{options}\n\n"
                 "Then reply with the option you choose: its text, then its letter in brackets.")
 
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
-        # react's first step must call a tool: the model cannot hear the clips, only the tools can
-        agent: Any = {"name": "react", "params": {"first_call": "required"}} if self.agent == "react" else self.agent
+        # react's first step must call a tool: the model cannot hear the clips, only the tools can. Its last step
+        # must answer: after transcribing, a small model went on calling speech_features, then repeated it, and
+        # ended its run with no answer though the transcript named the option.
+        params = {"first_call": "required", "last_call": "final_answer"}
+        agent: Any = {"name": "react", "params": params} if self.agent == "react" else self.agent
         spec: dict[str, Any] = {
             "id": task_id(record.id), "instruction": self.instruction(record),
-            "inputs": {"audio": record.data["audio"]}, "limits": {"max_steps": 4},
+            "inputs": {"audio": record.data["audio"]}, "limits": {"max_steps": 3},
             "agent": agent, "tools": TOOLS, "evaluator": self._evaluator(record),
             "metadata": {"benchmark": self.name, "category": record.category, "record_id": record.id}}
         if model:

@@ -12,7 +12,7 @@ def transcript(clip: Clip) -> dict:
     return whisper.transcribe_samples(resampled(clip, whisper.RATE))
 
 
-@tool(timeout=120.0, cost=2.0, quality=0.85, tags=("audio",))
+@tool(timeout=120.0, cost=2.0, quality=0.85, tags=("audio",), pure=True)
 def transcribe(audio: str, ctx: ToolContext) -> ToolResult:
     """Transcribe English speech: the text, each word with its start and end time in seconds, and the language.
 
@@ -24,12 +24,13 @@ def transcribe(audio: str, ctx: ToolContext) -> ToolResult:
     return ToolResult(content=_json(result), data=result)
 
 
-@tool(timeout=240.0, cost=1.0, quality=0.8, tags=("audio",))
+@tool(timeout=240.0, cost=1.0, quality=0.8, tags=("audio",), pure=True)
 def speech_features(audio: str | list[str], ctx: ToolContext, use_transcript: bool = True) -> ToolResult:
     """Measure how the speech sounds: pitch (median, range in Hz and semitones, contour, final rise or fall),
     speaking rate (syllables, and words per second from the transcript), energy, pauses (count, total, longest)
     and, with a transcript, its text, each word's pitch, loudness and length and the most stressed word. The
-    result begins with a summary; given several clips, with which is faster and which is higher.
+    result begins with a summary; given several clips, with which is faster and which is higher (each clip's
+    per-word measures then come from a call on that clip alone).
 
     Args:
         audio: the audio's name, e.g. audio_1 (or its file name), or a list to compare: ["audio_1", "audio_2"]
@@ -48,6 +49,10 @@ def speech_features(audio: str | list[str], ctx: ToolContext, use_transcript: bo
     else:
         result = {"comparison": comparison(results) if len(results) > 1 else summary(results[0]),
                   "summaries": [summary(r) for r in results], "clips": results}
+        # The per-word tables were most of a comparison's text: a small model read twice as many tokens for
+        # figures a comparison does not use (the stressed word is in each summary). They stay in `data`.
+        shown = {**result, "clips": [{k: v for k, v in r.items() if k != "words"} for r in results]}
+        return ToolResult(content=_json(shown), data=result)
     return ToolResult(content=_json(result), data=result)
 
 
