@@ -92,10 +92,21 @@ def test_pretraining_beats_guessing_the_most_common_next_atom(pretrained):
 
 def test_a_patch_closes_where_the_entropy_rises_above_the_molecules_upper_quartile():
     bits = torch.tensor([0.1, 0.2, 3.0, 0.1, 0.2, 0.1, 2.5, 2.8, 0.3, 0.2, 0.1, 0.2])
-    assert mp.patch_ids(bits) == [0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2]
-    assert mp.count(mp.patch_ids(bits)) == 3
-    assert mp.patch_ids(torch.tensor([1.0, 1.0, 1.0])) == [0, 0, 0]  # flat: one patch
-    assert mp.patch_ids(torch.tensor([0.1, 5.0])) == [0, 0]  # a rise at the end opens nothing
+    assert mp.patch_ids(bits, rule="rise") == [0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2]
+    assert mp.count(mp.patch_ids(bits, rule="rise")) == 3
+    for rule in mp.RULES:
+        assert mp.patch_ids(torch.tensor([1.0, 1.0, 1.0]), rule=rule) == [0, 0, 0]  # flat: one patch
+        assert mp.patch_ids(torch.tensor([0.1, 5.0]), rule=rule) == [0, 0]  # a rise at the end opens nothing
+    with pytest.raises(ValueError, match="patch rule 'peak'"):
+        mp.patch_ids(bits, rule="peak")
+
+
+def test_a_high_entropy_that_climbs_again_is_a_second_peak_and_a_falling_one_is_not():
+    # atoms 6 and 7 are both in the upper quartile: 7 climbs above 6 (a new peak), 10 falls below 9 (the same one)
+    climbing = torch.tensor([0.1, 0.2, 3.0, 0.1, 0.2, 0.1, 2.5, 2.8, 0.3, 0.2, 0.1, 0.2])
+    assert mp.patch_ids(climbing) == [0, 0, 0, 1, 1, 1, 1, 2, 3, 3, 3, 3]
+    falling = torch.tensor([0.1, 0.2, 3.0, 0.1, 0.2, 0.1, 2.8, 2.5, 0.3, 0.2, 0.1, 0.2])
+    assert mp.patch_ids(falling) == mp.patch_ids(falling, rule="rise") == [0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2]
 
 
 def test_token_count_grows_with_heavy_atom_count(pretrained):
@@ -196,6 +207,22 @@ def test_the_toy_build_writes_a_folder_that_loads_and_answers(toy_home, tiny_lm)
     assert isinstance(model.answer(ASPIRIN, "Does this molecule have a ring?", max_new_tokens=3), str)
     with pytest.raises(ValueError, match="not a graph-LM folder"):
         load(tiny_lm)
+    assert model.config.patch_rule == mp.RULE == json.loads((folder / "graph_lm.json").read_text())["patch_rule"]
+
+
+def test_a_folder_keeps_the_patch_rule_it_was_trained_with(toy_home, tmp_path):
+    import shutil
+
+    from toolpath.policies.molm.model import load
+
+    folder = shutil.copytree(toy_home[0] / "models" / "tiny-molm", tmp_path / "old")
+    config = json.loads((folder / "graph_lm.json").read_text())
+    del config["patch_rule"]  # written before the rule was a setting: trained with the rising-edge rule
+    (folder / "graph_lm.json").write_text(json.dumps(config))
+    assert load(folder).config.patch_rule == mp.LEGACY_RULE
+    (folder / "graph_lm.json").write_text(json.dumps(config | {"patch_rule": "peak"}))
+    with pytest.raises(ValueError, match=r"graph_lm.json: patch_rule 'peak' is not one of climb, rise"):
+        load(folder)
 
 
 def test_the_same_seed_gives_the_same_weights(tmp_path, tiny_lm, toy_home):

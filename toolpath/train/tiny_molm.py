@@ -116,12 +116,19 @@ def patch_figures(encoder, head, graphs: list) -> dict:
 
     from ..policies.molm import patcher as mp
 
-    counts = [mp.count(ids) for ids in mp.patches(encoder, head, graphs)]
     sizes = [g.size for g in graphs]
-    rho = spearmanr(sizes, counts).statistic if len(set(counts)) > 1 and len(set(sizes)) > 1 else None
-    return {"molecules": len(graphs), "mean_tokens": round(sum(counts) / max(len(counts), 1), 2),
-            "mean_heavy_atoms": round(sum(sizes) / max(len(sizes), 1), 2),
-            "spearman_tokens_heavy_atoms": None if rho is None else round(float(rho), 4)}
+    bits = me.entropies(encoder, head, graphs)
+
+    def follows(rule: str) -> dict:
+        counts = [mp.count(mp.patch_ids(b, rule=rule)) for b in bits]
+        rho = spearmanr(sizes, counts).statistic if len(set(counts)) > 1 and len(set(sizes)) > 1 else None
+        return {"mean_tokens": round(sum(counts) / max(len(counts), 1), 2),
+                "spearman_tokens_heavy_atoms": None if rho is None else round(float(rho), 4)}
+
+    # every rule on the same entropies, so the build's rule is seen against the others in one run
+    by_rule = {rule: follows(rule) for rule in mp.RULES}
+    return {"molecules": len(graphs), "mean_heavy_atoms": round(sum(sizes) / max(len(sizes), 1), 2),
+            "rule": mp.RULE} | by_rule[mp.RULE] | {"by_rule": by_rule}
 
 
 def evaluate(model, sample: list, smiles_as_text: bool = False, progress=None) -> dict:
@@ -144,6 +151,7 @@ def evaluate(model, sample: list, smiles_as_text: bool = False, progress=None) -
         scores = [s for q, _, s in rows if keep(q)]
         by[name] = {"questions": len(scores), "accuracy": round(sum(scores) / len(scores), 4) if scores else None}
     by["examples"] = [{"question": q.text, "expected": q.answer, "reply": r} for q, r, _ in rows[:6]]
+    by["scores"] = [s for *_, s in rows]  # per question, in `sample`'s order: paired comparisons between models
     return by
 
 
@@ -215,6 +223,7 @@ def build(seed: int = 0, *, home: Path | None = None, config: BuildConfig | None
         model.save(tmp)
         del model
         figures = evaluate(mm.load(tmp), sample, progress=line)  # measured through the written folder alone
+        figures.pop("scores")
         times.done("eval")
         report = {"name": NAME, "seed": seed, "config": asdict(cfg), "language_model": lm_folder.name,
                   "data": {"train_molecules": len(train), "heldout_molecules": len(heldout),

@@ -108,6 +108,8 @@ def entropies(encoder, head, graphs: list[mg.MolGraph]) -> list:
     """Per graph, the entropy (bits) of the next-atom distribution after each of its atoms."""
     import torch
 
+    if not graphs:
+        return []
     with torch.no_grad():
         logp = torch.log_softmax(next_atom_logits(encoder, head, graphs), -1)
         bits = -(logp.exp() * logp).sum(-1) / math.log(2)

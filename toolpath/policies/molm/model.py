@@ -44,6 +44,7 @@ class GraphLMConfig:
     connector_kind: str
     connector: mc.ConnectorSize
     quantile: float = mp.QUANTILE
+    patch_rule: str = mp.RULE
     placeholder: str = PLACEHOLDER
 
 
@@ -90,7 +91,8 @@ class GraphLM:
 
         with torch.no_grad():
             states = self.encoder(mg.batch(graphs))
-        return states, mp.patches(self.encoder, self.head, graphs, self.config.quantile)
+        return states, mp.patches(self.encoder, self.head, graphs, self.config.quantile,
+                                   self.config.patch_rule)
 
     def answer(self, smiles: str, question: str, max_new_tokens: int = 16) -> str:
         """The reply to a question about one molecule, in the form the build trained on."""
@@ -153,9 +155,12 @@ def load(folder: Path) -> GraphLM:
         config = GraphLMConfig(kind=raw["kind"], encoder=me.EncoderSize(**raw["encoder"]),
                                connector_kind=raw["connector_kind"], connector=mc.ConnectorSize(**raw["connector"]),
                                quantile=float(raw.get("quantile", mp.QUANTILE)),
+                               patch_rule=raw.get("patch_rule", mp.LEGACY_RULE),
                                placeholder=raw.get("placeholder", PLACEHOLDER))
     except (KeyError, TypeError) as e:
         raise ValueError(f"{folder / CONFIG}: not a graph-LM config ({e})") from None
+    if config.patch_rule not in mp.RULES:
+        raise ValueError(f"{folder / CONFIG}: patch_rule {config.patch_rule!r} is not one of {', '.join(mp.RULES)}")
     encoder, head = me.build_encoder(config.encoder, seed=0)
     connector = mc.build_connector(config.connector_kind, config.connector, seed=0)
     weights = load_file(str(folder / WEIGHTS))
