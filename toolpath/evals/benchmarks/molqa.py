@@ -6,16 +6,21 @@ a task with the molecule as `inputs.graphs` and one question, drawn as the build
 questions with yes and no equally often). Categories: yes_no and numeric; a reply is graded by the question's
 own scorer (integer for counts, mra for measured quantities, short_answer for yes/no). The default model is
 `local:tiny-molm`; any model can be asked, a text model reading the molecule's SMILES from the task text.
+
+`--data PATH` asks MoleculeQA's four-option questions instead (molqa_moleculeqa reads the files): the molecule
+as `inputs.graphs`, the question and its options as the instruction, graded by the option letter (`choice`),
+categories MoleculeQA's topics.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from pathlib import Path
 
 from ...spec import TaskSpec
 from .. import scorers
-from . import Benchmark, Record, Score
+from . import Benchmark, Record, Score, pick
 from . import molqa_data as qa
 
 HELDOUT = 0.1  # the build's held-out share (train/tiny_molm.py's BuildConfig.heldout)
@@ -37,7 +42,21 @@ class MolQA(Benchmark):
     categories = ("yes_no", "numeric")
     model = "local:tiny-molm"
 
+    def __init__(self, data: str | Path | None = None):
+        self.data = Path(data).expanduser() if data else None
+        if self.data is not None:
+            from .molqa_moleculeqa import TOPICS
+
+            self.categories = (*TOPICS, "moleculeqa")
+
     def records(self, limit: int | None = None, seed: int = 0) -> Iterable[Record]:
+        if self.data is not None:
+            from .molqa_moleculeqa import read_records
+
+            return pick(read_records(self.data), limit, seed)
+        return self._generated(limit, seed)
+
+    def _generated(self, limit: int | None, seed: int) -> Iterable[Record]:
         heldout = list(split()[1])
         n = N_RECORDS if limit is None else limit
         molecules = heldout[:(n + PER_MOLECULE - 1) // PER_MOLECULE]
@@ -49,13 +68,19 @@ class MolQA(Benchmark):
     def to_task(self, record: Record, model: str | None = None) -> TaskSpec:
         d = record.data
         # the question alone, as the graph-LM was trained; the scorers read a value out of a longer reply
-        spec = {"id": record.id, "instruction": d["question"],
+        instruction, evaluator = d["question"], {"name": d["scorer"], "expected": d["answer"]}
+        if "choices" in d:  # MoleculeQA: the options follow the question, the reply is graded by its letter
+            options = "\n".join(f"{letter}. {text}" for letter, text in zip("ABCD", d["choices"]))
+            instruction = f"{instruction}\n{options}\nAnswer with the option's letter."
+            evaluator["options"] = {"scoring": self.scoring, "choices": d["choices"]}
+        spec = {"id": record.id, "instruction": instruction,
                 "inputs": {"graphs": [d["smiles"]]}, "tools": ["final_answer"], "limits": {"max_steps": 2},
-                "evaluator": {"name": d["scorer"], "expected": d["answer"]},
+                "evaluator": evaluator,
                 "metadata": {"benchmark": self.name, "category": record.category, **d}, "model": model or self.model}
         return TaskSpec.model_validate(spec)
 
     def score(self, record: Record, answer: str | None) -> Score:
         d = record.data
-        value = getattr(scorers, d["scorer"])(answer, d["answer"], {})
+        options = {"scoring": self.scoring, "choices": d["choices"]} if "choices" in d else {}
+        value = getattr(scorers, d["scorer"])(answer, d["answer"], options)
         return Score(value, {"correct": value}, f"{d['kind']}: expected {d['answer']}, got {answer!r}")
