@@ -2,12 +2,14 @@
 the same steps on the same dialogs with the same seed, three ways, then asked the same held-out questions.
 
     python benchmarks/molqa.py [--json] [--steps N] [--pretrain-steps N] [--eval-molecules M] [--seed S] [--toy]
+                               [--ways dynamic,fixed,text] [--encoder FILE]
 
 - dynamic: one query token per entropy patch (the build's connector);
 - fixed: a Q-Former-like connector with 8 learned queries, exactly as many parameters as the dynamic one;
 - text: no graph at all, the molecule's SMILES written before the question (the LM's embeddings train alone).
 
-Reported: each way's held-out accuracy (all, yes/no, numeric; toolpath's scorers), the connectors' parameter
+Reported: each way's held-out accuracy (all, yes/no, numeric; toolpath's scorers; a bootstrap interval of all,
+and of each pair's per-question difference), the connectors' parameter
 counts, the dynamic tokens per molecule, each accuracy as a ratio against the text baseline, and the goals:
 dynamic beats fixed by at least 3 points, both beat text, and the patcher's token count follows heavy-atom count
 (Spearman's rho >= 0.8 on the held-out molecules). `--toy` runs the tests' toy sizes with a tiny random LM made
@@ -35,49 +37,83 @@ def log(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
-def run(cfg, seed: int, lm_folder: Path) -> dict:
+def pretrained_encoder(cfg, seed: int, train: list, heldout: list, cache: Path | None):
+    """The encoder and head pretrained as the build pretrains them, and their held-out scores. `cache`: a file
+    that holds them (read when it exists, written when not), so a second run skips the same pretraining."""
     import torch
 
-    from toolpath.policies.molm import connector as mc
     from toolpath.policies.molm import encoder as me
     from toolpath.train import molm_pretraining as mpt
+
+    encoder, head = me.build_encoder(cfg.encoder, seed)
+    if cache is not None and cache.exists():
+        state = torch.load(cache, weights_only=True)
+        try:
+            encoder.load_state_dict(state["encoder"]), head.load_state_dict(state["head"])
+        except (KeyError, RuntimeError) as err:
+            raise SystemExit(f"--encoder {cache}: not an encoder of this configuration ({err})") from None
+        encoder.eval(), head.eval()
+        return encoder, head, mpt.next_atom_scores(encoder, head, heldout)
+    enc = mpt.pretrain(encoder, head, train, heldout, steps=cfg.pretrain_steps, batch=cfg.pretrain_batch,
+                       lr=cfg.pretrain_lr, seed=seed)
+    if cache is not None:
+        torch.save({"encoder": encoder.state_dict(), "head": head.state_dict(), "pretrain_steps": cfg.pretrain_steps,
+                    "seed": seed}, cache)
+    return encoder, head, enc["heldout"]
+
+
+def run(cfg, seed: int, lm_folder: Path, ways=WAYS, cache: Path | None = None) -> dict:
+    import torch
+
+    from toolpath.evals.intervals import mean_figure
+    from toolpath.policies.molm import connector as mc
+    from toolpath.progress import Progress
     from toolpath.train import tiny_molm as tm
 
     torch.set_num_threads(cfg.threads)
     train, heldout, facts, sample = tm.data(cfg, seed)
     log(f"{len(train)} training, {len(heldout)} held-out molecules, {len(sample)} questions")
-    encoder, head = me.build_encoder(cfg.encoder, seed)
-    enc = mpt.pretrain(encoder, head, train, heldout, steps=cfg.pretrain_steps, batch=cfg.pretrain_batch,
-                       lr=cfg.pretrain_lr, seed=seed)
+    encoder, head, held = pretrained_encoder(cfg, seed, train, heldout, cache)
     for p in list(encoder.parameters()) + list(head.parameters()):
         p.requires_grad_(False)
-    out = {"encoder": enc["heldout"], "patches": tm.patch_figures(encoder, head, heldout), "ways": {}}
-    log(f"encoder: held-out next-atom accuracy {enc['heldout']['accuracy']}; patches {out['patches']}")
-    for way in WAYS:
+    out, scores = {"encoder": held, "patches": tm.patch_figures(encoder, head, heldout), "ways": {}}, {}
+    log(f"encoder: held-out next-atom accuracy {held['accuracy']}; patches {out['patches']}")
+    for way in ways:
         text = way == "text"
         model = tm.assemble(cfg, "dynamic" if text else way, encoder, head, lm_folder, seed)
-        trained = tm.train_connector(model, train, facts, steps=cfg.steps, batch=cfg.batch, lr=cfg.lr,
-                                     embed_lr=cfg.embed_lr, max_turns=cfg.max_turns, seed=seed, smiles_as_text=text)
+        with Progress(f"{way}: connector and embeddings", cfg.steps, "steps") as line:
+            trained = tm.train_connector(model, train, facts, steps=cfg.steps, batch=cfg.batch, lr=cfg.lr,
+                                         embed_lr=cfg.embed_lr, max_turns=cfg.max_turns, seed=seed,
+                                         smiles_as_text=text, progress=line)
         figures = tm.evaluate(model, sample, smiles_as_text=text)
-        out["ways"][way] = {"accuracy": figures["all"]["accuracy"], "yes_no": figures["yes_no"]["accuracy"],
+        scores[way] = figures["scores"]
+        out["ways"][way] = {"accuracy": figures["all"]["accuracy"], "accuracy_ci": mean_figure(scores[way])["ci"],
+                            "yes_no": figures["yes_no"]["accuracy"],
                             "numeric": figures["numeric"]["accuracy"], "questions": figures["all"]["questions"],
                             "connector_parameters": 0 if text else mc.parameter_count(model.connector),
                             "graph_tokens_per_molecule": 0 if text else trained["mean_graph_tokens"],
                             "final_loss": trained["final_loss"], "train_seconds": trained["seconds"]}
         log(f"{way}: {out['ways'][way]}")
         del model
+    # the same questions for every way: intervals of the paired differences, tighter than comparing two intervals
+    out["paired_differences"] = {f"{a}_minus_{b}": mean_figure([x - y for x, y in zip(scores[a], scores[b])])
+                                 for a, b in (("dynamic", "fixed"), ("dynamic", "text"), ("fixed", "text"))
+                                 if a in scores and b in scores}
     return out
 
 
 def goals(out: dict) -> dict:
+    """Each goal's verdict; None where a way it compares was not run (--ways)."""
     w = out["ways"]
-    base = w["text"]["accuracy"] or 0.0
-    for way in WAYS:
-        w[way]["ratio_to_text"] = round(w[way]["accuracy"] / base, 3) if base else None
+    acc = {way: w[way]["accuracy"] for way in w}
+    base = acc.get("text")
+    for way in w:
+        w[way]["ratio_to_text"] = round(acc[way] / base, 3) if base else None
     rho = out["patches"]["spearman_tokens_heavy_atoms"]
-    return {"dynamic_beats_fixed_by_3_points": (w["dynamic"]["accuracy"] - w["fixed"]["accuracy"]) >= 0.03,
-            "dynamic_minus_fixed_points": round(100 * (w["dynamic"]["accuracy"] - w["fixed"]["accuracy"]), 2),
-            "both_beat_text": min(w["dynamic"]["accuracy"], w["fixed"]["accuracy"]) > base,
+    both = "dynamic" in acc and "fixed" in acc
+    gap = round(100 * (acc["dynamic"] - acc["fixed"]), 2) if both else None
+    return {"dynamic_beats_fixed_by_3_points": gap >= 3 if both else None, "dynamic_minus_fixed_points": gap,
+            "both_beat_text": min(acc["dynamic"], acc["fixed"]) > base if both and base is not None else None,
             "token_count_spearman_at_least_0.8": rho is not None and rho >= 0.8, "spearman": rho}
 
 
@@ -87,9 +123,14 @@ def main() -> int:
     ap.add_argument("--pretrain-steps", type=int, help="encoder pretraining steps (default: the build's)")
     ap.add_argument("--eval-molecules", type=int, help="held-out molecules asked (default: the build's)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ways", default=",".join(WAYS), help="the ways trained, comma-separated (default: all three)")
+    ap.add_argument("--encoder", type=Path, help="a file for the pretrained encoder: read if it exists, else written")
     ap.add_argument("--toy", action="store_true", help="toy sizes and a tiny random LM: the mechanics only")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    ways = tuple(w.strip() for w in args.ways.split(",") if w.strip())
+    if not ways or any(w not in WAYS for w in ways):
+        ap.error(f"--ways {args.ways!r}: expected some of {', '.join(WAYS)}")
     from toolpath.train import tiny_molm as tm
 
     cfg = tm.toy_config() if args.toy else tm.BuildConfig()
@@ -107,7 +148,7 @@ def main() -> int:
             from toolpath.train.tiny_vlm import default_lm_folder
 
             lm_folder = default_lm_folder()
-        out = run(cfg, args.seed, lm_folder)
+        out = run(cfg, args.seed, lm_folder, ways, args.encoder)
     out |= {"goals": goals(out), "config": dataclasses.asdict(cfg), "seed": args.seed, "toy": args.toy,
             "seconds": round(time.monotonic() - started, 1)}
     if args.json:
@@ -117,6 +158,7 @@ def main() -> int:
             print(f"{way:8} accuracy {f['accuracy']:.3f} (yes/no {f['yes_no']}, numeric {f['numeric']}) "
                   f"x{f['ratio_to_text']} of text; {f['connector_parameters']} connector parameters, "
                   f"{f['graph_tokens_per_molecule']} graph tokens")
+        print(f"paired differences (95% bootstrap intervals): {out['paired_differences']}")
         print(f"goals: {out['goals']}")
     return 0
 
