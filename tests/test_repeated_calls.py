@@ -115,7 +115,7 @@ def test_last_call_makes_the_last_step_answer(store, tmp_path):
 
         def respond(self, messages, tools, **generation):
             self.choices.append(generation.get("tool_choice"))
-            if generation.get("tool_choice") == {"name": "final_answer"}:
+            if messages[-1].content == "This is your last step: call final_answer now.":
                 return Response(text="", tool_calls=[ToolCall(id="a", name="final_answer", arguments={"answer": "3"})])
             return Response(text="", tool_calls=[ToolCall(id=f"c{len(self.choices)}", name="measure_twice",
                                                           arguments={"value": "box"})])
@@ -127,4 +127,4 @@ def test_last_call_makes_the_last_step_answer(store, tmp_path):
     policy = Caller()
     r = run_episode(spec, store, policy=policy)
     assert (r.status, r.answer, r.steps) == ("finished", "3", 3)
-    assert policy.choices == ["required", None, {"name": "final_answer"}]
+    assert policy.choices == ["required", None, "required"]

@@ -228,17 +228,23 @@ def make_policy_node(rt: Runtime, first_call: str = "auto", last_call: str = "au
     def policy_step(state: AgentState, st: Step) -> Any:
         seq, step = state["seq"] + 1, state["steps"] + 1
         choice = first_tool_choice(first_call) if state["steps"] == 0 else None
+        asked: list[Message] = []
         if step >= spec.limits.max_steps and last_call != "auto":
             choice = first_tool_choice(last_call)
+            if isinstance(choice, dict):
+                # The tool is named in a line and the call merely required: prefilled up to its arguments, a small
+                # model wrote final_answer's bare value (`"arguments": 99`), which no parser takes as a call.
+                asked = [Message(role="user", content=f"This is your last step: call {last_call} now.")]
+                choice = "required"
         try:
-            resp = rt.ask(rt.transcript, rt.schemas, step=step, format=rt.format, tool_choice=choice)
+            resp = rt.ask(rt.transcript + asked, rt.schemas, step=step, format=rt.format, tool_choice=choice)
         except PolicyError as err:
             dt = st.seconds
             rt.record(seq, "policy", [], st.started, dt, error=str(err))
             rt.emit(Failed(str(err), step))
             return Command(update={"seq": seq, "steps": step, "pending": [], "status": "failed",
                                    "error": f"policy: {err}", "seconds": state["seconds"] + dt}, goto=END)
-        messages = [Message(role="assistant", content=resp.text, tool_calls=resp.tool_calls)]
+        messages = [*asked, Message(role="assistant", content=resp.text, tool_calls=resp.tool_calls)]
         update: dict[str, Any] = {"seq": seq, "steps": step, "pending": [c.model_dump() for c in resp.tool_calls],
                                   "tokens_in": state["tokens_in"] + resp.tokens_in,
                                   "tokens_out": state["tokens_out"] + resp.tokens_out}
