@@ -2,7 +2,10 @@
 on the build's held-out NCI molecules and on molecule sets RDKit ships that the encoder never saw (drug-like
 ChEMBL and ZINC sets under rdkit/Contrib), from one encoder pretrained as the build pretrains it.
 
-    python benchmarks/molm_patcher.py [--pretrain-steps N] [--seed S] [--max-molecules M] [--json]
+    python benchmarks/molm_patcher.py [--pretrain-steps N] [--seed S] [--max-molecules M] [--encoder FILE] [--json]
+
+--encoder FILE: the pretrained encoder read from FILE when it exists (benchmarks/molqa.py --encoder writes one),
+else pretrained and written there.
 
 Per set and rule: molecules, mean heavy atoms, mean patches, Spearman's rho of patches against heavy atoms, and
 the rule's rho as a ratio against the reference code's rule ("rise") on the same entropies.
@@ -47,12 +50,12 @@ def main() -> int:
     ap.add_argument("--pretrain-steps", type=int, help="encoder pretraining steps (default: the build's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-molecules", type=int, default=600, help="at most this many of each other set")
+    ap.add_argument("--encoder", type=Path, help="a file for the pretrained encoder: read if it exists, else written")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     import torch
     from rdkit import RDConfig, RDLogger
 
-    from toolpath.policies.molm import encoder as me
     from toolpath.train import molm_pretraining as mpt
     from toolpath.train import tiny_molm as tm
 
@@ -63,15 +66,16 @@ def main() -> int:
         cfg = dataclasses.replace(cfg, pretrain_steps=args.pretrain_steps)
     torch.set_num_threads(cfg.threads)
     train, heldout, _, _ = tm.data(cfg, args.seed)
-    encoder, head = me.build_encoder(cfg.encoder, args.seed)
-    enc = mpt.pretrain(encoder, head, train, heldout, steps=cfg.pretrain_steps, batch=cfg.pretrain_batch,
-                       lr=cfg.pretrain_lr, seed=args.seed)
+    try:
+        encoder, head, held = mpt.pretrained(cfg, args.seed, train, heldout, args.encoder)
+    except ValueError as err:
+        raise SystemExit(f"--encoder {err}") from None
     sets = {"nci_heldout": heldout}
     for name, rel in OTHER_SETS:
         path = Path(RDConfig.RDContribDir) / rel
         if path.exists():
             sets[name] = read_smi(path, args.max_molecules)
-    out = {"encoder": enc["heldout"], "sets": {}}
+    out = {"encoder": held, "sets": {}}
     for name, graphs in sets.items():
         figures = tm.patch_figures(encoder, head, graphs)
         base = figures["by_rule"]["rise"]["spearman_tokens_heavy_atoms"]
@@ -83,7 +87,7 @@ def main() -> int:
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print(f"encoder: held-out next-atom accuracy {enc['heldout']['accuracy']}")
+        print(f"encoder: held-out next-atom accuracy {held['accuracy']}")
         for name, f in out["sets"].items():
             for rule, r in f["by_rule"].items():
                 print(f"{name:15} {rule:6} {f['molecules']:4} molecules, {f['mean_heavy_atoms']:5} heavy atoms, "

@@ -37,43 +37,19 @@ def log(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
-def pretrained_encoder(cfg, seed: int, train: list, heldout: list, cache: Path | None):
-    """The encoder and head pretrained as the build pretrains them, and their held-out scores. `cache`: a file
-    that holds them (read when it exists, written when not), so a second run skips the same pretraining."""
-    import torch
-
-    from toolpath.policies.molm import encoder as me
-    from toolpath.train import molm_pretraining as mpt
-
-    encoder, head = me.build_encoder(cfg.encoder, seed)
-    if cache is not None and cache.exists():
-        state = torch.load(cache, weights_only=True)
-        try:
-            encoder.load_state_dict(state["encoder"]), head.load_state_dict(state["head"])
-        except (KeyError, RuntimeError) as err:
-            raise SystemExit(f"--encoder {cache}: not an encoder of this configuration ({err})") from None
-        encoder.eval(), head.eval()
-        return encoder, head, mpt.next_atom_scores(encoder, head, heldout)
-    enc = mpt.pretrain(encoder, head, train, heldout, steps=cfg.pretrain_steps, batch=cfg.pretrain_batch,
-                       lr=cfg.pretrain_lr, seed=seed)
-    if cache is not None:
-        torch.save({"encoder": encoder.state_dict(), "head": head.state_dict(), "pretrain_steps": cfg.pretrain_steps,
-                    "seed": seed}, cache)
-    return encoder, head, enc["heldout"]
-
-
 def run(cfg, seed: int, lm_folder: Path, ways=WAYS, cache: Path | None = None) -> dict:
     import torch
 
     from toolpath.evals.intervals import mean_figure
     from toolpath.policies.molm import connector as mc
     from toolpath.progress import Progress
+    from toolpath.train import molm_pretraining as mpt
     from toolpath.train import tiny_molm as tm
 
     torch.set_num_threads(cfg.threads)
     train, heldout, facts, sample = tm.data(cfg, seed)
     log(f"{len(train)} training, {len(heldout)} held-out molecules, {len(sample)} questions")
-    encoder, head, held = pretrained_encoder(cfg, seed, train, heldout, cache)
+    encoder, head, held = mpt.pretrained(cfg, seed, train, heldout, cache)
     for p in list(encoder.parameters()) + list(head.parameters()):
         p.requires_grad_(False)
     out, scores = {"encoder": held, "patches": tm.patch_figures(encoder, head, heldout), "ways": {}}, {}
@@ -148,7 +124,10 @@ def main() -> int:
             from toolpath.train.tiny_vlm import default_lm_folder
 
             lm_folder = default_lm_folder()
-        out = run(cfg, args.seed, lm_folder, ways, args.encoder)
+        try:
+            out = run(cfg, args.seed, lm_folder, ways, args.encoder)
+        except ValueError as err:  # an --encoder file of another configuration
+            raise SystemExit(f"--encoder {err}") from None
     out |= {"goals": goals(out), "config": dataclasses.asdict(cfg), "seed": args.seed, "toy": args.toy,
             "seconds": round(time.monotonic() - started, 1)}
     if args.json:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import asdict
+from pathlib import Path
 
 from ..policies.molm import encoder as me
 from ..policies.molm import graphs as mg
@@ -55,3 +56,25 @@ def next_atom_scores(encoder, head, graphs: list[mg.MolGraph], chunk: int = 256)
     n = max(atoms, 1)
     return {"molecules": len(graphs), "atoms": atoms, "loss": round(total / n, 4), "accuracy": round(right / n, 4),
             "majority_accuracy": round(float(counts.max()) / n, 4)}
+
+
+def pretrained(cfg, seed: int, train: list, heldout: list, cache: Path | None = None):
+    """The encoder and head pretrained as the build's config `cfg` says, and their held-out scores. `cache`: a file
+    that holds them (read when it exists, written when not), so a second run skips the same pretraining."""
+    import torch
+
+    encoder, head = me.build_encoder(cfg.encoder, seed)
+    if cache is not None and cache.exists():
+        state = torch.load(cache, weights_only=True)
+        try:
+            encoder.load_state_dict(state["encoder"]), head.load_state_dict(state["head"])
+        except (KeyError, RuntimeError) as err:
+            raise ValueError(f"{cache}: not an encoder of this configuration ({err})") from None
+        encoder.eval(), head.eval()
+        return encoder, head, next_atom_scores(encoder, head, heldout)
+    enc = pretrain(encoder, head, train, heldout, steps=cfg.pretrain_steps, batch=cfg.pretrain_batch,
+                   lr=cfg.pretrain_lr, seed=seed)
+    if cache is not None:
+        torch.save({"encoder": encoder.state_dict(), "head": head.state_dict(), "pretrain_steps": cfg.pretrain_steps,
+                    "seed": seed}, cache)
+    return encoder, head, enc["heldout"]
