@@ -415,3 +415,42 @@ def test_any_dtype_and_inference_mode(vlm_dir, tmp_path):
             out = _generate(model, inputs, dec, max_new_tokens=3)
         assert out.shape[1] == inputs["input_ids"].shape[1] + 3
         assert dec.stats()["extra_forward_passes"] >= 3
+
+
+def test_benchmark_probe_and_paired_f1_interval(vlm_dir, tmp_path):
+    """benchmarks/decoding.py's image-ablation probe: a grey image asked as the real one moves no margin (the
+    shift is what the image adds), and the paired F1 interval is zero for a row that answers as greedy does."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from PIL import Image
+
+    from toolpath.evals.benchmarks import Record
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "decoding.py"
+    spec = importlib.util.spec_from_file_location("decoding_script", path)
+    script = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = script
+    try:
+        spec.loader.exec_module(script)
+        grey, red = tmp_path / "grey.png", tmp_path / "red.png"
+        Image.new("RGB", (32, 32), (128, 128, 128)).save(grey)
+        Image.new("RGB", (32, 32), (220, 20, 20)).save(red)
+        records = [Record(f"q{i}", "adversarial", {"question": "Is there a red circle in the image?", "label": label,
+                                                   "image": str(image)})
+                   for i, (label, image) in enumerate([("no", grey), ("yes", red), ("no", red)])]
+        policy = script.load_policy(f"hf:{vlm_dir}", None)
+        (folder := tmp_path / "probe").mkdir()
+        row = script.probe_rows(policy, records, folder)["adversarial"]
+        assert row["negatives"] == 2 and row["positives_image_shift"]["n"] == 1
+        ids = script.yes_no_ids(policy.tokenizer)
+        assert script.yes_margin(policy, records[0].data["question"], str(grey), ids) == pytest.approx(
+            script.yes_margin(policy, records[0].data["question"], script.grey_like(str(grey), folder), ids))
+        samples = [{"label_yes": float(i % 2), "said_yes": float(i % 3 == 0), "said_no": float(i % 3 != 0)}
+                   for i in range(12)]
+        assert script.f1_gain_ci(samples, samples) == (0.0, 0.0)
+        low, high = script.f1_ci(samples)
+        assert 0.0 <= low <= high <= 1.0
+    finally:
+        sys.modules.pop(spec.name, None)

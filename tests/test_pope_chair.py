@@ -116,6 +116,53 @@ def test_generated_pope_negatives_are_absent_and_positives_present(generated):
         assert len({r.data["object"] for r in rows}) == len(rows)
 
 
+def assert_negatives_follow(split, rows, images, by_freq, co):
+    """Each negative of a popular/adversarial split is the first name in the split's order (frequency, or
+    co-occurrence with the positive before it) not true of the image nor asked yet; else POPE's random fallback."""
+    for im_id in {r.data["image_id"] for r in rows}:
+        qs = [r for r in rows if r.data["image_id"] == im_id]
+        asked = set(images[im_id].true_names())
+        for pos, neg in zip(qs[::2], qs[1::2]):
+            ranking = by_freq if split == "popular" else co.get(pos.data["object"], [])
+            eligible = [n for n in ranking if n not in asked]
+            if eligible:
+                assert neg.data["object"] == eligible[0], (split, im_id)
+            asked.add(neg.data["object"])
+
+
+def test_tiny_vlm_pope_takes_its_negatives_from_the_training_scenes():
+    """The tiny VLM's own set: held-out scenes, labels true by construction, popular/adversarial negatives in the
+    order of the training scenes' frequencies and co-occurrences (not the evaluated images')."""
+    from toolpath.train import vlm_data
+    from toolpath.train.vlm_pope import SOURCE, heldout_images, partner_agreement, records, training_statistics
+
+    found = records(0, images=6, training_scenes=60)
+    images = {im.id: im for im in heldout_images(0, 6)}
+    train = {s.image.tobytes() for s in vlm_data.scenes(60, 0)}
+    held = vlm_data.scenes(6, 0, heldout=True)
+    assert not {s.image.tobytes() for s in held} & train  # never a training image
+    assert [images[f"vlmscene-0-{i:03d}"].shapes for i in range(6)] == [tuple(s.objects) for s in held]
+    by_freq, co = training_statistics(0, 60)
+    for r in found:
+        im = images[r.data["image_id"]]
+        assert r.data["source"] == SOURCE and Image.open(r.data["image"]).size == (64, 64)
+        assert (r.data["object"] in im.objects()) == (r.data["label"] == "yes")
+        assert r.data["object"] not in im.true_names() or r.data["label"] == "yes"
+    # a 1.5:1 "square" may be drawn: neither of a square/rectangle or circle/ellipse pair is ever asked as absent
+    assert {"square", "rectangle"} <= KnownImage("x", SOURCE, (("red", "square"),)).true_names()
+    assert {"circle", "ellipse"} <= KnownImage("x", SOURCE, (("red", "ellipse"),)).true_names()
+    for split in ("popular", "adversarial"):
+        assert_negatives_follow(split, [r for r in found if r.category == split], images, by_freq, co)
+    assert [r.id for r in records(0, images=6, training_scenes=60)] == [r.id for r in found]
+    with pytest.raises(ValueError, match="POPE split 'hard'"):
+        records(0, splits=("hard",), images=1, training_scenes=5)
+    # a fixed companion is found again in the other half; scenes of one object have none to find
+    paired = [(("red", "circle"), ("blue", "square")), (("red", "circle"), ("blue", "square"), ("green", "star"))]
+    assert partner_agreement(paired * 4) == 1.0
+    with pytest.raises(ValueError, match="no object has a companion"):
+        partner_agreement([(("red", "circle"),)] * 4)
+
+
 def test_generated_pope_popular_and_adversarial_follow_their_order(generated):
     for source in ("easy-vqa", "scenes"):
         images = _images(source)
@@ -123,15 +170,7 @@ def test_generated_pope_popular_and_adversarial_follow_their_order(generated):
         freq_rank = {n: i for i, n in enumerate(by_freq)}
         for split in ("popular", "adversarial"):
             rows = [r for r in generated if r.category == split and r.data["source"] == source]
-            for im_id in {r.data["image_id"] for r in rows}:
-                qs = [r for r in rows if r.data["image_id"] == im_id]
-                asked = set(images[im_id].true_names())
-                for pos, neg in zip(qs[::2], qs[1::2]):
-                    ranking = by_freq if split == "popular" else co.get(pos.data["object"], [])
-                    eligible = [n for n in ranking if n not in asked]
-                    if eligible:  # the first eligible name in the split's order; else POPE's random fallback
-                        assert neg.data["object"] == eligible[0], (split, im_id)
-                    asked.add(neg.data["object"])
+            assert_negatives_follow(split, rows, images, by_freq, co)
         popular = [r.data["object"] for r in generated if r.category == "popular" and r.data["label"] == "no"
                    and r.data["source"] == source]
         random_ = [r.data["object"] for r in generated if r.category == "random" and r.data["label"] == "no"

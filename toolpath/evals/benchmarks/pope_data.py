@@ -87,11 +87,17 @@ def generated_records(seed: int, splits: tuple[str, ...] = SPLITS,
         by_freq, co = statistics(images)
         for split in splits:
             for im in images:
-                for k, (name, label) in enumerate(image_questions(im, split, seed, by_freq, co)):
-                    out.append(Record(f"{split}-{im.id}-q{k}", split, {
-                        "question": question(name), "object": name, "label": label, "image": im.path,
-                        "image_id": im.id, "source": source, "split": split}))
+                out.extend(image_records(im, split, seed, by_freq, co, source))
     return out
+
+
+def image_records(image: KnownImage, split: str, seed: int, by_freq: list[str], co: dict[str, list[str]],
+                  source: str) -> list[Record]:
+    """One image's questions of a split as records (their `source` names the set the image is from)."""
+    return [Record(f"{split}-{image.id}-q{k}", split, {
+                "question": question(name), "object": name, "label": label, "image": image.path,
+                "image_id": image.id, "source": source, "split": split})
+            for k, (name, label) in enumerate(image_questions(image, split, seed, by_freq, co))]
 
 
 def split_of(path: Path) -> str:

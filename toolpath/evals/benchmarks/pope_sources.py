@@ -44,7 +44,11 @@ SOURCES = ("easy-vqa", "scenes")
 
 # Names true of a drawn shape besides its own (see the module docstring), per source.
 ALSO_TRUE = {"scenes": {"square": ("rectangle",), "circle": ("ellipse",)},
-             "easy-vqa": {"rectangle": ("square",), "circle": ("ellipse",)}}
+             "easy-vqa": {"rectangle": ("square",), "circle": ("ellipse",)},
+             # the tiny VLM's own scenes (train/vlm_data) draw every shape at 1:1 to 1.5:1, so each name of a
+             # pair may be what the other looks like
+             "tiny-vlm-scenes": {"square": ("rectangle",), "rectangle": ("square",), "circle": ("ellipse",),
+                                 "ellipse": ("circle",)}}
 
 VOCAB_SEED = 21  # fixes the scenes' object frequencies and themes (not the eval seed: they are the dataset's)
 THEME_SIZE = 6
@@ -192,21 +196,27 @@ def make_scene(seed: int, index: int) -> tuple[KnownImage, EditScene]:
 def scene_png(seed: int, index: int) -> KnownImage:
     """The scene with its PNG under $TOOLPATH_HOME/benchmarks/scenes/seed<seed>/ (written once; rewritten when
     the drawing differs, so a changed renderer never leaves a stale image)."""
+    image, scene = make_scene(seed, index)
+    path = home() / "benchmarks" / "scenes" / f"seed{seed}" / f"{image.id}.png"
+    save_png(render(scene), path)
+    return replace(image, path=str(path))
+
+
+def save_png(pixels, path: Path) -> None:
+    """Write an RGB array as a PNG at `path`, only when the file is missing or holds another image (a changed
+    renderer never leaves a stale one; an unchanged one is not rewritten under a reader)."""
     import io
 
     from PIL import Image
 
-    image, scene = make_scene(seed, index)
     buf = io.BytesIO()
-    Image.fromarray(render(scene)).save(buf, format="PNG")
+    Image.fromarray(pixels).save(buf, format="PNG")
     data = buf.getvalue()
-    path = home() / "benchmarks" / "scenes" / f"seed{seed}" / f"{image.id}.png"
     if not path.is_file() or path.read_bytes() != data:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(data)
         tmp.replace(path)
-    return replace(image, path=str(path))
 
 
 def known_images(source: str, n: int, seed: int) -> list[KnownImage]:
