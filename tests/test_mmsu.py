@@ -76,7 +76,7 @@ def test_speech_features_measures_a_tones_pitch(tmp_path):
     assert low["pitch"]["range_semitones"] < 1.0  # a steady tone
     assert {"rate", "energy", "pauses"} <= set(low) and low["summary"].startswith("audio_1: median pitch 140 Hz")
     both = tool.call({"audio": ["audio_1", "audio_2"], "use_transcript": False}, ctx).data
-    assert "The second clip (audio_2) is higher-pitched than the first clip (audio_1)" in both["comparison"]
+    assert "The second clip is higher-pitched than the first clip (audio_2 vs audio_1: " in both["comparison"]
     assert [c["audio"] for c in both["clips"]] == ["audio_1", "audio_2"]
     shown = json.loads(tool.call({"audio": ["audio_1", "audio_2"], "use_transcript": False}, ctx).content)
     assert shown["comparison"] == both["comparison"] and all("words" not in c for c in shown["clips"])
@@ -94,13 +94,13 @@ def test_comparison_says_which_clip_is_faster_and_ranks_more_than_two():
                 "pitch": {"median_hz": hz}}
 
     two = comparison([clip("audio_1", 2.0, 120.0), clip("audio_2", 3.1, 121.0)])
-    assert "The second clip (audio_2) is faster than the first clip (audio_1): 3.1 vs 2 words per second." in two
+    assert "The second clip is faster than the first clip (audio_2 vs audio_1: 3.1 vs 2 words per second)." in two
     assert "are at about the same pitch" in two
     three = comparison([clip("a", 2.0, 200.0), clip("b", 3.0, 100.0), clip("c", 2.5, 150.0)])
     assert "From faster to slower (words per second): the second clip (b) 3, the third clip (c) 2.5" in three
     no_words = comparison([clip("a", 2.0, 200.0), {"audio": "b", "rate": {"syllables_per_second": 6.0},
                                                    "pitch": {"median_hz": 90.0}}])
-    assert "The second clip (b) is faster than the first clip (a): 6 vs 4 syllables per second." in no_words
+    assert "The second clip is faster than the first clip (b vs a: 6 vs 4 syllables per second)." in no_words
 
 
 def test_speech_features_refuses_a_broken_file_naming_it(tmp_path):

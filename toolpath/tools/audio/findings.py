@@ -56,26 +56,38 @@ def _name(result: dict, index: int, n: int) -> str:
     return f"the {ORDINALS[index]} clip ({name})" if n <= len(ORDINALS) else name
 
 
+def _place(result: dict, index: int, n: int) -> str:
+    """"the second clip", as questions and options say it; the clip's name where there are too many to count."""
+    return f"the {ORDINALS[index]} clip" if n <= len(ORDINALS) else result.get("audio", f"clip {index + 1}")
+
+
+def _names(results: list[dict], *indices: int) -> str:
+    return " vs ".join(results[i].get("audio", f"clip {i + 1}") for i in indices)
+
+
 def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
 def _compare(results: list[dict], values: list[float | None], unit: str, more: str, less: str,
              same: str, close) -> str:
-    """One measure across the clips: "A is faster than B (3.1 vs 2.2 words per second)", or the clips ranked
+    """One measure across the clips: "The second clip is faster than the first clip (audio_2 vs audio_1: 3.1 vs
+    2.2 words per second)", or the clips ranked
     when there are more than two."""
     known = [(v, i) for i, v in enumerate(values) if v]
     n = len(results)
     if len(known) < 2:
         return f"Cannot compare {unit}: measured on {len(known)} of the clips."
     if len(known) == 2:
+        # the sentence in the options' own words, the names and figures after it: a small model copied the
+        # sentence whole as its answer, and "the second clip (audio_2) is faster" quotes no option
         (a, i), (b, j) = known
         if close(a, b):
-            return _sentence(f"{_name(results[i], i, n)} and {_name(results[j], j, n)} are {same}: {a:g} vs {b:g} "
-                             f"{unit}.")
+            return _sentence(f"{_place(results[i], i, n)} and {_place(results[j], j, n)} are {same} "
+                             f"({_names(results, i, j)}: {a:g} vs {b:g} {unit}).")
         hi, lo = ((a, i), (b, j)) if a > b else ((b, j), (a, i))
-        return _sentence(f"{_name(results[hi[1]], hi[1], n)} is {more} than {_name(results[lo[1]], lo[1], n)}: "
-                         f"{hi[0]:g} vs {lo[0]:g} {unit}.")
+        return _sentence(f"{_place(results[hi[1]], hi[1], n)} is {more} than {_place(results[lo[1]], lo[1], n)} "
+                         f"({_names(results, hi[1], lo[1])}: {hi[0]:g} vs {lo[0]:g} {unit}).")
     ranked = sorted(known, reverse=True)
     return (f"From {more.split()[0]} to {less.split()[0]} ({unit}): "
             + ", ".join(f"{_name(results[i], i, n)} {v:g}" for v, i in ranked) + ".")
