@@ -5,6 +5,7 @@ the same steps on the same dialogs with the same seed, three ways, then asked th
                                [--ways dynamic,fixed,text] [--encoder FILE]
 
 - dynamic: one query token per entropy patch (the build's connector);
+- edt: the 8 fixed queries followed by one per patch, all reading every atom (EDT-Former's reference connector);
 - fixed: a Q-Former-like connector with 8 learned queries, exactly as many parameters as the dynamic one;
 - text: no graph at all, the molecule's SMILES written before the question (the LM's embeddings train alone).
 
@@ -30,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-WAYS = ("dynamic", "fixed", "text")
+WAYS = ("dynamic", "edt", "fixed", "text")
 
 
 def log(text: str) -> None:
@@ -73,8 +74,10 @@ def run(cfg, seed: int, lm_folder: Path, ways=WAYS, cache: Path | None = None) -
         del model
     # the same questions for every way: intervals of the paired differences, tighter than comparing two intervals
     out["paired_differences"] = {f"{a}_minus_{b}": mean_figure([x - y for x, y in zip(scores[a], scores[b])])
-                                 for a, b in (("dynamic", "fixed"), ("dynamic", "text"), ("fixed", "text"))
+                                 for a, b in (("dynamic", "fixed"), ("edt", "fixed"), ("edt", "dynamic"),
+                                              ("dynamic", "text"), ("edt", "text"), ("fixed", "text"))
                                  if a in scores and b in scores}
+    out["scores"] = scores  # per question, the same questions in the same order for every way
     return out
 
 
@@ -88,7 +91,9 @@ def goals(out: dict) -> dict:
     rho = out["patches"]["spearman_tokens_heavy_atoms"]
     both = "dynamic" in acc and "fixed" in acc
     gap = round(100 * (acc["dynamic"] - acc["fixed"]), 2) if both else None
+    edt_gap = round(100 * (acc["edt"] - acc["fixed"]), 2) if "edt" in acc and "fixed" in acc else None
     return {"dynamic_beats_fixed_by_3_points": gap >= 3 if both else None, "dynamic_minus_fixed_points": gap,
+            "edt_minus_fixed_points": edt_gap,
             "both_beat_text": min(acc["dynamic"], acc["fixed"]) > base if both and base is not None else None,
             "token_count_spearman_at_least_0.8": rho is not None and rho >= 0.8, "spearman": rho}
 
@@ -99,7 +104,7 @@ def main() -> int:
     ap.add_argument("--pretrain-steps", type=int, help="encoder pretraining steps (default: the build's)")
     ap.add_argument("--eval-molecules", type=int, help="held-out molecules asked (default: the build's)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--ways", default=",".join(WAYS), help="the ways trained, comma-separated (default: all three)")
+    ap.add_argument("--ways", default=",".join(WAYS), help="the ways trained, comma-separated (default: all four)")
     ap.add_argument("--encoder", type=Path, help="a file for the pretrained encoder: read if it exists, else written")
     ap.add_argument("--toy", action="store_true", help="toy sizes and a tiny random LM: the mechanics only")
     ap.add_argument("--json", action="store_true")

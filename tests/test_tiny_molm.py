@@ -126,11 +126,15 @@ def test_the_dynamic_and_fixed_connectors_are_the_same_size_and_give_their_token
     states, ids = encoder(mg.batch(graphs)), mp.patches(encoder, head, graphs)
     size = mc.ConnectorSize(node_width=32, width=32, heads=2, lm_width=24)
     dynamic, fixed = mc.build_connector("dynamic", size, 0), mc.build_connector("fixed", size, 0)
-    assert mc.parameter_count(dynamic) == mc.parameter_count(fixed)
+    edt = mc.build_connector("edt", size, 0)
+    assert mc.parameter_count(dynamic) == mc.parameter_count(fixed) == mc.parameter_count(edt)
     assert [p.shape for p in dynamic.parameters()] == [p.shape for p in fixed.parameters()]
     sizes = [g.size for g in graphs]
     assert dynamic(states, sizes, ids).shape == (sum(mp.count(i) for i in ids), 24)
     assert fixed(states, sizes, ids).shape == (3 * mc.FIXED_QUERIES, 24)
+    both = edt(states, sizes, ids)  # the fixed queries, then one per patch
+    assert both.shape == (3 * mc.FIXED_QUERIES + sum(mp.count(i) for i in ids), 24)
+    assert [edt.tokens(i) for i in ids] == [mc.FIXED_QUERIES + mp.count(i) for i in ids]
     with pytest.raises(ValueError, match="connector kind 'mean'"):
         mc.build_connector("mean", size, 0)
 

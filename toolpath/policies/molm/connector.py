@@ -10,6 +10,10 @@ queries. Both have exactly the same parameters in number and shape, so a compari
   fixed queries see every atom), a self-attention block among the queries (so a patch's token knows the rest of
   the molecule) and the output projection to the LM's width.
 
+"edt" is the combination EDT-Former's reference code feeds its Q-Former: the 8 fixed queries followed by one
+query per patch (its atoms' mean state, projected), every query reading every atom. The same modules again, so
+the same parameters; 8 more tokens than "dynamic".
+
 `forward(node_states, sizes, patch_ids)` returns the LM-width vectors of every molecule in order (the rows that
 replace the placeholders), and `tokens(n_atoms, ids)` says how many a molecule gets.
 """
@@ -19,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 FIXED_QUERIES = 8
-KINDS = ("dynamic", "fixed")
+KINDS = ("dynamic", "edt", "fixed")
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,8 @@ def build_connector(kind: str, size: ConnectorSize, seed: int):
             self.out = nn.Sequential(nn.LayerNorm(size.width), nn.Linear(size.width, size.lm_width))
 
         def tokens(self, ids: list[int]) -> int:
-            return FIXED_QUERIES if self.kind == "fixed" else (ids[-1] + 1 if ids else 0)
+            patches = ids[-1] + 1 if ids else 0
+            return {"fixed": FIXED_QUERIES, "dynamic": patches, "edt": FIXED_QUERIES + patches}[self.kind]
 
         def forward(self, h, sizes: list[int], patch_ids: list[list[int]]):
             nodes = nn.utils.rnn.pad_sequence(torch.split(self.node_norm(h), sizes), batch_first=True)  # [B, N, d]
@@ -60,18 +65,26 @@ def build_connector(kind: str, size: ConnectorSize, seed: int):
             # blocked[b, q, n]: query q of molecule b may not read atom n
             blocked = torch.ones(len(sizes), q_max, n_max, dtype=torch.bool)
             member = torch.zeros(len(sizes), q_max, n_max)
+            # learned[q]: query q adds its table row (the fixed queries; the dynamic kind's patch positions)
+            learned = torch.zeros(len(sizes), q_max, FIXED_QUERIES)
             for b, (n, ids) in enumerate(zip(sizes, patch_ids)):
-                if self.kind == "fixed":
-                    blocked[b, :, :n] = False
-                    member[b, :, :n] = 1.0 / n
-                else:
-                    rows = torch.tensor(ids)
-                    blocked[b, rows, torch.arange(n)] = False
+                first = 0  # the first patch query's row
+                if self.kind in ("fixed", "edt"):
+                    blocked[b, :FIXED_QUERIES, :n] = False
+                    member[b, :FIXED_QUERIES, :n] = 1.0 / n
+                    learned[b, torch.arange(FIXED_QUERIES), torch.arange(FIXED_QUERIES)] = 1.0
+                    first = FIXED_QUERIES
+                if self.kind in ("dynamic", "edt") and ids:
+                    rows = first + torch.tensor(ids)
+                    if self.kind == "dynamic":
+                        blocked[b, rows, torch.arange(n)] = False
+                        learned[b, rows, (rows - first).clamp_max(FIXED_QUERIES - 1)] = 1.0
+                    else:
+                        blocked[b, first:counts[b], :n] = False
                     member[b, rows, torch.arange(n)] = 1.0
                     member[b] /= member[b].sum(-1, keepdim=True).clamp_min(1.0)
                 blocked[b, counts[b]:, 0] = False  # padding queries read one atom (never used) so no row is empty
-            position = torch.arange(q_max).clamp_max(FIXED_QUERIES - 1)
-            queries = self.query_in(member @ nodes) + self.table[position]
+            queries = self.query_in(member @ nodes) + learned @ self.table
             heads = blocked.repeat_interleave(self.size.heads, 0)
             read, _ = self.cross(queries, nodes, nodes, attn_mask=heads, need_weights=False)
             padding = torch.arange(q_max)[None, :] >= torch.tensor(counts)[:, None]
