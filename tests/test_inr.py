@@ -92,6 +92,30 @@ def test_fitting_lowers_the_error(image, activation):
     assert psnr(late.render(16, 16), reference) > psnr(early.render(16, 16), reference) + 3
 
 
+def test_watching_scores_the_fit_along_the_way_without_changing_it(image):
+    """The best-over-the-fit statistic: scores every few steps and after the last, the fit itself unchanged."""
+    from toolpath.tools.inr.metrics import psnr
+
+    reference = image / 255.0
+    plain = fit(image, "siren", steps=12, seed=0)
+    watched = fit(image, "siren", steps=12, seed=0, watch=lambda render: psnr(render(16, 16), reference),
+                  watch_every=5)
+    assert np.array_equal(plain.render(16, 16), watched.render(16, 16))
+    assert [step for step, _ in watched.watched] == [5, 10, 12]
+    assert watched.watched[-1][1] == pytest.approx(psnr(watched.render(16, 16), reference))
+    assert watched.best_watched()[1] == max(score for _, score in watched.watched)
+    with pytest.raises(ValueError, match="watched nothing"):
+        plain.best_watched()
+
+
+def test_equal_width_gives_a_complex_network_about_twice_the_weights():
+    cosmo, siren = network.build("cosmo", width=12), network.build("siren", width=12)
+    assert cosmo.width == siren.width == 12
+    assert 1.8 < network.count_parameters(cosmo) / network.count_parameters(siren) < 2.2
+    with pytest.raises(ValueError, match="width must be 1 or more"):
+        network.build("siren", width=0)
+
+
 def test_a_seconds_budget_stops_the_fit_and_says_so(image):
     f = fit(image, "siren", steps=10_000, seed=0, seconds=0.0)
     assert f.stopped == "time" and f.steps == 0 and "seconds budget" in f.account()

@@ -5,12 +5,15 @@ held-out error stops falling once the network starts to fit what varies pixel to
 INR's spectral bias used as a prior (restore.py's denoising). With `supersample` the image is taken as the box
 average of a finer one (restore.py's super-resolution): each pixel is compared with the mean of the network's
 values at the finer grid's pixel centres inside it, so the fit explains the observation through the operator
-that made it instead of interpolating it. Everything runs on the CPU in float32.
+that made it instead of interpolating it. With `watch` the fit scores its own rendering every few steps (the
+benchmark's PSNR against a reference), so a caller can report the best value over the fit beside the last one,
+the statistic the INR papers report. Everything runs on the CPU in float32.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,14 +42,18 @@ class Fit:
     loss: list[float] = field(default_factory=list)  # training loss per step (MSE, plus any smoothness penalty)
     prior: torch.nn.Module | None = None
     band_raw: torch.Tensor | None = None  # COSMO's bands from the prior, fixed for rendering
+    watched: list[tuple[int, float]] = field(default_factory=list)  # (steps done, watch's score), in order
 
     def render(self, height: int, width: int) -> np.ndarray:
         """The fitted image sampled on a height x width grid of the same square: (H, W, C) floats in [0, 1]."""
-        coords = grid(height, width)
-        with torch.no_grad(), _threads(THREADS):
-            parts = [self.model(coords[i:i + RENDER_CHUNK], self.band_raw)
-                     for i in range(0, len(coords), RENDER_CHUNK)]
-        return torch.cat(parts).clamp(0, 1).reshape(height, width, -1).numpy()
+        with _threads(THREADS):
+            return _render(self.model, self.band_raw, height, width)
+
+    def best_watched(self) -> tuple[int, float]:
+        """(steps done, score) of the highest score `watch` gave during the fit (the earliest such)."""
+        if not self.watched:
+            raise ValueError("the fit watched nothing: pass watch= to fit")
+        return max(self.watched, key=lambda item: (item[1], -item[0]))
 
     def account(self) -> str:
         why = {"steps": "all steps done", "time": "stopped by the seconds budget",
@@ -72,7 +79,8 @@ def as_float_image(image) -> np.ndarray:
 def fit(image, activation: str = "cosmo", steps: int = 300, seed: int = 0, *, seconds: float | None = None,
         budget: int = DEFAULT_BUDGET, lr: float | None = None, batch: int | None = None,
         known: np.ndarray | None = None, holdout: float = 0.0, patience: int = 20, supersample: int = 1,
-        smoothness: float = 0.0, prior_weights: str | Path | None = None) -> Fit:
+        smoothness: float = 0.0, prior_weights: str | Path | None = None, hidden_width: int | None = None,
+        watch: Callable[[Callable[[int, int], np.ndarray]], float] | None = None, watch_every: int = 10) -> Fit:
     """Fit an INR of `activation` to `image` ((H, W[, C]) array or PIL image).
 
     lr: Adam's starting rate (the activation's own by default, LEARNING_RATES).
@@ -85,7 +93,9 @@ def fit(image, activation: str = "cosmo", steps: int = 300, seed: int = 0, *, se
     weight of a total-variation penalty on the fine image (mean absolute difference of neighbouring fine pixels),
     which picks, among the fine images whose averages match the pixels, one without spurious detail; every step
     then renders the whole fine grid, whatever `batch`. prior_weights: COSMO's band prior from a CNN weights file
-    (prior.py); refused for other activations.
+    (prior.py); refused for other activations. hidden_width: every hidden layer this wide instead of the width that
+    meets `budget`. watch: called with a renderer (height, width -> image as `Fit.render` gives it) after every
+    `watch_every` steps and after the last; its scores land in `Fit.watched` (they do not steer the fit).
     The same image, arguments and seed give the same fit."""
     target = torch.from_numpy(as_float_image(image))
     height, width, channels = target.shape
@@ -100,10 +110,12 @@ def fit(image, activation: str = "cosmo", steps: int = 300, seed: int = 0, *, se
         raise ValueError(f"supersample must be 1 or more, got {supersample}")
     if smoothness and supersample == 1:
         raise ValueError("smoothness needs supersample > 1: it smooths the finer image behind the pixels")
+    if watch is not None and watch_every < 1:
+        raise ValueError(f"watch_every must be 1 or more, got {watch_every}")
     offsets = subpixel_offsets(height, width, supersample) if supersample > 1 else None
     with torch.random.fork_rng(devices=[]), _deterministic(), _threads(THREADS):
         torch.manual_seed(seed)
-        model = build(activation, budget, channels)
+        model = build(activation, budget, channels, width=hidden_width)
         prior = band_raw = None
         if prior_weights is not None:
             from .prior import BandPrior
@@ -118,8 +130,9 @@ def fit(image, activation: str = "cosmo", steps: int = 300, seed: int = 0, *, se
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimiser, lambda step: FINAL_LR_FRACTION ** min(step / max(steps, 1), 1.0))
         observed = _Observed(model, coords, offsets, (height, width), smoothness)
+        watcher = None if watch is None else _Watcher(watch, watch_every, model, prior)
         result = _train(observed, prior, optimiser, schedule, colours, train, held, steps, seconds, batch,
-                        patience)
+                        patience, watcher)
     if prior is not None:
         with torch.no_grad():
             band_raw = prior(None)
@@ -158,8 +171,36 @@ def _total_variation(values: torch.Tensor, height: int, width: int, factor: int)
     return (image[1:] - image[:-1]).abs().mean() + (image[:, 1:] - image[:, :-1]).abs().mean()
 
 
+def _render(model: INR, band_raw: torch.Tensor | None, height: int, width: int) -> np.ndarray:
+    coords = grid(height, width)
+    with torch.no_grad():
+        parts = [model(coords[i:i + RENDER_CHUNK], band_raw) for i in range(0, len(coords), RENDER_CHUNK)]
+    return torch.cat(parts).clamp(0, 1).reshape(height, width, -1).numpy()
+
+
+class _Watcher:
+    """Scores the network's current rendering every `every` steps (and once after the last step)."""
+
+    def __init__(self, watch, every: int, model: INR, prior):
+        self.watch, self.every, self.model, self.prior = watch, every, model, prior
+        self.scores: list[tuple[int, float]] = []
+
+    def __call__(self, done: int, last: bool = False, rolled_back: bool = False) -> None:
+        """After step `done`; `last`: the fit is over, and its final state is scored unless this step already
+        was and early stopping did not roll the network back to an earlier state."""
+        if done == 0 or (done % self.every and not last):
+            return
+        if self.scores and self.scores[-1][0] == done:
+            if not rolled_back:
+                return
+            self.scores.pop()
+        with torch.no_grad():
+            band_raw = None if self.prior is None else self.prior(None)
+        self.scores.append((done, float(self.watch(lambda h, w: _render(self.model, band_raw, h, w)))))
+
+
 def _train(observed: _Observed, prior, optimiser, schedule, colours, train, held, steps, seconds, batch,
-           patience) -> Fit:
+           patience, watcher: _Watcher | None = None) -> Fit:
     model = observed.model
     start = time.monotonic()
     losses: list[float] = []
@@ -178,6 +219,8 @@ def _train(observed: _Observed, prior, optimiser, schedule, colours, train, held
         schedule.step()
         losses.append(loss.item())
         done = step + 1
+        if watcher is not None:
+            watcher(done)
         if len(held):
             with torch.no_grad():
                 band_raw = None if prior is None else prior(None)
@@ -192,7 +235,11 @@ def _train(observed: _Observed, prior, optimiser, schedule, colours, train, held
                     break
     if best_state is not None:
         model.load_state_dict(best_state)
-    return Fit(model, done, time.monotonic() - start, stopped, losses)
+    if watcher is not None:  # the state the fit returns, whatever cut it short
+        watcher(done, last=True, rolled_back=best_state is not None)
+    fitted = Fit(model, done, time.monotonic() - start, stopped, losses)
+    fitted.watched = [] if watcher is None else watcher.scores
+    return fitted
 
 
 def _rgb(target: torch.Tensor) -> torch.Tensor:

@@ -95,8 +95,13 @@ def width_for(activation: str, budget: int, channels: int = 3, hidden_layers: in
 
 
 def build(activation: str, budget: int = DEFAULT_BUDGET, channels: int = 3,
-          hidden_layers: int = HIDDEN_LAYERS) -> INR:
-    return INR(activation, width_for(activation, budget, channels, hidden_layers), channels, hidden_layers)
+          hidden_layers: int = HIDDEN_LAYERS, width: int | None = None) -> INR:
+    """The network at `budget` real parameters, or, with `width`, at that hidden width whatever its size (the
+    comparison at equal width, where a complex network carries twice the weights of a real one)."""
+    if width is not None and width < 1:
+        raise ValueError(f"the hidden width must be 1 or more, got {width}")
+    chosen = width or width_for(activation, budget, channels, hidden_layers)
+    return INR(activation, chosen, channels, hidden_layers)
 
 
 def grid(height: int, width: int) -> torch.Tensor:
