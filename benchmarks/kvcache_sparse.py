@@ -46,8 +46,13 @@ def load(model_name: str):
     from toolpath.policies.local import load_local
     from toolpath.spec import ModelSpec
 
-    policy = load_local(ModelSpec(name=model_name))
+    policy = load_local(ModelSpec(name=model_name, options={"engine": "torch"}))  # the caches are torch layers
     return policy.model.eval(), policy.tokenizer
+
+
+# what a name in --kinds attaches: the kind and the options beside its budget (the ablation rows are variants)
+VARIANTS = {"quest": ("quest", {}), "icecache": ("icecache", {}),
+            "icecache-kv": ("icecache", {"select": "kv"})}
 
 
 def configs(kinds, budgets):
@@ -69,9 +74,27 @@ def cache_for(model, full, kind, budget):
     """A cache of `kind` holding the full cache's prefill (built through the kind's own update)."""
     from toolpath.policies.kvcache import attach
 
-    cache = attach(model, kind, {"budget": budget})
+    kind, options = VARIANTS[kind]
+    cache = attach(model, kind, {**options, "budget": budget})
     for i, layer in enumerate(full.layers):
         cache.update(layer.keys, layer.values, i)
+    return cache
+
+
+def prefilled(model, full, label, budget, built: dict):
+    """cache_for, but icecache's clustered index (the same for every budget and selection rule, and the slow
+    part on a CPU) is built once per prefill in `built` and copied for each variant and budget."""
+    import copy
+
+    kind, options = VARIANTS[label]
+    if kind != "icecache":
+        return cache_for(model, full, label, budget)
+    if "icecache" not in built:
+        built["icecache"] = cache_for(model, full, "icecache", 4096)
+    cache = copy.deepcopy(built["icecache"])
+    for layer in cache.layers:
+        if not layer.dense:
+            layer.budget, layer.per_query = budget, options.get("select", "query") == "query"
     return cache
 
 
@@ -195,6 +218,83 @@ def recall_rows(model, tok, kinds, budgets=(64, 128, 256, 512), context=2048, ne
     return rows
 
 
+def stdlib_docstrings() -> str:
+    """English prose no one here wrote or chose for this benchmark: the docstrings of a fixed list of standard
+    library modules (the module's, then each public class's and function's longer than a line or two, by name),
+    pinned by the Python version the JSON records."""
+    import importlib
+    import inspect
+
+    parts = []
+    for name in STDLIB_DOC_MODULES:
+        module = importlib.import_module(name)
+        own = [module] + [obj for key, obj in sorted(vars(module).items())
+                          if not key.startswith("_") and (inspect.isclass(obj) or inspect.isfunction(obj))
+                          and getattr(obj, "__module__", None) == module.__name__]
+        parts += [inspect.cleandoc(obj.__doc__) for obj in own if obj.__doc__ and len(obj.__doc__) > 200]
+    return "\n\n".join(parts)
+
+
+STDLIB_DOC_MODULES = ("argparse", "asyncio", "collections", "concurrent.futures", "contextlib", "csv", "dataclasses",
+                      "datetime", "decimal", "difflib", "email.message", "enum", "fractions", "functools",
+                      "gettext", "heapq", "http.client", "inspect", "ipaddress", "json", "logging", "mailbox",
+                      "multiprocessing.pool", "optparse", "pathlib", "pickle", "pprint", "queue", "random",
+                      "sched", "shutil", "smtplib", "socketserver", "statistics", "string", "subprocess",
+                      "tarfile", "tempfile", "textwrap", "threading", "unittest.case", "urllib.request", "uuid",
+                      "warnings", "weakref", "zipfile")
+
+
+def source_text(source: str) -> str:
+    if source == "pydoc":
+        from toolpath.pydoc_text import held_out_text
+
+        return held_out_text()
+    if source == "stdlib-docs":
+        return stdlib_docstrings()
+    raise SystemExit(f"--sources: unknown text source {source!r} (pydoc, stdlib-docs)")
+
+
+def ppl_rows(model, tok, kinds, budgets=(64, 128, 256), sources=("pydoc", "stdlib-docs"), contexts=(1024, 4096),
+             scored=64, windows=2, recall_every=8):
+    """Row 6: perplexity of `scored` tokens decoded one at a time (teacher-forced) after a dense prefill of
+    `context` tokens, per kind and budget, with the attention-mass recall of the selections beside (every
+    `recall_every`-th step: it reads every key of every layer). The windows of one source and context run as
+    one batch; each kind decodes from the same prefill."""
+    import torch
+
+    rows = []
+    for source in sources:
+        ids = tok(source_text(source), return_tensors="pt", add_special_tokens=False).input_ids[0]
+        for context in contexts:
+            span = context + scored
+            if ids.numel() < windows * span:
+                raise SystemExit(f"{source} has {ids.numel()} tokens, fewer than {windows} windows of {span}")
+            batch = torch.stack([ids[i * span:(i + 1) * span] for i in range(windows)])
+            full = prefill(model, batch[:, :context - 1])
+            base, built = None, {}
+            for kind, budget in configs(kinds, budgets):
+                masses: list[float] = []
+                cache = full if kind == "full" else prefilled(model, full, kind, budget, built)
+                nll = []
+                with torch.no_grad():
+                    for step, t in enumerate(range(context - 1, span - 1)):
+                        logits = model(batch[:, t:t + 1], cache=cache).logits[:, -1].float()
+                        nll.append(torch.nn.functional.cross_entropy(logits, batch[:, t + 1], reduction="none"))
+                        if kind != "full" and step % recall_every == 0:
+                            masses.extend(attention_mass(cache))
+                if kind == "full":
+                    full.crop(-(full.get_seq_length() - (context - 1)))
+                ppl = float(torch.stack(nll).mean().exp())
+                base = ppl if kind == "full" else base
+                row = {"row": "ppl", "source": source, "context": context, "scored": scored, "windows": windows,
+                       "kind": kind, "budget": budget, "ppl": ppl, "ppl_increase_pct": 100 * (ppl / base - 1),
+                       "attention_recall": sum(masses) / len(masses) if masses else None}
+                log(f"ppl {source} {context} {kind}:{budget}: {ppl:.3f} ({row['ppl_increase_pct']:+.2f} %), "
+                    f"recall {row['attention_recall']}")
+                rows.append(row)
+    return rows
+
+
 def speed_rows(model, tok, kinds, budget=256, context=2048, new_tokens=32):
     """Row 5: decode ms/token against DynamicCache; icecache's bytes moved per token."""
     ids = heldout_ids(tok, context)
@@ -244,17 +344,26 @@ def parse_lengths(text: str):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="local")
-    ap.add_argument("--rows", default="passkey,recall,speed")
-    ap.add_argument("--kinds", default="quest,icecache")
+    ap.add_argument("--rows", default="passkey,recall,ppl,speed")
+    ap.add_argument("--kinds", default="quest,icecache", help=f"any of {', '.join(VARIANTS)}")
     ap.add_argument("--lengths", default="1024:20,2048:20,4096:20,8192:20", help="LENGTH:TRIALS,...")
     ap.add_argument("--budgets", default="64,256", help="passkey budgets")
     ap.add_argument("--recall-budgets", default="64,128,256,512")
     ap.add_argument("--context", type=int, default=2048)
     ap.add_argument("--new-tokens", type=int, default=256)
     ap.add_argument("--speed-tokens", type=int, default=32)
+    ap.add_argument("--ppl-budgets", default="64,128,256")
+    ap.add_argument("--sources", default="pydoc,stdlib-docs", help="perplexity texts: pydoc, stdlib-docs")
+    ap.add_argument("--ppl-contexts", default="1024,4096", help="dense prefill lengths before the scored tokens")
+    ap.add_argument("--scored", type=int, default=64, help="tokens scored per window after the context")
+    ap.add_argument("--windows", type=int, default=2, help="windows per source and context (one batch)")
+    ap.add_argument("--quick", action="store_true",
+                    help="iteration form: perplexity only, one 1,024-token window per source, 32 scored tokens")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1 avoids spin-waits on a shared CPU)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.rows, args.ppl_contexts, args.scored, args.windows = "ppl", "1024", 32, 1
 
     import torch
 
@@ -262,7 +371,8 @@ def main(argv=None) -> int:
     model, tok = load(args.model)
     kinds = args.kinds.split(",")
     rows_wanted = args.rows.split(",")
-    out = {"model": args.model, "threads": args.threads, "load_average": os.getloadavg(), "rows": []}
+    out = {"model": args.model, "threads": args.threads, "python": sys.version.split()[0],
+           "load_average": os.getloadavg(), "rows": []}
     started = time.perf_counter()
     if "passkey" in rows_wanted:
         lengths, trials = parse_lengths(args.lengths)
@@ -270,6 +380,10 @@ def main(argv=None) -> int:
     if "recall" in rows_wanted:
         out["rows"] += recall_rows(model, tok, kinds, [int(b) for b in args.recall_budgets.split(",")],
                                    args.context, args.new_tokens)
+    if "ppl" in rows_wanted:
+        out["rows"] += ppl_rows(model, tok, kinds, [int(b) for b in args.ppl_budgets.split(",")],
+                                args.sources.split(","), [int(c) for c in args.ppl_contexts.split(",")],
+                                args.scored, args.windows)
     if "speed" in rows_wanted:
         out["rows"] += speed_rows(model, tok, kinds, 256, args.context, args.speed_tokens)
     out["seconds"] = time.perf_counter() - started

@@ -136,11 +136,13 @@ def test_first_two_layers_stay_dense(kind):
     assert steps[:2] == [0, 0] and all(s == 3 for s in steps[2:])
 
 
-def test_icecache_selection_respects_budget(model, prompt):
-    cache = attach(model, "icecache", budget=52)
+@pytest.mark.parametrize("select", ["query", "kv"])
+def test_icecache_selection_respects_budget(model, prompt, select):
+    cache = attach(model, "icecache", budget=52, select=select)
     generate(model, prompt, cache, n=6)
     layer = cache.layers[2]
-    sel = layer.last_selection
+    sel = layer.last_selection  # [B, Hq, n] when each query head chooses, else [B, Hkv, n]
+    assert sel.shape[1] == (4 if select == "query" else 2)
     assert ((sel >= 0).sum(-1) <= 52).all()
     t = layer.get_seq_length()
     for head in sel.flatten(0, 1):
@@ -148,6 +150,24 @@ def test_icecache_selection_respects_budget(model, prompt):
         assert valid.unique().numel() == valid.numel()  # no token twice
         assert set(range(4)) <= set(valid.tolist())  # the sinks
         assert set(range(t - 16, t)) <= set(valid.tolist())  # the recent window, the new token included
+
+
+def test_icecache_query_heads_choose_their_own_best_page(model, prompt):
+    """Each query head's selection holds its own best-scoring page; the KV head's near pool holds the union."""
+    cache = attach(model, "icecache", budget=52)
+    generate(model, prompt, cache, n=3)
+    layer = cache.layers[3]
+    b, h, d = layer.shape
+    query = layer.last_query[:, :, -1].reshape(b * h, -1, d)
+    scores = layer.index.scores(query)  # [G, Hg, pages]
+    sel = layer.last_selection.view(b * h, scores.shape[1], -1)
+    for g in range(b * h):
+        for j in range(scores.shape[1]):
+            best = int(scores[g, j].argmax())
+            page_tokens = layer.index.pos[g, best][layer.index.pos[g, best] >= 0]
+            assert set(page_tokens.tolist()) <= set(sel[g, j].tolist())
+        near = set(layer.near_page[g][layer.near_page[g] >= 0].tolist())
+        assert {int(scores[g, j].argmax()) for j in range(scores.shape[1])} <= near
 
 
 def check_index(index: ClusterIndex, n_tokens: int):

@@ -21,8 +21,11 @@ Where this differs from the paper (its project page and paper describe the metho
   leaves, cheaper to score all on a CPU than to maintain projection indices, and an exact bound cannot miss a
   page an ANN search would.
 - Keys are clustered in the paper's transformed space [k, sqrt(M^2 - |k|^2)] (M fixed at the prefill).
-- Selection is per KV head (a group of query heads shares its pages; a page's score is the best over the
-  group's query heads), so the bytes moved are the KV head's pages once, not once per query head.
+- Selection (`select: query`, the default) is per query head, as in the paper and Quest: each query head takes
+  the best pages for itself within the budget, and the KV head brings near the union of its group's choices
+  once, so a page two query heads want moves once. `select: kv` makes one choice per KV head (a page's score
+  the best over the group's query heads): fewer bytes moved, but on natural text it loses attention mass
+  (docs/results/kvcache.md).
 - Page statistics (centroid sums, key max/min) stay in host memory beside the far pages.
 - What is kept near always (`sink` 4, `recent` 16) and the dense first two layers are our choices,
   borrowed from StreamingLLM-style sinks and Quest's dense layers.
@@ -68,14 +71,17 @@ class Options(CacheOptions):
     recent: Whole = Field(16, ge=1, description="most recent tokens kept near before they join the clustered far "
                                                 "store")
     dense_layers: Whole = Field(2, ge=0, description="the first N layers attend densely")
+    select: Literal["query", "kv"] = Field("query", description="who chooses pages: each query head its own within "
+                                                               "the budget (query), or one choice per KV head for "
+                                                               "its group (kv)")
     far: Literal["memory", "mmap"] = Field("memory", description="where far pages live: memory (a second pool in "
                                                                  "host memory) or mmap (a memory-mapped file)")
     far_dir: str | None = Field(None, min_length=1, max_length=4096,
                                 description="folder for the mmap far store's files, under $TOOLPATH_HOME (a relative "
                                             "one is taken there; default $TOOLPATH_HOME/kvcache/far)")
     budget: Budget = Field(math.inf, validate_default=True,
-                           description="tokens attended per decode step: sink + recent + selected pages; "
-                                       "inf = dense, exactly DynamicCache")
+                           description="tokens each query head attends per decode step: sink + recent + its "
+                                       "selected pages; inf = dense, exactly DynamicCache")
 
     @field_validator("far_dir")
     @classmethod
@@ -109,7 +115,8 @@ def attach(model: Any, options: Options):
         if i < options.dense_layers or not math.isfinite(options.budget):
             layers.append(SparseLayer(options.budget, dense=True))
         else:
-            layers.append(IceLayer(options.budget, options.page_size, options.sink, options.recent, far_dir))
+            layers.append(IceLayer(options.budget, options.page_size, options.sink, options.recent, far_dir,
+                                   per_query=options.select == "query"))
     return KVCache(layers)
 
 

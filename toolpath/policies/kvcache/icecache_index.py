@@ -297,12 +297,15 @@ class ClusterIndex:
             self.kmin[g, target] = keys[members].amin(0)
         self.bytes_written += 2 * keys.numel() * self.far.keys.element_size()
 
-    def scores(self, query):
-        """Page bound for each group's query heads, the best over the group: query [G, Hg, D] -> [G, capacity]."""
+    def scores(self, query, per_head: bool = True):
+        """Page bound for each group's query heads: query [G, Hg, D] -> [G, Hg, capacity], or the best over the
+        group's heads [G, 1, capacity] when not per_head. Empty pages score -inf."""
         q = query.detach().float().cpu()
         bound = q.clamp(min=0) @ self.kmax.nan_to_num(neginf=0.0).transpose(1, 2) \
             + q.clamp(max=0) @ self.kmin.nan_to_num(posinf=0.0).transpose(1, 2)
-        return bound.amax(dim=1).masked_fill(self.count == 0, float("-inf"))
+        if not per_head:
+            bound = bound.amax(dim=1, keepdim=True)
+        return bound.masked_fill((self.count == 0).unsqueeze(1), float("-inf"))
 
     def metadata_nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (self.pos, self.count, self.csum, self.kmax, self.kmin))

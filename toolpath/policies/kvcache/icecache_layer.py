@@ -13,13 +13,14 @@ from .sparse_layer import SparseLayer
 class IceLayer(SparseLayer):
     """Sink and recent tokens near, the rest clustered into far pages, selected pages in a near pool."""
 
-    def __init__(self, budget, page_size=16, sink=4, recent=16, far_dir=None):
+    def __init__(self, budget, page_size=16, sink=4, recent=16, far_dir=None, per_query=True):
         super().__init__(budget)
         self.page_size, self.sink, self.recent, self.far_dir = page_size, sink, recent, far_dir
+        self.per_query = per_query  # each query head chooses its pages (else one choice per KV head)
         self.length = 0
         self.index = None
         self.bytes_moved = 0
-        self.last_selection = None  # positions [B, Hkv, n] of the last sparse step (-1 = none)
+        self.last_selection = None  # positions [B, Hq or Hkv, n] of the last sparse step (-1 = none)
 
     # storage ---------------------------------------------------------------------------------------------
     def lazy_initialization(self, key_states, value_states):
@@ -106,18 +107,22 @@ class IceLayer(SparseLayer):
     # selection -------------------------------------------------------------------------------------------
     def select_kv(self, query, mask):
         b, h, d = self.shape
-        hq = query.shape[1]
-        pages = self._choose(query[:, :, -1].reshape(b * h, hq // h, d))
+        group = query.shape[1] // h
+        pages = self._choose(query[:, :, -1].reshape(b * h, group, d))  # [G, choosers, k]
         self._bring_near(pages)
-        selected = (self.near_page.unsqueeze(-1) == pages.unsqueeze(1)).any(-1) & (self.near_page >= 0)
-        near_pos = torch.where(selected.unsqueeze(-1), self._near_pos(), torch.full_like(self._near_pos(), -1))
+        choosers = pages.shape[1]
+        # which near slots each chooser picked: [G, choosers, slots]
+        selected = (self.near_page[:, None, :, None] == pages[:, :, None, :]).any(-1) \
+            & (self.near_page >= 0).unsqueeze(1)
+        slot_pos = self._near_pos().unsqueeze(1)  # [G, 1, slots, page_size]
+        near_pos = torch.where(selected.unsqueeze(-1), slot_pos, torch.full_like(slot_pos, -1)).flatten(2)
         n_sink = self.keys.shape[-2]
-        pos = torch.cat([torch.arange(n_sink).expand(b * h, -1), self.tail_pos.expand(b * h, -1),
-                         near_pos.flatten(1)], dim=1).view(b, h, -1).to(self.device)
+        always = torch.cat([torch.arange(n_sink), self.tail_pos]).expand(b * h, choosers, -1)
+        pos = torch.cat([always, near_pos], dim=2).view(b, h * choosers, -1).to(self.device)
         self.last_selection = pos
         keys = torch.cat([self.keys, self.tail_k, self.near_k.view(b, h, -1, d)], dim=-2)
         values = torch.cat([self.values, self.tail_v, self.near_v.view(b, h, -1, d)], dim=-2)
-        bias = sa.gather_bias(sa.additive_mask(mask, self.length), pos)
+        bias = sa.gather_bias(sa.additive_mask(mask, self.length), pos)  # per chooser over the KV head's keys
         return keys, values, bias
 
     def _near_pos(self):
@@ -126,33 +131,35 @@ class IceLayer(SparseLayer):
         return torch.where((self.near_page >= 0).unsqueeze(-1), idx.pos[g, self.near_page.clamp(min=0)],
                            torch.full((*self.near_page.shape, self.page_size), -1, dtype=torch.long))
 
-    def _near_pool(self) -> None:
-        """Slots for twice the pages a full-page selection needs: split pages are often half full."""
+    def _near_pool(self, choosers: int) -> None:
+        """Slots for twice the pages a full-page selection needs (split pages are often half full), for each
+        query head that chooses: the group's choices overlap, but the pool must hold them when they do not."""
         b, h, d = self.shape
-        slots = max(1, -(-2 * self.cluster_budget() // self.page_size))
+        slots = choosers * max(1, -(-2 * self.cluster_budget() // self.page_size))
         self.near_k = torch.zeros(b * h, slots, self.page_size, d, dtype=self.dtype, device=self.device)
         self.near_v = torch.zeros_like(self.near_k)
         self.near_page = torch.full((b * h, slots), -1, dtype=torch.long)
         self.near_version = torch.zeros((b * h, slots), dtype=torch.long)
 
     def _choose(self, query):
-        """Best pages per group whose tokens fit the cluster budget and the near pool: [G, slots], -1 pads."""
+        """Best pages per chooser (each query head of query [G, Hg, D], or the group as one) whose tokens fit
+        the cluster budget: [G, choosers, k], -1 pads."""
+        scores = self.index.scores(query, per_head=self.per_query)  # [G, choosers, capacity]
         if self.near_page is None:
-            self._near_pool()
-        scores = self.index.scores(query)
-        slots = self.near_page.shape[1]
-        k = min(slots, scores.shape[1])
-        top = scores.topk(k, dim=1)
-        counts = self.index.count.gather(1, top.indices)
-        fits = (torch.cumsum(counts, 1) <= self.cluster_budget()) & torch.isfinite(top.values)
+            self._near_pool(scores.shape[1])
+        k = min(self.near_page.shape[1] // scores.shape[1], scores.shape[2])
+        top = scores.topk(k, dim=2)
+        counts = self.index.count.unsqueeze(1).expand(-1, scores.shape[1], -1).gather(2, top.indices)
+        fits = (torch.cumsum(counts, 2) <= self.cluster_budget()) & torch.isfinite(top.values)
         return torch.where(fits, top.indices, torch.full_like(top.indices, -1))
 
     def _bring_near(self, pages) -> None:
-        """Copy the chosen pages that are not near (or changed since they came) into free near slots."""
+        """Copy the chosen pages [G, choosers, k] that are not near (or changed since they came) into free near
+        slots; a page several query heads chose moves once."""
         far, nbytes = self.index.far, 2 * self.page_size * self.shape[2] * self.near_k.element_size()
         version = self.index.version
         for g in range(pages.shape[0]):
-            want = [p for p in pages[g].tolist() if p >= 0]
+            want = sorted({p for p in pages[g].flatten().tolist() if p >= 0})
             here = self.near_page[g].tolist()
             fresh = {p for p, v in zip(here, self.near_version[g].tolist())
                      if p >= 0 and v == int(version[g, p])}

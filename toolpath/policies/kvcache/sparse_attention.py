@@ -74,8 +74,9 @@ def gather_bias(mask_row, idx):
 def attend(module, query, keys, values, bias, scaling: float):
     """Softmax attention of one query row over gathered keys: query [B, Hq, 1, D], keys [B, H, n, D].
 
-    H is Hq (each query head chose its own tokens) or Hkv (a KV head's group shares them). Returns
-    [B, 1, Hq, D] as the attention interface expects.
+    H is Hq (each query head gathered its own tokens) or Hkv (a KV head's group reads the same keys); bias is
+    [B, H, n], or [B, Hq, n] over Hkv keys when each query head masks its own subset of the group's keys.
+    Returns [B, 1, Hq, D] as the attention interface expects.
     """
     import torch
 
@@ -83,7 +84,7 @@ def attend(module, query, keys, values, bias, scaling: float):
     h = keys.shape[1]
     q = query.view(b, h, hq // h, d).float()
     scores = torch.matmul(q, keys.float().transpose(-1, -2)) * scaling  # [B, H, G, n]
-    scores = scores + bias.unsqueeze(2)
+    scores = scores + bias.view(b, h, -1, bias.shape[-1])
     probs = torch.softmax(scores, dim=-1)
     out = torch.matmul(probs, values.float()).to(query.dtype)  # [B, H, G, D]
     return out.reshape(b, hq, 1, d).transpose(1, 2).contiguous()
