@@ -47,9 +47,10 @@ def tiny_model(seed=0, nq=16, nd=64, dim=16, **options):
                                intermediate_size=64, max_position_embeddings=160), add_pooling_layer=False).eval()
     cfg = M.MetaEmbedConfig(nq=nq, nd=nd, dim=dim, max_query_tokens=24, max_doc_tokens=96, encoder="encoder", **options)
     model = M.new_model(enc, tok, cfg, seed)
-    with torch.no_grad():  # open the gates as training would: the meta tokens' states count (they start at 0)
-        model.query_gate.fill_(0.5)
-        model.doc_gate.fill_(0.7)
+    if cfg.mean_residual:
+        with torch.no_grad():  # open the gates as training would: the meta tokens' states count (they start at 0)
+            model.query_gate.fill_(0.5)
+            model.doc_gate.fill_(0.7)
     return model
 
 
@@ -153,29 +154,47 @@ def test_trained_adapters_survive_save_and_load_and_merging_keeps_the_vectors(tm
 
 
 @needs_tokenizer
-def test_an_untrained_model_is_the_encoders_mean_pooling_at_every_budget():
-    import torch
-
+def test_the_first_vector_is_the_encoders_mean_pooling_and_one_vector_appends_no_meta_token():
     from toolpath.train.metaembed_training import mean_pooled
 
     model = tiny_model(nq=4, nd=8, dim=32)  # dim = the tiny encoder's width: the projection starts as the identity
-    with torch.no_grad():
-        model.query_gate.zero_()
-        model.doc_gate.zero_()
     texts = ["late interaction", "a longer passage about meta tokens and budgets"]
     pooled = mean_pooled(model, model.tokenize(texts, "doc")).numpy()
+    for n in (1, 3, 8):
+        assert np.allclose(model.encode(texts, "doc", n=n)[:, 0], pooled, atol=1e-5)
+    assert model.query_meta.shape[0] == 3 and model.doc_meta.shape[0] == 7  # vector 0 needs no meta token
+    calls = []
+    model.encoder.register_forward_pre_hook(lambda m, a, kw: calls.append(kw.get("inputs_embeds")), with_kwargs=True)
+    model.encode(texts, "query", n=1)
+    assert calls == [None]  # the plain forward on the token ids: what MiniLM alone runs
+    # the meta vectors are the meta tokens' own states, not copies of the pooled one
     vecs = model.encode(texts, "doc")
-    assert np.allclose(vecs, pooled[:, None, :], atol=1e-5)
+    assert not np.allclose(vecs[:, 1], vecs[:, 0], atol=1e-3)
+
+
+@needs_tokenizer
+def test_a_folder_of_the_gated_build_loads_as_it_was_trained(tmp_path):
+    gated = tiny_model(nq=4, nd=8, mean_residual=True, pooled_first=False)
+    M.save(gated, tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    for key in ("pooled_first", "lora_layers"):  # what the gated build wrote: neither key
+        cfg.pop(key)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    again = M.load(tmp_path, merge=False)
+    assert again.config.mean_residual and not again.config.pooled_first and again.config.lora_layers == 0
+    assert np.allclose(again.encode(["x y"], "doc"), gated.encode(["x y"], "doc"), atol=1e-5)
+    with pytest.raises(ValueError, match="choose one"):
+        tiny_model(mean_residual=True, pooled_first=True)
 
 
 @needs_tokenizer
 def test_a_folder_from_before_the_adapters_loads_as_it_was_trained(tmp_path):
     from dataclasses import asdict
 
-    old = tiny_model(nq=4, nd=8, lora_rank=0, mean_residual=False)
+    old = tiny_model(nq=4, nd=8, lora_rank=0, mean_residual=False, pooled_first=False)
     M.save(old, tmp_path)
     cfg = json.loads((tmp_path / "config.json").read_text())
-    for key in ("lora_rank", "mean_residual"):  # what an older build wrote: neither key
+    for key in ("lora_rank", "lora_layers", "mean_residual", "pooled_first"):  # what an older build wrote: none
         cfg.pop(key)
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     again = M.load(tmp_path)
@@ -201,6 +220,34 @@ def test_multivector_loss_prefers_the_matching_document():
     good, _ = multivector_loss(q, torch.cat([q, q], 1)[:, :64], ((1, 1), (16, 32)), 0.03)
     bad, _ = multivector_loss(q, torch.cat([q.flip(0), q.flip(0)], 1), ((1, 1), (16, 32)), 0.03)
     assert float(good) < 0.01 < float(bad)
+    # the groups' losses are summed with their weights
+    _, parts = multivector_loss(q, q.flip(0), ((1, 1), (4, 8)), 0.03)
+    weighted, _ = multivector_loss(q, q.flip(0), ((1, 1), (4, 8)), 0.03, weights=(2.0, 0.5))
+    assert float(weighted) == pytest.approx(2 * parts[0] + 0.5 * parts[1], rel=1e-5)
+
+
+def test_package_pairs_hold_out_whole_packages_and_record_their_versions(tmp_path, monkeypatch):
+    from toolpath.train import metaembed_pairs as P
+    from toolpath.train.metaembed_packages import manifest
+
+    body = "It reads the {0} settings of a {0} file and returns them as a mapping, one entry per key found. " * 2
+    for i in range(12):  # twelve packages of two documented modules each, and a test module to skip
+        pkg = tmp_path / f"pkg{i}"
+        (pkg / "tests").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        for j in range(2):
+            word = "".join(chr(97 + int(c)) for c in f"{i:02d}{j}")  # letters: passages differ in words
+            func = f'def f():\n    """Read the {word} settings file.\n\n    {body.format(word)}"""\n'
+            (pkg / f"m{j}.py").write_text(func)
+            (pkg / "tests" / f"test_{j}.py").write_text(func.replace("Read the", "Test the"))
+    monkeypatch.setattr(P, "site_packages", lambda: tmp_path)
+    coll = P.build_collection(pydoc=False, markdown=False, docstrings=False, packages=True, per_package=1)
+    assert {p.source for p in coll.pairs} == {"package"} and not any("Test the" in p.query for p in coll.pairs)
+    assert len(coll.pairs) == 12  # per_package: a package's modules are read until it has that many pairs
+    train, held = coll.split()
+    assert train and held and not {p.doc for p in train} & {p.doc for p in held}
+    assert coll.packages == {f"pkg{i}": "" for i in range(12)}  # read, and claimed by no installed distribution
+    assert manifest(["numpy"])["numpy"].startswith("numpy==")
 
 
 def test_distillation_is_smallest_when_the_groups_rank_like_the_teacher():

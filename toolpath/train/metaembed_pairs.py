@@ -1,14 +1,17 @@
 """Real (query, passage) pairs for training and measuring MetaEmbed, with a held-out split by document.
 
-Sources, all text that ships with Python or with this repository:
+Sources, all text that ships with Python, with this repository or with the installed packages:
 - the Python reference topics (`pydoc_data.topics`): each section heading -> the first passage of its section
   (a topic's title heading -> its opening passage);
 - the repository's Markdown (README.md, docs/*.md): each heading -> the first passage of its section;
 - the standard library's docstrings: a function's or class's summary line -> the first passage of the rest;
+- the installed packages' docstrings, the same way (metaembed_packages: a package is one document, and the
+  package versions are recorded in `Collection.packages`);
 - for training only, the inverse cloze task over the training documents' passages (Collection.sentence_queries).
 
-A document is a topic, a Markdown file or a module; a document is wholly in training or wholly held out (by a
-hash of its name, so the split does not move when sources grow or the seed changes). The collection an
+A document is a topic, a Markdown file, a standard-library module or an installed package; a document is
+wholly in training or wholly held out (by a hash of its name, so the split does not move when sources grow or
+the seed changes). The collection an
 evaluation searches is every passage of the held-out documents, not only the relevant ones. The heading or
 summary line is never part of its passage, or the task would be string matching.
 """
@@ -18,10 +21,11 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..tools.corpus_text import parse_markdown, split_passages
+from .metaembed_packages import PER_PACKAGE, manifest, package_files, site_packages, top_level_packages
 
 HELDOUT_PERCENT = 20
 _RST_UNDERLINE = re.compile(r"^(\S[^\n]*)\n([=\-*~^\"+#])\2{2,}[ \t]*$", re.M)
@@ -44,6 +48,7 @@ class Collection:
     passages: list[str]
     passage_doc: list[str]
     pairs: list[Pair]
+    packages: dict[str, str] = field(default_factory=dict)  # installed package read -> "distribution==version"
 
     def split(self) -> tuple[list[Pair], list[Pair]]:
         """(training pairs, held-out pairs), by document."""
@@ -124,6 +129,7 @@ class _Builder:
         self.passage_doc: list[str] = []
         self.pairs: list[Pair] = []
         self._seen: dict[str, int] = {}
+        self.packages: dict[str, str] = {}
 
     def section(self, source: str, doc: str, query: str, body: str, min_words: int = 20) -> None:
         query = _clean(query).strip(" .:")
@@ -132,10 +138,11 @@ class _Builder:
             return
         first = None
         for text in parts:
-            if text in self._seen:  # the same text twice (a shared docstring): one item, first owner keeps it
-                first = self._seen[text] if first is None else first
+            key = _dedupe_key(text)
+            if key in self._seen:  # the same text twice (a shared or templated docstring): one item, first owner
+                first = self._seen[key] if first is None else first
                 continue
-            self._seen[text] = len(self.passages)
+            self._seen[key] = len(self.passages)
             self.passages.append(text)
             self.passage_doc.append(doc)
             first = len(self.passages) - 1 if first is None else first
@@ -148,11 +155,20 @@ class _Builder:
         for p in self.pairs:
             count[p.query.lower()] = count.get(p.query.lower(), 0) + 1
         pairs = [p for p in self.pairs if count[p.query.lower()] == 1]
-        return Collection(self.passages, self.passage_doc, pairs)
+        return Collection(self.passages, self.passage_doc, pairs, self.packages)
 
 
-def build_collection(*, pydoc: bool = True, markdown: bool = True, docstrings: bool = True) -> Collection:
-    """Every pair of the sources, in a fixed order (sources, then documents sorted by name)."""
+def _dedupe_key(text: str) -> str:
+    """Passages equal but for case, numbers and punctuation are one passage: generated docstrings ("Sets the
+    color of ...", one per class) differ in nothing else, and as separate items one query would have several
+    right answers."""
+    return " ".join(re.sub(r"[^a-z]+", " ", text.lower()).split())
+
+
+def build_collection(*, pydoc: bool = True, markdown: bool = True, docstrings: bool = True, packages: bool = False,
+                     per_package: int = 0) -> Collection:
+    """Every pair of the sources, in a fixed order (sources, then documents sorted by name). `packages`: also
+    the installed packages' docstrings, at most `per_package` pairs each (0: metaembed_packages.PER_PACKAGE)."""
     b = _Builder()
     if pydoc:
         from pydoc_data.topics import topics
@@ -173,4 +189,22 @@ def build_collection(*, pydoc: bool = True, markdown: bool = True, docstrings: b
             for summary, rest in _docstrings(path):
                 if 3 <= len(summary.split()) <= 30:
                     b.section("docstring", f"module:{module}", summary, rest, min_words=30)
+    if packages:
+        _add_packages(b, per_package or PER_PACKAGE)
     return b.done()
+
+
+def _add_packages(b: _Builder, per_package: int) -> None:
+    root = site_packages()
+    names = top_level_packages(root)
+    for name in names:
+        before = len(b.pairs)
+        for path in package_files(root, name):
+            for summary, rest in _docstrings(path):
+                if 3 <= len(summary.split()) <= 30:
+                    b.section("package", f"package:{name}", summary, rest, min_words=30)
+            if len(b.pairs) - before >= per_package:
+                break
+        if len(b.pairs) > before:
+            b.packages[name] = ""
+    b.packages = manifest(sorted(b.packages))

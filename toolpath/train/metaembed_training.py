@@ -1,20 +1,22 @@
 """`toolpath models build metaembed`: Matryoshka multi-vector contrastive training of MetaEmbed's meta tokens,
 projection and LoRA adapters on the bundled MiniLM, written to $TOOLPATH_HOME/models/metaembed.
 
-The loss: for each group (nq, nd) of GROUPS, the late-interaction scores of every query in the batch against
-every document in it, using only the first nq query and nd document vectors, divided by the temperature, and
-cross-entropy with the query's own passage as the answer (the other passages of the batch are the negatives);
-the groups' losses are averaged. Training the small groups beside the large ones is what makes the first
-vectors carry the coarse meaning, so a small budget at query time still ranks well.
+The loss (the paper's Matryoshka multi-vector retrieval): for each group (nq, nd) of GROUPS, the
+late-interaction scores of every query in the batch against every document in it, using only the first nq query
+and nd document vectors, and InfoNCE with the query's own passage as the answer (the other passages of the
+batch are the negatives); the groups' losses are summed with `group_weights` (all 1 by default). Each group's
+scores are the mean, not the sum, of its nq MaxSim terms before the temperature: the ranking is the same, and
+one temperature then means the same sharpness for every group (with the sum, the 16-vector group's logits are
+16 times larger and its loss saturates while the 1-vector group's still learns).
 
-Two additions for a small encoder on a thousand pairs, where the contrastive loss alone overfits (training loss
-near 0.1, held-out recall below the untrained encoder's mean pooling):
+Two additions for a small encoder, where the contrastive loss alone overfits:
 - the inverse cloze task: a share of each batch (`ict_share`) is a sentence of a training passage asking for
-  that passage with the sentence cut out (kept in 1 case of 10, as in ICT), so the batches are not the same
-  thousand pairs again and again;
-- distillation (`distill`): for each group, the KL divergence from the frozen encoder's mean-pooled cosine
-  scores over the batch (temperature `teacher_temperature`) to the group's mean late-interaction scores, which
-  keeps what the pretrained encoder knows about every pair in the batch while the adapters move.
+  that passage with the sentence cut out (kept in 1 case of 10, as in ICT);
+- distillation (`distill`) on the groups in `distill_groups` only (default the single-vector one): the KL
+  divergence from the frozen encoder's mean-pooled cosine scores over the batch to the group's scores, which
+  keeps what the pretrained encoder knows while the adapters move. Distilling every group toward one
+  single-vector teacher asks every budget to rank exactly as one vector does, which leaves the extra vectors
+  nothing to add; the earlier build did that and its extra vectors stayed copies of the pooled one.
 
 Everything follows from the seed: the meta tokens' initialisation, the order of the pairs, the steps (one
 thread: the result is the same on any machine with the same torch).
@@ -44,18 +46,21 @@ GROUPS = ((1, 1), (2, 4), (4, 8), (8, 16), (16, 64))
 class TrainConfig:
     model: M.MetaEmbedConfig = field(default_factory=M.MetaEmbedConfig)
     groups: tuple[tuple[int, int], ...] = GROUPS
+    group_weights: tuple[float, ...] = ()  # one per group; empty: all 1
     temperature: float = 0.03
-    steps: int = 200
-    batch: int = 32
-    lr: float = 2e-3  # meta tokens and projection
-    lora_lr: float = 3e-4  # the encoder's LoRA adapters (model.lora_rank)
-    warmup: int = 20
-    ict_share: float = 0.25  # of each batch: inverse-cloze pairs from training passages
+    steps: int = 72
+    batch: int = 24
+    lr: float = 3e-3  # meta tokens
+    lora_lr: float = 3e-4  # the encoder's LoRA adapters (model.lora_rank) and the projection
+    warmup: int = 8
+    ict_share: float = 0.125  # of each batch: inverse-cloze pairs from training passages
     distill: float = 1.0  # weight of the distillation term (0: contrastive loss only)
+    distill_groups: tuple[tuple[int, int], ...] = ((1, 1),)
     teacher_temperature: float = 0.05
-    train_doc_tokens: int = 128  # passages are cut here in training (speed); the index reads max_doc_tokens
+    train_doc_tokens: int = 64  # passages are cut here in training (speed); the index reads max_doc_tokens
     threads: int = 1  # two OpenMP threads on a busy 2-core machine spin-wait on each other
-    sources: tuple[str, ...] = ("pydoc", "markdown", "docstrings")
+    sources: tuple[str, ...] = ("pydoc", "markdown", "docstrings", "packages")
+    per_package: int = 0  # pairs read from each installed package (0: metaembed_packages.PER_PACKAGE)
 
 
 def folder(home: Path | None = None) -> Path:
@@ -64,20 +69,29 @@ def folder(home: Path | None = None) -> Path:
     return (home / "models" if home else models_dir()) / NAME
 
 
-def multivector_loss(q, d, groups, temperature: float, same=None):
-    """Mean over groups of the in-batch contrastive loss on late-interaction scores of nested prefixes.
-    q (B, Nq, dim), d (B, Nd, dim) unit vectors; `same` (B, B) marks pairs that share a passage (not negatives)."""
+def group_scores(q, d, nq: int, nd: int):
+    """(B, B) late-interaction scores of every query against every document over the first nq query and nd
+    document vectors, as the mean of the nq MaxSim terms (the index sums them: the same ranking)."""
+    import torch
+
+    return torch.einsum("iqc,jdc->ijqd", q[:, :nq], d[:, :nd]).max(dim=3).values.mean(dim=2)
+
+
+def multivector_loss(q, d, groups, temperature: float, same=None, weights=()):
+    """Weighted sum over groups of the in-batch InfoNCE loss on late-interaction scores of nested prefixes, and
+    each group's loss. q (B, Nq, dim), d (B, Nd, dim) unit vectors; `same` (B, B) marks pairs that share a
+    passage (not negatives); `weights` one per group (empty: all 1)."""
     import torch
 
     target = torch.arange(len(q))
     losses = []
     for nq, nd in groups:
-        sims = torch.einsum("iqc,jdc->ijqd", q[:, :nq], d[:, :nd])  # every query against every document
-        scores = sims.max(dim=3).values.sum(dim=2) / temperature
+        scores = group_scores(q, d, nq, nd) / temperature
         if same is not None:
             scores = scores.masked_fill(same & ~torch.eye(len(q), dtype=torch.bool), float("-inf"))
         losses.append(torch.nn.functional.cross_entropy(scores, target))
-    return torch.stack(losses).mean(), [float(x.detach()) for x in losses]
+    w = torch.tensor(weights or [1.0] * len(losses))
+    return (w * torch.stack(losses)).sum(), [float(x.detach()) for x in losses]
 
 
 def mean_pooled(model, enc) -> torch.Tensor:
@@ -108,9 +122,15 @@ def distillation_loss(q, d, teacher_scores, groups, temperature: float, others=N
     target = torch.softmax(masked(teacher_scores / temperature), dim=-1)
     losses = []
     for nq, nd in groups:
-        s = torch.einsum("iqc,jdc->ijqd", q[:, :nq], d[:, :nd]).max(dim=3).values.mean(dim=2) / temperature
+        s = group_scores(q, d, nq, nd) / temperature
         losses.append(torch.nn.functional.kl_div(torch.log_softmax(masked(s), dim=-1), target, reduction="batchmean"))
     return torch.stack(losses).mean()
+
+
+def _count_by_source(train_pairs, heldout) -> dict:
+    from collections import Counter
+
+    return {"train": dict(Counter(p.source for p in train_pairs)), "heldout": dict(Counter(p.source for p in heldout))}
 
 
 def _batches(pairs, passages, sentences: dict[int, list[str]], cfg: TrainConfig, seed: int):
@@ -152,8 +172,11 @@ def train(model, pairs, passages, cfg: TrainConfig, seed: int, progress=None, se
     lora = list(model.lora_parameters().values())
     for p in lora:
         p.requires_grad_(True)
-    groups = [{"params": [model.query_meta, model.doc_meta, model.query_gate, model.doc_gate,
-                          *model.proj.parameters()], "lr": cfg.lr}]
+    # The projection starts as the identity and carries the pooled vector too: at the meta tokens' rate it
+    # drifts from MiniLM's space within a few dozen steps (held-out recall@5 at 1x1 fell below MiniLM's), so it
+    # moves at the adapters' rate.
+    groups = [{"params": [model.query_meta, model.doc_meta, model.query_gate, model.doc_gate], "lr": cfg.lr},
+              {"params": list(model.proj.parameters()), "lr": cfg.lora_lr}]
     if lora:
         groups.append({"params": lora, "lr": cfg.lora_lr})
     opt = torch.optim.AdamW(groups, weight_decay=0.0)
@@ -173,10 +196,12 @@ def train(model, pairs, passages, cfg: TrainConfig, seed: int, progress=None, se
         others = (ids[:, None] == ids[None, :]) & ~torch.eye(len(ids), dtype=torch.bool)
         q = model(qt["input_ids"], qt["attention_mask"], "query")
         d = model(dt["input_ids"], dt["attention_mask"], "doc")
-        loss, parts = multivector_loss(q, d, cfg.groups, cfg.temperature, same=ids[:, None] == ids[None, :])
-        if cfg.distill:
+        loss, parts = multivector_loss(q, d, cfg.groups, cfg.temperature, same=ids[:, None] == ids[None, :],
+                                       weights=cfg.group_weights)
+        if cfg.distill and cfg.distill_groups:
             teacher = mean_pooled(model, qt) @ mean_pooled(model, dt).T
-            loss = loss + cfg.distill * distillation_loss(q, d, teacher, cfg.groups, cfg.teacher_temperature, others)
+            loss = loss + cfg.distill * distillation_loss(q, d, teacher, cfg.distill_groups, cfg.teacher_temperature,
+                                                          others)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -203,7 +228,8 @@ def build(seed: int = 0, *, home: Path | None = None, config: TrainConfig | None
     t0 = time.monotonic()
     with Progress("[1/2] pairs: sections and docstrings of the training text") as line:
         coll = build_collection(pydoc="pydoc" in cfg.sources, markdown="markdown" in cfg.sources,
-                                docstrings="docstrings" in cfg.sources)
+                                docstrings="docstrings" in cfg.sources, packages="packages" in cfg.sources,
+                                per_package=cfg.per_package)
         train_pairs, heldout = coll.split()
         if not train_pairs:
             raise RuntimeError("no training pairs: the sources gave no text (is pydoc_data importable?)")
@@ -218,7 +244,9 @@ def build(seed: int = 0, *, home: Path | None = None, config: TrainConfig | None
         line.close(f"loss {stats['loss_first']} -> {stats['loss_last10']:.3f} (mean of the last 10)")
     target = folder(home)
     report = {"name": NAME, "seed": seed, "config": asdict(cfg), "pairs": {"train": len(train_pairs),
-              "heldout": len(heldout), "passages": len(coll.passages), "ict_passages": len(sentences)},
+              "heldout": len(heldout), "passages": len(coll.passages), "ict_passages": len(sentences),
+              "by_source": _count_by_source(train_pairs, heldout)},
+              "packages": coll.packages,  # the installed versions the package pairs came from: the data's manifest
               "training": stats, "seconds": round(time.monotonic() - t0, 1), "threads": cfg.threads,
               "load_average": [round(x, 2) for x in os.getloadavg()]}
     with replaced_folder(target, NAME) as tmp:

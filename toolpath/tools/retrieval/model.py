@@ -1,16 +1,21 @@
 """The MetaEmbed model: learnable meta tokens appended to a BERT-style encoder's input; the last-layer states
 of the meta tokens, projected and L2-normalised, are an item's multi-vector embedding.
 
-Two choices of ours on top of the paper's recipe, both for a 22M-parameter encoder trained on a thousand pairs
+Two choices of ours on top of the paper's recipe, for a 22M-parameter encoder trained on thousands of pairs
 (the paper fine-tunes billion-parameter VLMs on millions): LoRA adapters on the encoder's linear layers
-(`lora_rank`, the only encoder weights that train), and `mean_residual`: vector j is the projection of the
-mean of the item's text-token states plus g_j times meta token j's state, with a learned gate g_j that starts at
-0 and a projection that starts as the identity (dim = the encoder's width), so before training every vector is
-exactly the sentence embedding MiniLM was trained to give (mean pooling) and training can only move away from
-it where the pairs say so. Without it the meta tokens must first learn to pool at all, and on our data they end
-below plain mean pooling (R@5 80.8 against 82.9 with the same training, 67.2 with the encoder frozen).
+(`lora_rank`, the only encoder weights that train), and `pooled_first`: vector 0 is the projection of the mean
+of the item's text-token states (the sentence embedding MiniLM was trained to give) and vectors 1.. are the
+meta tokens' states, used directly as the paper uses them. So a 1x1 budget is exactly the encoder's own forward
+pass (no meta token is appended at all) and a larger budget adds meta vectors that the loss on each budget
+trains to add what the pooled vector misses. The projection starts as the identity (dim = the encoder's width),
+so before training vector 0 is MiniLM's embedding.
 
-Queries get Nq meta tokens, documents Nd (separate parameters). The attention mask makes prefixes exact:
+An older variant, `mean_residual` (vector j = proj(mean + g_j x meta token j's state), a learned gate g_j
+starting at 0), is still loaded for folders built with it: its gates stayed near 0, every vector of an item
+was nearly the pooled one, and budgets past 1x1 added bytes and no recall.
+
+Queries get Nq vectors, documents Nd (separate meta tokens; with `pooled_first` one fewer meta token than
+vectors). The attention mask makes prefixes exact:
 
     text token  -> the item's text tokens only (so the text is read as the encoder alone reads it)
     meta token j -> the item's text tokens and meta tokens 0..j (causal among the meta tokens)
@@ -49,14 +54,28 @@ class MetaEmbedConfig:
     max_doc_tokens: int = 256
     encoder: str = BUNDLED_ENCODER  # or "encoder": the folder's own encoder/ subfolder
     lora_rank: int = 8  # LoRA on the encoder's query/key/value/dense layers (alpha = 2 x rank); 0: encoder frozen
-    mean_residual: bool = True  # vector j = proj(mean of the text-token states + gate_j x meta token j's state)
+    lora_layers: int = 2  # adapt only the top this many layers (0: all): a text token then back-propagates
+    # through those alone (the meta tokens still through all), which makes a training step on CPU far cheaper
+    mean_residual: bool = False  # older folders: vector j = proj(mean of the text states + gate_j x meta state j)
+    pooled_first: bool = True  # vector 0 = proj(mean of the text-token states), vectors 1.. = meta tokens' states
+
+    def meta_tokens(self, side: str) -> int:
+        n = self.nq if side == "query" else self.nd
+        return n - 1 if self.pooled_first else n
 
 
-# A folder saved before these settings existed was a frozen encoder with meta-token states alone.
-_OLD_FOLDER_DEFAULTS = {"lora_rank": 0, "mean_residual": False}
+# Settings a folder saved before they existed was trained with: first a frozen encoder with meta-token states
+# alone, then LoRA with the gated mean residual (whose config.json names lora_rank and mean_residual).
+_OLD_FOLDER_DEFAULTS = {"lora_rank": 0, "lora_layers": 0, "mean_residual": False, "pooled_first": False}
 # The transformer layers' linear maps only (a BERT's pooler also has a `dense`, unused here and present or not
 # depending on how the encoder was saved).
-LORA_TARGETS = r".*layer\.\d+\..*\b(query|key|value|dense)"
+LORA_TARGETS = r".*layer\.({layers})\..*\b(query|key|value|dense)"
+
+
+def lora_targets(n_layers: int, top: int) -> str:
+    """The LoRA target pattern for the top `top` of n_layers transformer layers (0: every layer)."""
+    layers = range(n_layers - top, n_layers) if 0 < top < n_layers else range(n_layers)
+    return LORA_TARGETS.format(layers="|".join(str(i) for i in layers))
 
 
 def bundled_encoder_path() -> Path:
@@ -85,6 +104,9 @@ def _module():
             super().__init__()
             self.encoder, self.tokenizer, self.config = encoder, tokenizer, config
             hidden = encoder.config.hidden_size
+            if config.pooled_first and config.mean_residual:
+                raise ValueError("pooled_first and mean_residual are two different ways to use the pooled state: "
+                                 "choose one")
             if config.max_doc_tokens + config.nd > encoder.config.max_position_embeddings:
                 raise ValueError(f"max_doc_tokens {config.max_doc_tokens} + nd {config.nd} exceed the encoder's "
                                  f"{encoder.config.max_position_embeddings} positions")
@@ -98,10 +120,10 @@ def _module():
             def init(n):
                 return torch.nn.Parameter(base.expand(n, -1) + 0.02 * torch.randn(n, hidden, generator=g))
 
-            self.query_meta, self.doc_meta = init(config.nq), init(config.nd)
+            self.query_meta, self.doc_meta = init(config.meta_tokens("query")), init(config.meta_tokens("doc"))
             self.proj = torch.nn.Linear(hidden, config.dim)
             with torch.no_grad():
-                if config.mean_residual and config.dim == hidden:
+                if (config.mean_residual or config.pooled_first) and config.dim == hidden:
                     self.proj.weight.copy_(torch.eye(hidden))
                 else:
                     torch.nn.init.orthogonal_(self.proj.weight, generator=g)
@@ -115,7 +137,8 @@ def _module():
 
                 torch.manual_seed(seed)  # the adapters' initialisation follows the seed too
                 inject_adapter_in_model(LoraConfig(r=config.lora_rank, lora_alpha=2 * config.lora_rank,
-                                                   lora_dropout=0.0, target_modules=LORA_TARGETS), encoder)
+                                                   lora_dropout=0.0, target_modules=lora_targets(
+                                                       encoder.config.num_hidden_layers, config.lora_layers)), encoder)
 
         def lora_parameters(self) -> dict:
             return {n: p for n, p in self.encoder.named_parameters() if "lora_" in n}
@@ -143,10 +166,32 @@ def _module():
             self.merged = True
 
         def forward(self, input_ids, attention_mask, side: str, n: int | None = None):
-            """(batch, n, dim) unit vectors: the states of the first n meta tokens of `side` ("query"/"doc")."""
-            meta = self.query_meta if side == "query" else self.doc_meta
-            n = len(meta) if n is None else n
-            meta = meta[:n]
+            """(batch, n, dim) unit vectors: the first n vectors of `side` ("query"/"doc")."""
+            cfg = self.config
+            n = (cfg.nq if side == "query" else cfg.nd) if n is None else n
+            if cfg.pooled_first:
+                return self._pooled_first(input_ids, attention_mask, side, n)
+            meta = (self.query_meta if side == "query" else self.doc_meta)[:n]
+            states, length = self._encode_with_meta(input_ids, attention_mask, meta)
+            out = states[:, length:]
+            if cfg.mean_residual:  # text tokens never see meta tokens: the mean is the same for any n
+                gate = (self.query_gate if side == "query" else self.doc_gate)[:n]
+                out = gate[:, None] * out + masked_mean(states[:, :length], attention_mask).unsqueeze(1)
+            return torch.nn.functional.normalize(self.proj(out), dim=-1)
+
+        def _pooled_first(self, input_ids, attention_mask, side: str, n: int):
+            meta = (self.query_meta if side == "query" else self.doc_meta)[:n - 1]
+            if len(meta):
+                states, length = self._encode_with_meta(input_ids, attention_mask, meta)
+                out = torch.cat([masked_mean(states[:, :length], attention_mask).unsqueeze(1), states[:, length:]], 1)
+            else:  # one vector: the encoder's own forward pass, nothing appended (what MiniLM alone costs)
+                states = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+                out = masked_mean(states, attention_mask).unsqueeze(1)
+            return torch.nn.functional.normalize(self.proj(out), dim=-1)
+
+        def _encode_with_meta(self, input_ids, attention_mask, meta):
+            """(last-layer states of text tokens then meta tokens, text length), under the prefix-exact mask."""
+            n = len(meta)
             b, length = input_ids.shape
             words = self.encoder.get_input_embeddings()(input_ids)
             x = torch.cat([words, meta.unsqueeze(0).expand(b, -1, -1).to(words.dtype)], dim=1)
@@ -155,11 +200,7 @@ def _module():
                              lengths + torch.arange(n).unsqueeze(0)], dim=1)
             states = self.encoder(inputs_embeds=x, attention_mask=self._mask(attention_mask, n, x.dtype),
                                   position_ids=pos).last_hidden_state
-            out = states[:, length:]
-            if self.config.mean_residual:  # text tokens never see meta tokens: the mean is the same for any n
-                gate = (self.query_gate if side == "query" else self.doc_gate)[:n]
-                out = gate[:, None] * out + masked_mean(states[:, :length], attention_mask).unsqueeze(1)
-            return torch.nn.functional.normalize(self.proj(out), dim=-1)
+            return states, length
 
         @staticmethod
         def _mask(text_mask, n: int, dtype):
