@@ -55,7 +55,7 @@ class MetaEmbedConfig:
     encoder: str = BUNDLED_ENCODER  # or "encoder": the folder's own encoder/ subfolder
     lora_rank: int = 8  # LoRA on the encoder's query/key/value/dense layers (alpha = 2 x rank); 0: encoder frozen
     lora_layers: int = 2  # adapt only the top this many layers (0: all): a text token then back-propagates
-    # through those alone (the meta tokens still through all), which makes a training step on CPU far cheaper
+    # through those alone (the meta tokens still through all), a cheaper training step on CPU
     mean_residual: bool = False  # older folders: vector j = proj(mean of the text states + gate_j x meta state j)
     pooled_first: bool = True  # vector 0 = proj(mean of the text-token states), vectors 1.. = meta tokens' states
 
