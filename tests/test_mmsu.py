@@ -78,12 +78,24 @@ def test_speech_features_measures_a_tones_pitch(tmp_path):
     both = tool.call({"audio": ["audio_1", "audio_2"], "use_transcript": False}, ctx).data
     assert "The second clip is higher-pitched than the first clip (audio_2 vs audio_1: " in both["comparison"]
     assert [c["audio"] for c in both["clips"]] == ["audio_1", "audio_2"]
-    shown = json.loads(tool.call({"audio": ["audio_1", "audio_2"], "use_transcript": False}, ctx).content)
-    assert shown["comparison"] == both["comparison"] and all("words" not in c for c in shown["clips"])
     with pytest.raises(ToolError, match="audio names a clip twice"):
         tool.call({"audio": ["audio_1", "audio_1"]}, ctx)
     with pytest.raises(ToolError, match="unknown audio 'audio_9'.*audio_1, audio_2"):
         tool.call({"audio": "audio_9"}, ctx)
+
+
+def test_a_comparison_leaves_the_per_word_tables_out_of_what_the_model_reads(tmp_path, monkeypatch):
+    from toolpath.tools.audio import speech
+
+    ctx = ToolContext(audio={"audio_1": tone(tmp_path / "low.wav", 140.0), "audio_2": tone(tmp_path / "hi.wav", 260.0)})
+    heard = {"text": "la la", "language": "en", "words": [{"word": "la", "start": 0.05, "end": 0.2},
+                                                           {"word": "la", "start": 0.25, "end": 0.4}]}
+    monkeypatch.setattr(speech.whisper, "installed", lambda: True)  # word times without the transcriber's weights
+    monkeypatch.setattr(speech, "transcript", lambda clip: heard)
+    result = get_tool("speech_features").call({"audio": ["audio_1", "audio_2"]}, ctx)
+    assert all(c["words"] for c in result.data["clips"])  # measured, and kept for a program to read
+    shown = json.loads(result.content)
+    assert shown["comparison"] == result.data["comparison"] and all("words" not in c for c in shown["clips"])
 
 
 def test_comparison_says_which_clip_is_faster_and_ranks_more_than_two():
