@@ -97,6 +97,17 @@ def test_the_loop_guard_still_ends_a_run(store):
     assert RAN["measure_twice"] == 1 and all(o["error"] for o in obs[1:])
 
 
+def test_a_graphs_tool_nodes_run_each_time_they_are_reached(store):
+    # the spec's author repeats the call by design (a loop of nodes); only a model's repeat is answered
+    node = {"tool": "measure_twice", "arguments": {"value": "box"}}
+    spec = parse_spec({"id": "g", "instruction": "x", "model": "scripted:none.yaml", "limits": {"max_steps": 3},
+                       "agent": {"name": "graph", "params": {
+                           "nodes": {"first": node, "second": node}, "edges": [{"from": "first", "to": "second"}]}}})
+    r = run_episode(spec, store, policy=ScriptedPolicy([]))
+    assert r.status == "finished", r.error
+    assert RAN["measure_twice"] == 2
+
+
 def test_analysis_tools_are_pure_and_stateful_ones_are_not():
     for name in ("calculator", "transcribe", "speech_features", "assess_quality", "molecule_info", "substructure"):
         assert get_tool(name).pure, name

@@ -117,7 +117,8 @@ def make_graph_node(rt: Runtime, graph: dict, name: str):
             if kind == "tool":
                 call = ToolCall(id=f"{name}_{state['seq'] + 1}", name=spec_node["tool"],
                                 arguments=render(spec_node.get("arguments", {}), values))
-                done = execute_calls(rt, state, [call])
+                # the spec's author wrote this call: a loop of nodes repeats it on purpose, so it always runs
+                done = execute_calls(rt, state, [call], answer_repeats=False)
             else:
                 call = ToolCall(id=f"{name}_{state['seq'] + 1}", name=f"agent:{spec_node['agent']}",
                                 arguments={"instruction": render(spec_node.get("instruction", "{instruction}"), values),

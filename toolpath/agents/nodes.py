@@ -291,18 +291,19 @@ def already_answered(name: str) -> str:
             "Answer now or call something else.")
 
 
-def run_call(rt: Runtime, call: ToolCall) -> tuple[Observation, ToolResult | None]:
+def run_call(rt: Runtime, call: ToolCall, answer_repeats: bool = True) -> tuple[Observation, ToolResult | None]:
     """Execute one call; every failure (unknown tool, bad arguments, timeout, crash) becomes an error observation.
 
     A pure tool's call that already succeeded in this run is not run again: a small model that repeats a call
     whose result it has is told so and moves on, before the loop guard would end the run (loop_update stays the
-    backstop). Stateful tools (a screenshot, a wait, a click, a code cell) run every time."""
+    backstop). Stateful tools (a screenshot, a wait, a click, a code cell) run every time, and so does every call
+    with `answer_repeats` off: one a spec's author wrote, not a model."""
     tool = rt.tools.get(call.name)
     if tool is None:
         msg = f"unknown tool {call.name!r}; available tools: {', '.join(rt.tools)}"
         return Observation(call_id=call.id, tool=call.name, content=msg, error=True), None
     try:
-        key = repeat_key(tool, call.arguments) if tool.pure else None
+        key = repeat_key(tool, call.arguments) if tool.pure and answer_repeats else None
         if key is not None and key in rt.answered:
             return Observation(call_id=call.id, tool=call.name, content=already_answered(call.name), error=True), None
         result = tool.call(call.arguments, rt.ctx)
@@ -342,15 +343,16 @@ class Executed:
 
 def execute_calls(rt: Runtime, state: AgentState, calls: list[ToolCall],
                   act: Callable[[ToolCall], tuple[Observation, Any]] | None = None,
-                  exempt: Callable[[ToolCall], bool] = lambda call: False) -> Executed:
+                  exempt: Callable[[ToolCall], bool] = lambda call: False, answer_repeats: bool = True) -> Executed:
     """Run a step's calls in order under what is left of the run's time (nodes.step_deadline).
 
     `act(call)` carries one out: (observation, None), or (observation, ending) when the call ends the run; by
     default the call runs its tool, and a final result ends the run with its content as the ending. Once the
     deadline has passed no call starts, nor any after it, unless `exempt` says it takes no time (an answer);
-    those are reported as not run. The first call that ends the run ends the step too."""
+    those are reported as not run. The first call that ends the run ends the step too. `answer_repeats` off runs a
+    pure tool's repeated call again (run_call)."""
     def run_tool(call: ToolCall) -> tuple[Observation, Any]:
-        obs, result = run_call(rt, call)
+        obs, result = run_call(rt, call, answer_repeats)
         return obs, result.content if result is not None and result.final else None
 
     act = act or run_tool
