@@ -33,11 +33,11 @@ def by_sample(store, eval_id):
 
 
 def test_an_eval_killed_halfway_resumes_to_the_numbers_of_an_uninterrupted_run(tmp_path, on_path):
-    n = 240
+    n = 80  # the second half takes seconds (two calls a sample at 0.05 s each): the kill lands before the end
     home = tmp_path / "home"
     cmd = [sys.executable, "-m", "toolpath.cli", "--home", str(home), "eval", "arith", "--limit", str(n),
            "--model", SLOW, "-q"]
-    proc = subprocess.Popen(cmd, env={**os.environ, **ENV, "TOOLPATH_TEST_LATENCY": "0.02"}, cwd=ROOT,
+    proc = subprocess.Popen(cmd, env={**os.environ, **ENV, "TOOLPATH_TEST_LATENCY": "0.05"}, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.time() + 240
