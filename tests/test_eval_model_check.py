@@ -15,7 +15,7 @@ from toolpath.runs import Store
 def test_an_unbuilt_model_stops_the_eval_before_any_sample(tmp_path, monkeypatch):
     monkeypatch.setenv("TOOLPATH_HOME", str(tmp_path))
     with Store(tmp_path) as store:
-        with pytest.raises(ValueError, match=r"model local:tiny-vlm: .*not built .*`toolpath models build tiny-vlm`"):
+        with pytest.raises(ValueError, match=r"^local:tiny-vlm .*not built .*`toolpath models build tiny-vlm`"):
             run_eval("arith", store, model="local:tiny-vlm", limit=2)
         assert store.list_evals() == []  # nothing half-made to resume or to list
 

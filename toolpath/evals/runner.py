@@ -187,7 +187,7 @@ def check_model_available(model_name: str) -> None:
 
         reason = unavailable(model_name.removeprefix("local:"))
         if reason:
-            raise ValueError(f"model {model_name}: {reason}")
+            raise ValueError(reason)  # it names the model
 
 
 def run_eval(benchmark: str, store: Store, model: str | None = None, limit: int | None = None, seed: int = 0,
