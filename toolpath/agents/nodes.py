@@ -230,12 +230,11 @@ def make_policy_node(rt: Runtime, first_call: str = "auto", last_call: str = "au
         choice = first_tool_choice(first_call) if state["steps"] == 0 else None
         asked: list[Message] = []
         if step >= spec.limits.max_steps and last_call != "auto":
-            choice = first_tool_choice(last_call)
-            if isinstance(choice, dict):
+            choice = "required"
+            if last_call != "required":
                 # The tool is named in a line and the call merely required: prefilled up to its arguments, a small
                 # model wrote final_answer's bare value (`"arguments": 99`), which no parser takes as a call.
                 asked = [Message(role="user", content=f"This is your last step: call {last_call} now.")]
-                choice = "required"
         try:
             resp = rt.ask(rt.transcript + asked, rt.schemas, step=step, format=rt.format, tool_choice=choice)
         except PolicyError as err:
