@@ -197,6 +197,27 @@ def test_a_dialog_about_a_molecule_has_its_graph_tokens_and_loss_only_on_answers
     assert tok.decode(text_ids).startswith(f"<|im_start|>user\n{ASPIRIN}\nHow many")
 
 
+def test_packed_dialogs_give_the_padded_batchs_loss(tiny_lm):
+    from toolpath.policies.molm.model import PLACEHOLDER, graph_tokenizer, grown_lm
+    from toolpath.train import connector_training as ct
+
+    tok = graph_tokenizer(tiny_lm)
+    lm = grown_lm(tiny_lm, tok)
+    enc = [ct.encode_dialog(tok, turns, n, placeholder=PLACEHOLDER, item="graph") for turns, n in
+           (([("How many rings does it have?", "1")], 2),
+            ([("Does it contain an ester?", "yes"), ("How many rings does it have?", "2")], 5),
+            ([("What is the molecular weight of this molecule?", "9")], 1))]
+    vectors = torch.randn(8, lm.config.hidden_size, generator=torch.Generator().manual_seed(0))
+    chat = ct.ChatLM(lm.get_input_embeddings(), lm.model, lm.lm_head)
+    place = tok.convert_tokens_to_ids(PLACEHOLDER)
+    ids, labels, positions = ct.pack(enc)
+    assert ids.shape == (1, sum(len(x) for x, _ in enc)) and positions[0, len(enc[0][0])] == 0
+    with torch.no_grad():
+        padded, n_padded = ct.answer_loss(chat, *ct.collate(enc, tok.pad_token_id), place, vectors)
+        packed, n_packed = ct.answer_loss(chat, ids, labels, None, place, vectors, positions)
+    assert n_packed == n_padded and abs(float(packed) - float(padded)) < 1e-5  # no dialog reads another
+
+
 def test_the_toy_build_writes_a_folder_that_loads_and_answers(toy_home, tiny_lm):
     from toolpath.policies.molm.model import is_graph_lm, load
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .heap import reuse_freed_memory
 from .steps import optimizer_step
 
 ASSISTANT_HEAD = "<|im_start|>assistant\n"
@@ -76,16 +77,33 @@ def collate(encoded: list[tuple[list[int], list[int]]], pad_id: int):
     return ids, labels, mask
 
 
-def answer_loss(lm: ChatLM, ids, labels, mask, placeholder_id: int, vectors):
+def pack(encoded: list[tuple[list[int], list[int]]]):
+    """(ids, labels, position ids) of the dialogs end to end in one row, each dialog's positions counting from 0:
+    what `answer_loss` reads as separate sequences (no token attends across a dialog's start), with no padding.
+    The loss is the padded batch's (collate) to rounding, for the tokens padding would have wasted."""
+    import torch
+
+    ids = torch.tensor([t for x, _ in encoded for t in x])[None]
+    labels = torch.tensor([t for _, y in encoded for t in y])[None]
+    positions = torch.cat([torch.arange(len(x)) for x, _ in encoded])[None]
+    return ids, labels, positions
+
+
+def answer_loss(lm: ChatLM, ids, labels, mask, placeholder_id: int, vectors, positions=None):
     """(cross-entropy on the answer tokens, their number): `vectors` (the connector's output, one row per
-    placeholder in reading order: dialog by dialog, left to right) replace the placeholders' embeddings."""
+    placeholder in reading order: dialog by dialog, left to right) replace the placeholders' embeddings.
+    `mask` None and `positions` given: the row holds packed dialogs (`pack`), told apart by their positions."""
     import torch.nn.functional as F
 
+    if mask is None and positions is None:
+        raise ValueError("answer_loss needs an attention mask (collate) or position ids (pack)")
     x = lm.embed(ids)
     slots = (ids == placeholder_id)[..., None].expand_as(x)
     x = x.masked_scatter(slots, vectors.reshape(-1, x.shape[-1]).to(x.dtype))
-    h = lm.body(inputs_embeds=x, attention_mask=mask).last_hidden_state
+    # no cache: training reads each sequence once, and transformers tells packed dialogs apart only without one
+    h = lm.body(inputs_embeds=x, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
     target = labels[:, 1:]  # next-token prediction: position t predicts labels[t + 1]
+    # (packed, a dialog's first token is never an answer, so no position learns across a dialog's start)
     keep = target != -100
     logits = lm.head(h[:, :-1][keep])
     return F.cross_entropy(logits.float(), target[keep]), int(keep.sum())
@@ -107,7 +125,9 @@ def train_connector(groups: list[dict], batch_loss: Callable[[random.Random], tu
     of each step and its running loss."""
     import torch
 
-    opt = torch.optim.AdamW(groups, weight_decay=0.0)
+    reuse_freed_memory()  # the same large gradients every step: fresh pages each time cost more than the maths
+    # fused: one pass over each parameter instead of the foreach path's several temporaries of its size
+    opt = torch.optim.AdamW(groups, weight_decay=0.0, fused=True)
     sched = warmup_cosine(opt, steps)
     rng = random.Random(seed)
     start, losses, seen = time.monotonic(), [], 0

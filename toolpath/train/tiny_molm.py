@@ -93,13 +93,13 @@ def train_connector(model, train: list, facts: list, *, steps: int, batch: int, 
             else:
                 enc.append(ct.encode_dialog(model.tokenizer, turns, model.connector.tokens(patch_ids[i]),
                                             placeholder=model.config.placeholder, item="graph"))
-        ids, labels, mask = ct.collate(enc, model.tokenizer.pad_token_id)
+        ids, labels, positions = ct.pack(enc)  # end to end: a padded batch wasted a third of the LM's work
         if smiles_as_text:
             vectors = torch.zeros(0, model.lm.config.hidden_size)
         else:
             vectors = model.connector(torch.cat([per_graph[i] for i in idx]), [train[i].size for i in idx],
                                       [patch_ids[i] for i in idx])
-        return ct.answer_loss(lm, ids, labels, mask, model.placeholder_id, vectors)
+        return ct.answer_loss(lm, ids, labels, None, model.placeholder_id, vectors, positions)
 
     model.connector.train(), model.lm.train()
     stats = ct.train_connector(groups, batch_loss, steps=steps, seed=seed, progress=progress)
