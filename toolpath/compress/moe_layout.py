@@ -3,7 +3,9 @@
 transformers 5.x fuses Mixtral's experts into 3-D tensors: `mlp.experts.gate_up_proj [E, 2I, H]` (gate rows
 first, then up), `mlp.experts.down_proj [E, H, I]`, router `mlp.gate.weight [E, H]`. Older checkpoints and
 custom models keep one module per expert: `block_sparse_moe.experts.{e}.w1/w3 [I, H]`, `w2 [H, I]`, router
-`block_sparse_moe.gate` (a Linear). Both are read here; everything else is a plain nn.Linear.
+`block_sparse_moe.gate` (a Linear); a dense model upcycled here (upcycle.py) keeps copies of its Llama/Qwen MLPs,
+`mlp.experts.{e}.gate_proj/up_proj [I, H]`, `down_proj [H, I]`, router `mlp.gate`. All are read here; everything
+else is a plain nn.Linear.
 """
 
 from __future__ import annotations
@@ -139,6 +141,8 @@ def moe_blocks(model) -> list[MoEBlock]:
                 w1 = [experts.gate_up_proj.data[e, :inter] for e in range(experts.gate_up_proj.shape[0])]
             elif isinstance(experts, nn.ModuleList) and all(hasattr(x, "w1") for x in experts):
                 w1 = [x.w1.weight.data for x in experts]
+            elif isinstance(experts, nn.ModuleList) and all(hasattr(x, "gate_proj") for x in experts):
+                w1 = [x.gate_proj.weight.data for x in experts]
             else:
                 continue
             blocks.append(MoEBlock(index, names[id(gate.weight)], gate.weight.data, w1))
