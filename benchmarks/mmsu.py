@@ -27,21 +27,47 @@ sys.path.insert(0, str(ROOT))
 QUESTION_RISE = -1.5
 
 
-def _norm(text: str) -> str:
-    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+def _norm(text: str, numbers: bool = True) -> str:
+    """Lower case, punctuation out and, with `numbers`, numbers in words as digits ("seven" -> "7")."""
+    from toolpath.number_words import digits
+
+    return " ".join(re.sub(r"[^\w\s]", " ", (digits(text) if numbers else text).lower()).split())
+
+
+def _best_stretch(option: str, said: str) -> float:
+    """How closely the option matches some run of the transcript's words (as many words as it has, or one more
+    or fewer), 0-100: a short option is compared with the words where it could be, not with every letter."""
+    from rapidfuzz import fuzz
+
+    want, heard = option.split(), said.split()
+    if not want or not heard:
+        return 0.0
+    spans = {" ".join(heard[i:i + k]) for k in range(max(1, len(want) - 1), len(want) + 2)
+             for i in range(max(1, len(heard) - k + 1))}
+    return max(fuzz.ratio(option, span) for span in spans)
+
+
+def content_pick(choices: list[str], transcript: str, numbers: bool = True) -> str:
+    """The option that best matches a stretch of the transcript (tiny.en mishears some synthetic words). With
+    `numbers`, numbers are compared both in digits ("seven" is "7") and in words, by sound ("free" is near
+    "three", though nothing like "3")."""
+    from toolpath.number_words import spoken
+
+    def match(option: str) -> float:
+        if not numbers:
+            return _best_stretch(_norm(option, False), _norm(transcript, False))
+        return max(_best_stretch(_norm(option), _norm(transcript)),
+                   _best_stretch(_norm(spoken(option), False), _norm(spoken(_norm(transcript)), False)))
+
+    return "ABCD"[max(range(4), key=lambda i: match(choices[i]))]
 
 
 def rule_answer(record, outputs: list[dict]) -> str | None:
     """The letter a fixed rule picks from the tools' outputs for one item, None when it cannot tell."""
     kind, choices = record.category, record.data["choices"]
     first = outputs[0]
-    said = _norm(first["transcript"]["text"])
     if kind == "content":
-        from rapidfuzz import fuzz
-
-        # the option that best matches a stretch of the transcript: tiny.en mishears some synthetic words
-        best = max(range(4), key=lambda i: fuzz.partial_ratio(_norm(choices[i]), said))
-        return "ABCD"[best]
+        return content_pick(choices, first["transcript"]["text"])
     if kind == "word_count":
         n = str(len(first["transcript"]["words"]))
         return "ABCD"[choices.index(n)] if n in choices else None

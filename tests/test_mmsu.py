@@ -82,6 +82,10 @@ def test_speech_features_measures_a_tones_pitch(tmp_path):
         tool.call({"audio": ["audio_1", "audio_1"]}, ctx)
     with pytest.raises(ToolError, match="unknown audio 'audio_9'.*audio_1, audio_2"):
         tool.call({"audio": "audio_9"}, ctx)
+    # the name as the task message lists it, copied whole
+    assert ctx.audio_path("audio_2 (hi.wav)") == ctx.audio["audio_2"]
+    with pytest.raises(ToolError, match="unknown audio"):
+        ctx.audio_path("audio_2 (low.wav)")
 
 
 def test_a_comparison_leaves_the_per_word_tables_out_of_what_the_model_reads(tmp_path, monkeypatch):
@@ -180,6 +184,7 @@ def test_data_reader_reads_the_release_format_and_scores_letters(tmp_path):
     assert task.instruction.endswith("reply with the option you choose: its text, then its letter in brackets.")
     assert bench.scored_as("official").score(rec, "high (B)") == 1.0  # the form asked for: official reads it
     assert task.agent.params == {"first_call": "required", "last_call": "final_answer"}
+    assert task.model.name == "scripted:x" and task.model.max_new_tokens == 128  # an answer or a call, no more
     assert bench.score(rec, "B") == 1.0 and bench.scored_as("official").score(rec, "(B) high") == 1.0
     assert bench.score(rec, "A. low") == 0.0
 

@@ -85,8 +85,12 @@ def choice(answer: str | None, expected: Any, options: dict) -> float:
     letter = m.group(1) if m else None
     texts = options.get("choices") or []
     if letter is None and texts and scoring_of(options) == "toolpath":
-        said = f" {normalised(answer)} "
-        quoted = [i for i, t in enumerate(texts) if normalised(str(t)) and f" {normalised(str(t))} " in said]
+        # numbers in words and in digits alike: "seven" quotes the option "7", as a grader would read it
+        from ..number_words import digits
+
+        said = f" {normalised(digits(answer))} "
+        quoted = [i for i, t in enumerate(texts)
+                  if normalised(str(t)) and f" {normalised(digits(str(t)))} " in said]
         letter = chr(ord("A") + quoted[0]) if len(quoted) == 1 else None
     return float(letter is not None and letter == str(expected).strip().strip("()").upper())
 

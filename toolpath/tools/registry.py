@@ -79,9 +79,13 @@ class ToolContext:
 
     def audio_path(self, name: str, what: str = "") -> Path:
         """The file of an audio a model named: an audio name (audio_1, …) or the file name of one of the task's
-        audio inputs; else an error listing the names."""
+        audio inputs; else an error listing the names. The line the task message lists it by, "audio_1 (a.wav)",
+        names it too: small models copied that line whole as the name."""
         if name in self.audio:
             return Path(self.audio[name])
+        listed = re.fullmatch(r"(\S+) \((.+)\)", name.strip())
+        if listed and listed[1] in self.audio and Path(self.audio[listed[1]]).name == listed[2]:
+            return Path(self.audio[listed[1]])
         by_file = [path for path in self.audio.values() if Path(path).name == name]
         if len(by_file) == 1:
             return Path(by_file[0])

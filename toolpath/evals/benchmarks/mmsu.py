@@ -41,6 +41,7 @@ DATA_ENV, ITEMS_ENV, AGENT_ENV = "TOOLPATH_MMSU_DATA", "TOOLPATH_MMSU_ITEMS", "T
 LETTERS = "ABCD"
 CHOICES = tuple(f"choice_{c}" for c in "abcd")
 TOOLS = ["transcribe", "speech_features", "final_answer"]
+MAX_NEW_TOKENS = 128
 
 
 def _audio_paths(item: dict) -> list[str] | str:
@@ -194,7 +195,9 @@ class MMSU(Benchmark):
             "agent": agent, "tools": TOOLS, "evaluator": self._evaluator(record),
             "metadata": {"benchmark": self.name, "category": record.category, "record_id": record.id}}
         if model:
-            spec["model"] = model
+            # an answer is an option's text and letter, a call a line of JSON: a small model that went on
+            # writing calls after its first spent minutes of a busy CPU on calls that were never run
+            spec["model"] = {"name": model, "max_new_tokens": MAX_NEW_TOKENS}
         return TaskSpec.model_validate(spec)
 
     def score(self, record: Record, answer: str | None) -> Score:

@@ -96,19 +96,30 @@ RATE = 16_000  # Hz: what Whisper's feature extractor expects
 PAD_SECONDS = 0.5
 
 
-def transcribe_samples(samples) -> dict:
-    """{text, words: [{word, start, end}], language, seconds} for 16 kHz mono float samples."""
+# How Whisper decodes: beam search, no conditioning on earlier text, no voice-activity filter. Greedy search, a
+# wider beam, no temperature fallback, the filter, or the options as a prompt did no better on the generated
+# content items (docs/results/mmsu.md); benchmarks/mmsu_content.py passes them to transcribe_samples as keywords.
+DECODE = {"beam_size": 5, "condition_on_previous_text": False, "vad_filter": False}
+
+
+def transcribe_samples(samples, prompt: str | None = None, pad: float = PAD_SECONDS, **decode) -> dict:
+    """{text, words: [{word, start, end}], language, seconds} for 16 kHz mono float samples.
+
+    `prompt` is text Whisper reads as if said just before the clip (its initial prompt): words the caller
+    expects to hear (names, options) are then heard as those words more readily; it biases, so it is only
+    ever what the caller passes. `decode` overrides DECODE (faster-whisper's transcribe keywords)."""
     import numpy as np
 
-    pad = np.zeros(int(PAD_SECONDS * RATE), dtype=np.float32)
+    silence = np.zeros(int(pad * RATE), dtype=np.float32)
     seconds = len(samples) / RATE
-    segments, info = model().transcribe(np.concatenate([pad, samples, pad]), language="en", beam_size=5,
-                                        word_timestamps=True, vad_filter=False, condition_on_previous_text=False)
+    settings = {**DECODE, **decode, **({"initial_prompt": prompt.strip()} if prompt and prompt.strip() else {})}
+    segments, info = model().transcribe(np.concatenate([silence, samples, silence]), language="en",
+                                        word_timestamps=True, **settings)
     words, texts = [], []
     for seg in segments:
         texts.append(seg.text.strip())
         for w in seg.words or []:
-            start, end = (min(max(float(t) - PAD_SECONDS, 0.0), seconds) for t in (w.start, w.end))
+            start, end = (min(max(float(t) - pad, 0.0), seconds) for t in (w.start, w.end))
             words.append({"word": w.word.strip(), "start": round(start, 3), "end": round(end, 3)})
     return {"text": " ".join(t for t in texts if t), "words": words, "language": info.language,
             "seconds": round(seconds, 3)}
