@@ -3,7 +3,7 @@ of steps, on the same photos, in one run; super-resolution against bicubic inter
 
     python benchmarks/inr.py [--sizes 128 256] [--steps N] [--batch N] [--budget N | --width N]
                              [--images N | --photos NAME ...] [--watch-every K] [--workers N] [--smoothness W]
-                             [--no-sr] [--json]
+                             [--lr R] [--band-start RAW] [--no-sr] [--json]
 
 Images: scikit-image's bundled photos (astronaut, camera, coffee, chelsea, rocket, ...), centre-cropped to a
 square and resized (Lanczos) to each size. Reconstruction: fit the image, render it on its own grid. 4x
@@ -89,17 +89,19 @@ def watching(reference: np.ndarray, args) -> dict:
 
 
 def fitted(f, estimate: np.ndarray, reference: np.ndarray) -> dict:
-    """Final PSNR/SSIM, the best PSNR over the fit and its step, and the network's size."""
+    """Final PSNR/SSIM, the best PSNR over the fit and its step, the network's size, and the PSNR curve (steps
+    done, PSNR) scored every --watch-every steps."""
     step, best = f.best_watched()
     return {**scores(estimate, reference), "best_psnr": round(best, 3), "best_step": step,
-            "seconds": round(f.seconds, 1), "parameters": count_parameters(f.model), "width": f.model.width}
+            "seconds": round(f.seconds, 1), "parameters": count_parameters(f.model), "width": f.model.width,
+            "curve": [[done, round(score, 3)] for done, score in f.watched]}
 
 
 def reconstruct(image: np.ndarray, args) -> dict:
     out = {}
     for act in args.activations:
         f = fit(image, act, args.steps, args.seed, budget=args.budget, hidden_width=args.width, batch=args.batch,
-                lr=args.lr, **watching(image, args))
+                lr=args.lr, band_start=args.band_start, **watching(image, args))
         out[act] = fitted(f, f.render(*image.shape[:2]), image)
     return out
 
@@ -113,7 +115,7 @@ def super_resolve(image: np.ndarray, args) -> dict:
         # choice of step, as the papers' best-PSNR figures are.
         up, f = restore.super_resolve(small, SR_SCALE, act, args.steps, args.seed, budget=args.budget,
                                       hidden_width=args.width, batch=args.batch, lr=args.lr, smoothness=args.smoothness,
-                                      **watching(image, args))
+                                      band_start=args.band_start, **watching(image, args))
         out[act] = fitted(f, up, image)
     return out
 
@@ -125,7 +127,7 @@ def denoise(image: np.ndarray, args) -> dict:
     out = {"noisy": {**baseline, "best_psnr": baseline["psnr"]}}
     for act in args.activations:
         clean, f = restore.denoise(noisy, act, args.steps, args.seed, budget=args.budget, hidden_width=args.width,
-                                   lr=args.lr, **watching(image, args))
+                                   lr=args.lr, band_start=args.band_start, **watching(image, args))
         out[act] = {**fitted(f, clean, image), "steps": f.steps, "stopped": f.stopped}
     return out
 
@@ -227,6 +229,9 @@ def main() -> None:
     ap.add_argument("--watch-every", type=int, default=10,
                     help="steps between the scorings behind the best PSNR over the fit")
     ap.add_argument("--lr", type=float, default=None, help="Adam's rate for all (default: each activation's own)")
+    ap.add_argument("--band-start", type=float, default=None,
+                    help="COSMO's raw band start for every layer (default: the library's; 0.312 is the official "
+                         "prior's starting output)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--activations", nargs="+", default=activation_names(), choices=activation_names())
     ap.add_argument("--no-sr", action="store_true", help="skip super-resolution")

@@ -116,6 +116,14 @@ def test_equal_width_gives_a_complex_network_about_twice_the_weights():
         network.build("siren", width=0)
 
 
+def test_cosmo_band_start_is_an_option_and_other_activations_ignore_it():
+    default = network.build("cosmo", budget=4000)
+    official = network.build("cosmo", budget=4000, band_start=0.312)
+    assert torch.all(default.band_raw == network.BAND_START) and torch.allclose(official.band_raw,
+                                                                              torch.tensor(0.312))
+    assert network.build("siren", budget=4000, band_start=0.312).band_raw is None
+
+
 def test_a_seconds_budget_stops_the_fit_and_says_so(image):
     f = fit(image, "siren", steps=10_000, seed=0, seconds=0.0)
     assert f.stopped == "time" and f.steps == 0 and "seconds budget" in f.account()

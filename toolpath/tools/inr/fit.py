@@ -80,7 +80,8 @@ def fit(image, activation: str = "cosmo", steps: int = 300, seed: int = 0, *, se
         budget: int = DEFAULT_BUDGET, lr: float | None = None, batch: int | None = None,
         known: np.ndarray | None = None, holdout: float = 0.0, patience: int = 20, supersample: int = 1,
         smoothness: float = 0.0, prior_weights: str | Path | None = None, hidden_width: int | None = None,
-        watch: Callable[[Callable[[int, int], np.ndarray]], float] | None = None, watch_every: int = 10) -> Fit:
+        band_start: float | None = None, watch: Callable[[Callable[[int, int], np.ndarray]], float] | None = None,
+        watch_every: int = 10) -> Fit:
     """Fit an INR of `activation` to `image` ((H, W[, C]) array or PIL image).
 
     lr: Adam's starting rate (the activation's own by default, LEARNING_RATES).
@@ -94,8 +95,9 @@ def fit(image, activation: str = "cosmo", steps: int = 300, seed: int = 0, *, se
     which picks, among the fine images whose averages match the pixels, one without spurious detail; every step
     then renders the whole fine grid, whatever `batch`. prior_weights: COSMO's band prior from a CNN weights file
     (prior.py); refused for other activations. hidden_width: every hidden layer this wide instead of the width that
-    meets `budget`. watch: called with a renderer (height, width -> image as `Fit.render` gives it) after every
-    `watch_every` steps and after the last; its scores land in `Fit.watched` (they do not steer the fit).
+    meets `budget`. band_start: COSMO's raw band start (network.build). watch: called with a renderer (height,
+    width -> image as `Fit.render` gives it) after every `watch_every` steps and after the last; its scores land
+    in `Fit.watched` (they do not steer the fit).
     The same image, arguments and seed give the same fit."""
     target = torch.from_numpy(as_float_image(image))
     height, width, channels = target.shape
@@ -115,7 +117,7 @@ def fit(image, activation: str = "cosmo", steps: int = 300, seed: int = 0, *, se
     offsets = subpixel_offsets(height, width, supersample) if supersample > 1 else None
     with torch.random.fork_rng(devices=[]), _deterministic(), _threads(THREADS):
         torch.manual_seed(seed)
-        model = build(activation, budget, channels, width=hidden_width)
+        model = build(activation, budget, channels, width=hidden_width, band_start=band_start)
         prior = band_raw = None
         if prior_weights is not None:
             from .prior import BandPrior

@@ -44,7 +44,8 @@ def project_band(raw: torch.Tensor) -> torch.Tensor:
 
 
 class INR(nn.Module):
-    def __init__(self, activation: str, width: int, channels: int = 3, hidden_layers: int = HIDDEN_LAYERS):
+    def __init__(self, activation: str, width: int, channels: int = 3, hidden_layers: int = HIDDEN_LAYERS,
+                 band_start: float = BAND_START):
         super().__init__()
         layer = LAYERS[check_activation(activation)]
         self.activation, self.width = activation, width
@@ -59,7 +60,7 @@ class INR(nn.Module):
         self.banded = layer is BandRCLayer
         # Without the prior COSMO's bands are free parameters of the fit; with it (prior.py) they come from the
         # image and these stay unused.
-        self.band_raw = nn.Parameter(torch.full((len(self.layers), 2), BAND_START)) if self.banded else None
+        self.band_raw = nn.Parameter(torch.full((len(self.layers), 2), float(band_start))) if self.banded else None
 
     def forward(self, coords: torch.Tensor, band_raw: torch.Tensor | None = None) -> torch.Tensor:
         bands = project_band(self.band_raw if band_raw is None else band_raw) if self.banded else None
@@ -95,13 +96,15 @@ def width_for(activation: str, budget: int, channels: int = 3, hidden_layers: in
 
 
 def build(activation: str, budget: int = DEFAULT_BUDGET, channels: int = 3,
-          hidden_layers: int = HIDDEN_LAYERS, width: int | None = None) -> INR:
+          hidden_layers: int = HIDDEN_LAYERS, width: int | None = None, band_start: float | None = None) -> INR:
     """The network at `budget` real parameters, or, with `width`, at that hidden width whatever its size (the
-    comparison at equal width, where a complex network carries twice the weights of a real one)."""
+    comparison at equal width, where a complex network carries twice the weights of a real one). band_start:
+    COSMO's raw band value for every layer before the projection (BAND_START by default; the official prior's
+    starting output is 0.312); ignored by the other activations."""
     if width is not None and width < 1:
         raise ValueError(f"the hidden width must be 1 or more, got {width}")
     chosen = width or width_for(activation, budget, channels, hidden_layers)
-    return INR(activation, chosen, channels, hidden_layers)
+    return INR(activation, chosen, channels, hidden_layers, BAND_START if band_start is None else band_start)
 
 
 def grid(height: int, width: int) -> torch.Tensor:
