@@ -282,7 +282,8 @@ def kv_cache(value):
 
 
 def test_short_form_and_validation():
-    assert kv_cache("chanmix:2") == {"kind": "chanmix", "bits": 2, "fp8": False, "group": 32, "residual": 32}
+    assert kv_cache("chanmix:2") == {"kind": "chanmix", "bits": 2, "fp8": False, "sinks": 1, "classes": "both",
+                                     "group": 32, "residual": 32}
     assert kv_cache("quest:256")["budget"] == 256 and kv_cache("quest:inf")["budget"] == float("inf")
     assert kv_cache("kivi:4") == {"kind": "kivi", "bits": 4, "group": 32, "residual": 32}
     with pytest.raises(ValueError, match=r"kv_cache.kind: unknown kind 'nope'"):

@@ -24,6 +24,11 @@ each choice deliberate:
 - Channels of one class are quantized together: keys per channel over groups of G tokens (as KIVI), values
   per token over groups of about G channels of one class, sorted by magnitude so a group's range fits its
   channels. The codes of all classes share one bit stream per token (no per-class padding to a byte).
+- The sequence's first token (`sinks`, default 1) stays in full precision, keys and values (sink_layer.py): most
+  heads put a large share of their attention on it, so its errors are read at full weight, and its key is an
+  outlier that would stretch its group's ranges. It costs its fp16 bytes once per sequence. `classes` chooses
+  the sides that get channel classes (the other side stores every channel at `bits` as KIVI does): the
+  benchmark's ablation of the values' classes against KIVI's values.
 - A fp8 step costs 4 bits more than 4-bit integers; when the last bits of the budget cannot pay for one, they
   go to cheaper steps, so with fp8 the average may fall short of `bits` by under 4 bits per layer in total.
 """
@@ -35,7 +40,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from .kind import NUMBER_TEXT, CacheKind, QuantizedOptions
+from .kind import NUMBER_TEXT, CacheKind, QuantizedOptions, Whole
 
 
 class Options(QuantizedOptions):
@@ -43,6 +48,11 @@ class Options(QuantizedOptions):
         2, description="the average bits per channel, 1 to 4 (16: no quantization)")
     fp8: bool = Field(False, description="store the costliest channels as float8_e4m3fn (8 bits) instead of "
                                          "4-bit integers")
+    sinks: Whole = Field(1, ge=0, description="first tokens of the sequence kept in full precision (the attention "
+                                              "sink; sink_layer.py)")
+    classes: Literal["both", "keys", "values", "none"] = Field(
+        "both", description="which side gets channel classes; the other stores every channel at `bits` as KIVI "
+                            "does (an ablation: 'keys' measures the classes' values against KIVI's)")
 
 
 def allocate(costs: dict[str, list[float]], bits: float, fp8: bool = False) -> list[int]:
@@ -145,20 +155,27 @@ class MixedCodec:
 def attach(model: Any, options: Options):
     from . import calibrate
     from .cache import KVCache
-    from .quantized_layer import FullLayer, QuantizedLayer
+    from .quant import ChannelCodec, TokenCodec
+    from .quantized_layer import FullLayer
+    from .sink_layer import SinkLayer
 
     text = model.config.get_text_config()
     if options.bits == 16:
         return KVCache([FullLayer() for _ in range(text.num_hidden_layers)])
     prof = calibrate.profile(model, group=options.group)
-    layers = []
+    g, layers = options.group, []
     for layer in prof["layers"]:
-        kbits = allocate(layer["keys"], options.bits, options.fp8)
-        vbits = allocate(layer["values"], options.bits, options.fp8)
-        kc = MixedCodec(kbits, prof["kv_heads"], prof["head_dim"], options.group, per_token=False)
-        vc = MixedCodec(vbits, prof["kv_heads"], prof["head_dim"], options.group, per_token=True,
-                        order=layer["value_rms"])
-        layers.append(QuantizedLayer(kc, vc, options.group, options.residual))
+        if options.classes in ("both", "keys"):
+            kc = MixedCodec(allocate(layer["keys"], options.bits, options.fp8), prof["kv_heads"], prof["head_dim"],
+                            g, per_token=False)
+        else:
+            kc = ChannelCodec(options.bits, g)
+        if options.classes in ("both", "values"):
+            vc = MixedCodec(allocate(layer["values"], options.bits, options.fp8), prof["kv_heads"],
+                            prof["head_dim"], g, per_token=True, order=layer["value_rms"])
+        else:
+            vc = TokenCodec(options.bits, g)
+        layers.append(SinkLayer(kc, vc, g, options.residual, options.sinks))
     return KVCache(layers)
 
 
