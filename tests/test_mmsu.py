@@ -78,8 +78,10 @@ def test_speech_features_measures_a_tones_pitch(tmp_path):
     both = tool.call({"audio": ["audio_1", "audio_2"], "use_transcript": False}, ctx).data
     assert "The second clip is higher-pitched than the first clip (audio_2 vs audio_1: " in both["comparison"]
     assert [c["audio"] for c in both["clips"]] == ["audio_1", "audio_2"]
-    with pytest.raises(ToolError, match="audio names a clip twice"):
-        tool.call({"audio": ["audio_1", "audio_1"]}, ctx)
+    # one clip named twice (by its name and its file name) is measured once, as one clip
+    once = tool.call({"audio": ["audio_1", "low.wav"], "use_transcript": False}, ctx).data
+    assert once["note"] == "audio_1, low.wav name one clip: each measured once" and once["audio"] == "audio_1"
+    assert once["summary"].startswith("audio_1: median pitch 140 Hz")
     with pytest.raises(ToolError, match="unknown audio 'audio_9'.*audio_1, audio_2"):
         tool.call({"audio": "audio_9"}, ctx)
     # the name as the task message lists it, copied whole

@@ -38,14 +38,20 @@ def speech_features(audio: str | list[str], ctx: ToolContext, use_transcript: bo
     """
     from .findings import comparison, summary
 
-    names = [audio] if isinstance(audio, str) else list(audio)
-    if not names:
+    given = [audio] if isinstance(audio, str) else list(audio)
+    if not given:
         raise ToolError("speech_features: audio is an empty list; give a name such as audio_1, or several")
-    if len(set(names)) < len(names):
-        raise ToolError(f"speech_features: audio names a clip twice: {names}")
+    # one clip named twice (audio_1 and its file name) is measured once: a small model asked to compare one clip
+    # with itself read the "same rate, same pitch" as an answer
+    files = {}
+    for name in given:
+        files.setdefault(ctx.audio_path(name, "speech_features"), name)
+    names = list(files.values())
+    count = "one clip" if len(names) == 1 else f"{len(names)} clips"
+    note = f"{', '.join(given)} name {count}: each measured once" if len(names) < len(given) else ""
     results = [_features(name, ctx, use_transcript) for name in names]
-    if isinstance(audio, str):
-        result = {"summary": summary(results[0]), **results[0]}
+    if isinstance(audio, str) or len(names) == 1:
+        result = {"summary": summary(results[0]), **({"note": note} if note else {}), **results[0]}
     else:
         result = {"comparison": comparison(results) if len(results) > 1 else summary(results[0]),
                   "summaries": [summary(r) for r in results], "clips": results}
