@@ -2,7 +2,7 @@
 the same steps on the same dialogs with the same seed, three ways, then asked the same held-out questions.
 
     python benchmarks/molqa.py [--json] [--steps N] [--pretrain-steps N] [--eval-molecules M] [--seed S] [--toy]
-                               [--ways dynamic,fixed,text] [--encoder FILE]
+                               [--ways dynamic,fixed,text] [--encoder FILE] [--built FOLDER]
 
 - dynamic: one query token per entropy patch (the build's connector);
 - edt: the 8 fixed queries followed by one per patch, all reading every atom (EDT-Former's reference connector);
@@ -38,7 +38,26 @@ def log(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
-def run(cfg, seed: int, lm_folder: Path, ways=WAYS, cache: Path | None = None) -> dict:
+def built_dynamic(folder: Path, cfg, seed: int):
+    """The dynamic way as a build of the same configuration and seed trained it: (the loaded model, its
+    connector figures). A ValueError when the folder's report says another configuration or seed."""
+    from toolpath.policies.molm import model as mm
+    from toolpath.train import tiny_molm as tm
+
+    report_file = Path(folder) / tm.REPORT
+    if not report_file.is_file():
+        raise ValueError(f"{folder}: no {tm.REPORT} (not a tiny-molm build)")
+    report = json.loads(report_file.read_text(encoding="utf-8"))
+    expected = json.loads(json.dumps(dataclasses.asdict(cfg)))  # tuples as the report's JSON lists
+    differs = sorted(k for k in expected if k not in ("eval_molecules", "eval_per_molecule")
+                     and report["config"].get(k) != expected[k])
+    if report.get("seed") != seed or report["config"].get("connector_kind") != "dynamic" or differs:
+        raise ValueError(f"{report_file}: built with seed {report.get('seed')} and another configuration "
+                         f"({', '.join(differs) or 'connector_kind'}) than this run's")
+    return mm.load(folder), report["connector"]
+
+
+def run(cfg, seed: int, lm_folder: Path, ways=WAYS, cache: Path | None = None, built: Path | None = None) -> dict:
     import torch
 
     from toolpath.evals.intervals import mean_figure
@@ -50,18 +69,26 @@ def run(cfg, seed: int, lm_folder: Path, ways=WAYS, cache: Path | None = None) -
     torch.set_num_threads(cfg.threads)
     train, heldout, facts, sample = tm.data(cfg, seed)
     log(f"{len(train)} training, {len(heldout)} held-out molecules, {len(sample)} questions")
-    encoder, head, held = mpt.pretrained(cfg, seed, train, heldout, cache)
+    if built:  # the build's encoder is the one its dynamic way read: every way reads it here
+        built_model, built_stats = built_dynamic(built, cfg, seed)
+        encoder, head = built_model.encoder, built_model.head
+        held = mpt.next_atom_scores(encoder, head, heldout)
+    else:
+        encoder, head, held = mpt.pretrained(cfg, seed, train, heldout, cache)
     for p in list(encoder.parameters()) + list(head.parameters()):
         p.requires_grad_(False)
     out, scores = {"encoder": held, "patches": tm.patch_figures(encoder, head, heldout), "ways": {}}, {}
     log(f"encoder: held-out next-atom accuracy {held['accuracy']}; patches {out['patches']}")
     for way in ways:
         text = way == "text"
-        model = tm.assemble(cfg, "dynamic" if text else way, encoder, head, lm_folder, seed)
-        with Progress(f"{way}: connector and embeddings", cfg.steps, "steps") as line:
-            trained = tm.train_connector(model, train, facts, steps=cfg.steps, batch=cfg.batch, lr=cfg.lr,
-                                         embed_lr=cfg.embed_lr, max_turns=cfg.max_turns, seed=seed,
-                                         smiles_as_text=text, progress=line)
+        if built and way == "dynamic":
+            model, trained = built_model, built_stats
+        else:
+            model = tm.assemble(cfg, "dynamic" if text else way, encoder, head, lm_folder, seed)
+            with Progress(f"{way}: connector and embeddings", cfg.steps, "steps") as line:
+                trained = tm.train_connector(model, train, facts, steps=cfg.steps, batch=cfg.batch, lr=cfg.lr,
+                                             embed_lr=cfg.embed_lr, max_turns=cfg.max_turns, seed=seed,
+                                             smiles_as_text=text, progress=line)
         figures = tm.evaluate(model, sample, smiles_as_text=text)
         scores[way] = figures["scores"]
         out["ways"][way] = {"accuracy": figures["all"]["accuracy"], "accuracy_ci": mean_figure(scores[way])["ci"],
@@ -106,6 +133,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ways", default=",".join(WAYS), help="the ways trained, comma-separated (default: all four)")
     ap.add_argument("--encoder", type=Path, help="a file for the pretrained encoder: read if it exists, else written")
+    ap.add_argument("--built", type=Path, help="a tiny-molm folder built with this run's configuration and seed: "
+                    "its connector is the dynamic way (not trained again) and its encoder every way's")
     ap.add_argument("--toy", action="store_true", help="toy sizes and a tiny random LM: the mechanics only")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -130,9 +159,9 @@ def main() -> int:
 
             lm_folder = default_lm_folder()
         try:
-            out = run(cfg, args.seed, lm_folder, ways, args.encoder)
-        except ValueError as err:  # an --encoder file of another configuration
-            raise SystemExit(f"--encoder {err}") from None
+            out = run(cfg, args.seed, lm_folder, ways, args.encoder, args.built)
+        except ValueError as err:  # an --encoder file or a --built folder of another configuration
+            raise SystemExit(f"--{'built' if args.built else 'encoder'} {err}") from None
     out |= {"goals": goals(out), "config": dataclasses.asdict(cfg), "seed": args.seed, "toy": args.toy,
             "seconds": round(time.monotonic() - started, 1)}
     if args.json:
