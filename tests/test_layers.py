@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "toolpath"
 
 FLOOR0 = {"spec", "state", "coords", "registry", "observations", "deadline", "redact", "spec_reading", "graph_spec",
           "spec_media", "spec_molecules", "spec_secrets", "progress", "paths", "quiet", "pydoc_text", "kinds",
-          "loaded_once", "arith_questions"}
+          "loaded_once", "arith_questions", "number_words"}
 # What each unit may import besides itself. Floor 0 modules import only each other.
 ALLOWED: dict[str, set[str]] = {name: set(FLOOR0) for name in FLOOR0}
 ALLOWED["runs"] = set(FLOOR0)
