@@ -14,25 +14,31 @@ from toolpath.policies import kvcache  # noqa: E402
 from toolpath.policies.kvcache import quant  # noqa: E402
 
 
-def test_sink_tokens_stay_exact_and_the_groups_start_after_them():
+def test_sink_tokens_stay_exact_and_out_of_their_group():
+    from toolpath.policies.kvcache.quantized_layer import QuantizedLayer
     from toolpath.policies.kvcache.sink_layer import SinkLayer
 
     layer = SinkLayer(quant.ChannelCodec(2, 8), quant.TokenCodec(2, 8), group=8, residual=8, sinks=2)
+    plain = QuantizedLayer(quant.ChannelCodec(2, 8), quant.TokenCodec(2, 8), group=8, residual=8)
     x = with_outliers((1, 2, 27, 16))
     x[..., 0, :] *= 50  # a sink far from every other key
     layer.update(x[..., :1, :], x[..., :1, :])  # the first step holds only a sink
+    plain.update(x[..., :1, :], x[..., :1, :])
     k, v = layer.update(x[..., 1:5, :], x[..., 1:5, :])
+    plain.update(x[..., 1:5, :], x[..., 1:5, :])
     for t in range(5, 27):
         k, v = layer.update(x[..., t:t + 1, :], x[..., t:t + 1, :])
-    assert layer.get_seq_length() == 27 and k.shape[-2] == 27
-    assert layer.stored == 24 and layer.keys.shape[-2] == 1  # 25 tokens after the sinks: 3 groups of 8 stored
-    assert torch.equal(k[..., :2, :], x[..., :2, :]) and torch.equal(v[..., :2, :], x[..., :2, :])
-    # the stored groups never saw the sink: their error is that of the other tokens alone
-    alone = quant.ChannelCodec(2, 8)
-    expected = alone.decode(alone.encode(x[..., 2:26, :]), 16, torch.float32)
-    assert torch.equal(k[..., 2:26, :], expected)
+        plain.update(x[..., t:t + 1, :], x[..., t:t + 1, :])
+        assert torch.equal(k[..., :2, :], x[..., :2, :]) and torch.equal(v[..., :2, :], x[..., :2, :])
+    # blocks, residual and bytes where the plain layer has them, plus the sinks' own bytes
+    assert (layer.get_seq_length(), layer.stored, layer.keys.shape) == (27, 24, plain.keys.shape)
     sinks = 2 * (2 * 2 * 16) * 4  # keys and values, 2 heads x 2 tokens x 16 channels in float32
-    assert layer.nbytes() == quant.nbytes([*layer._kstore, *layer._vstore, layer.keys, layer.values]) + sinks
+    assert layer.nbytes() == plain.nbytes() + sinks
+    # the first block's ranges never saw the sink: its other tokens are quantized as if it were token 2
+    alone = quant.ChannelCodec(2, 8)
+    block = torch.cat([x[..., 2:3, :], x[..., 2:3, :], x[..., 2:8, :]], dim=-2)
+    assert torch.equal(k[..., 2:8, :], alone.decode(alone.encode(block), 16, torch.float32)[..., 2:, :])
+    assert torch.equal(k[..., 8:24, :], alone.decode(alone.encode(x[..., 8:24, :]), 16, torch.float32))
 
 
 @pytest.mark.parametrize("classes", ["both", "keys", "values", "none"])
