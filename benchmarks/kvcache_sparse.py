@@ -52,7 +52,8 @@ def load(model_name: str):
 
 # what a name in --kinds attaches: the kind and the options beside its budget (the ablation rows are variants)
 VARIANTS = {"quest": ("quest", {}), "icecache": ("icecache", {}),
-            "icecache-kv": ("icecache", {"select": "kv"})}
+            "icecache-kv": ("icecache", {"select": "kv"}), "icecache-bound": ("icecache", {"score": "bound"}),
+            "icecache-centroid": ("icecache", {"score": "centroid"})}
 
 
 def configs(kinds, budgets):
@@ -95,6 +96,7 @@ def prefilled(model, full, label, budget, built: dict):
     for layer in cache.layers:
         if not layer.dense:
             layer.budget, layer.per_query = budget, options.get("select", "query") == "query"
+            layer.score = options.get("score", "key")
     return cache
 
 

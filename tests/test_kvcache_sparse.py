@@ -136,9 +136,9 @@ def test_first_two_layers_stay_dense(kind):
     assert steps[:2] == [0, 0] and all(s == 3 for s in steps[2:])
 
 
-@pytest.mark.parametrize("select", ["query", "kv"])
-def test_icecache_selection_respects_budget(model, prompt, select):
-    cache = attach(model, "icecache", budget=52, select=select)
+@pytest.mark.parametrize("select, score", [("query", "key"), ("kv", "key"), ("query", "bound"), ("query", "centroid")])
+def test_icecache_selection_respects_budget(model, prompt, select, score):
+    cache = attach(model, "icecache", budget=52, select=select, score=score)
     generate(model, prompt, cache, n=6)
     layer = cache.layers[2]
     sel = layer.last_selection  # [B, Hq, n] when each query head chooses, else [B, Hkv, n]
@@ -213,6 +213,29 @@ def test_clustering_splits_identical_keys_and_groups_similar_ones():
     assert all(page[i * 8:(i + 1) * 8].unique().numel() == 1 for i in range(4))
 
 
+def test_page_scores_rank_by_the_best_key_and_the_bound_stays_above_it():
+    """`key` is the largest q.k in each page (brute force); Quest's bound and the centroid score are the ablations."""
+    torch.manual_seed(7)
+    index = ClusterIndex(groups=2, page_size=8, dim=6, dtype=torch.float32)
+    keys = torch.randn(2, 60, 6)
+    index.build(keys, keys, torch.arange(60))
+    query = torch.randn(2, 3, 6)
+    best = index.scores(query)
+    bound = index.scores(query, rule="bound")
+    centroid = index.scores(query, rule="centroid")
+    for g in range(2):
+        for page in range(int(index.pages[g])):
+            members = index.pos[g, page][index.pos[g, page] >= 0]
+            qk = query[g] @ keys[g, members].T  # [3, members]
+            assert torch.allclose(best[g, :, page], qk.max(1).values, atol=1e-5)
+            assert (bound[g, :, page] >= best[g, :, page] - 1e-5).all()
+            assert torch.allclose(centroid[g, :, page], qk.mean(1), atol=1e-5)
+    empty = index.count == 0
+    assert torch.isneginf(best.masked_select(empty.unsqueeze(1))).all()
+    with pytest.raises(ValueError, match="rule"):
+        index.scores(query, rule="median")
+
+
 def test_bytes_moved_counts_pages_brought_near(model, prompt):
     cache = attach(model, "icecache", budget=52)
     ids = generate(model, prompt, cache, n=2).sequences
@@ -258,6 +281,8 @@ def test_bad_options_name_the_field(kind, options, field):
 def test_icecache_specific_options():
     with pytest.raises(ValueError, match=r"kv_cache\.far"):
         validate("icecache", {"far": "disk"})
+    with pytest.raises(ValueError, match=r"kv_cache\.score"):
+        validate("icecache", {"score": "median"})
     with pytest.raises(ValueError, match=r"kv_cache\.budget: must be at least"):
         validate("icecache", {"budget": 30})
     assert validate("icecache", {"budget": "64"}).budget == 64

@@ -16,10 +16,14 @@ Where this differs from the paper (its project page and paper describe the metho
   per-head approximate nearest-neighbour search. Here: a bisecting 2-means hierarchy built once over the prefill
   (leaves = pages; a split that would leave under a quarter on one side, such as one outlier key, becomes a
   median split so the tree stays shallow), then incremental updates (a token joins the nearest leaf
-  centroid, a full leaf splits in two), and the search scores every leaf exactly with a channel-wise max/min
-  bound on the page's keys instead of walking DCI's projections: at up to 8k tokens a head has at most ~1k
-  leaves, cheaper to score all on a CPU than to maintain projection indices, and an exact bound cannot miss a
-  page an ANN search would.
+  centroid, a full leaf splits in two). Only the leaves are kept, and the search is exact: a page scores the
+  largest q.k among its keys (`score: key`), which is what the paper's nearest-neighbour search for the
+  query's top keys approximates. At up to 8k tokens a head has at most ~1k pages, cheaper to score whole on a
+  CPU than to maintain projection indices, and an exact search cannot miss a page an ANN search would find.
+  `score: bound` ranks pages by Quest's channel max/min bound instead: over clusters its slack grows with a
+  cluster's spread, so it prefers loose clusters to the tight ones that hold the query's best keys, and on
+  natural text it loses attention mass (docs/results/kvcache.md). `score: centroid` (q . mean key) is the
+  cheap routing a hierarchical k-means index would use.
 - Keys are clustered in the paper's transformed space [k, sqrt(M^2 - |k|^2)] (M fixed at the prefill).
 - Selection (`select: query`, the default) is per query head, as in the paper and Quest: each query head takes
   the best pages for itself within the budget, and the KV head brings near the union of its group's choices
@@ -74,6 +78,10 @@ class Options(CacheOptions):
     select: Literal["query", "kv"] = Field("query", description="who chooses pages: each query head its own within "
                                                                "the budget (query), or one choice per KV head for "
                                                                "its group (kv)")
+    score: Literal["key", "bound", "centroid"] = Field("key", description="how a query ranks pages: the best q.k "
+                                                                         "among a page's keys (key), Quest's "
+                                                                         "channel max/min bound (bound), or q . "
+                                                                         "the cluster's mean key (centroid)")
     far: Literal["memory", "mmap"] = Field("memory", description="where far pages live: memory (a second pool in "
                                                                  "host memory) or mmap (a memory-mapped file)")
     far_dir: str | None = Field(None, min_length=1, max_length=4096,
@@ -116,7 +124,7 @@ def attach(model: Any, options: Options):
             layers.append(SparseLayer(options.budget, dense=True))
         else:
             layers.append(IceLayer(options.budget, options.page_size, options.sink, options.recent, far_dir,
-                                   per_query=options.select == "query"))
+                                   per_query=options.select == "query", score=options.score))
     return KVCache(layers)
 
 

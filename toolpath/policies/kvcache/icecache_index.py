@@ -6,8 +6,8 @@ transform the IceCache paper applies before indexing; M is the largest key norm 
 later key longer than M gets 0 for the extra coordinate). Clusters are built top-down by bisection (2-means
 seeded with the farthest pair, split again while larger than a page), so every leaf cluster fits one page;
 a new token joins the cluster with the nearest centroid, and a full cluster splits in two pages by the same
-2-means. Each page keeps the channel-wise max and min of its keys, and a query scores a page by the bound
-sum_d max(q_d * kmax_d, q_d * kmin_d), which is tight because a page holds similar keys.
+2-means. A query scores a page by the largest q.k among its keys (`scores`); the channel-wise max/min bound
+and the centroid are kept as ablations.
 """
 
 from __future__ import annotations
@@ -297,15 +297,35 @@ class ClusterIndex:
             self.kmin[g, target] = keys[members].amin(0)
         self.bytes_written += 2 * keys.numel() * self.far.keys.element_size()
 
-    def scores(self, query, per_head: bool = True):
-        """Page bound for each group's query heads: query [G, Hg, D] -> [G, Hg, capacity], or the best over the
-        group's heads [G, 1, capacity] when not per_head. Empty pages score -inf."""
+    def scores(self, query, per_head: bool = True, rule: str = "key"):
+        """Page scores for each group's query heads: query [G, Hg, D] -> [G, Hg, capacity], or the best over the
+        group's heads [G, 1, capacity] when not per_head. Empty pages score -inf.
+
+        rule "key": a page scores the largest q.k among its keys, what a nearest-neighbour search for the query's
+        top keys finds (the search reads keys in the far pool, where the index lives; nothing moves near).
+        rule "bound": the channel-wise upper bound sum_d max(q_d kmax_d, q_d kmin_d) Quest uses for pages of
+        neighbouring tokens; over clusters its slack grows with a cluster's spread, so it favours loose clusters
+        over the tight ones that hold the query's best keys. rule "centroid": q . the cluster's mean key.
+        """
+        import torch
+
         q = query.detach().float().cpu()
-        bound = q.clamp(min=0) @ self.kmax.nan_to_num(neginf=0.0).transpose(1, 2) \
-            + q.clamp(max=0) @ self.kmin.nan_to_num(posinf=0.0).transpose(1, 2)
+        cap = self.count.shape[1]
+        if rule == "key":
+            keys = self.far.keys[:, :cap].float()  # [G, cap, page_size, D]
+            score = torch.einsum("ghd,gcpd->ghcp", q, keys)
+            score = score.masked_fill((self.pos < 0).unsqueeze(1), float("-inf")).amax(-1)
+        elif rule == "bound":
+            score = q.clamp(min=0) @ self.kmax.nan_to_num(neginf=0.0).transpose(1, 2) \
+                + q.clamp(max=0) @ self.kmin.nan_to_num(posinf=0.0).transpose(1, 2)
+        elif rule == "centroid":
+            centre = self.csum[..., : self.dim] / self.count.clamp(min=1).unsqueeze(-1)
+            score = q @ centre.transpose(1, 2)
+        else:
+            raise ValueError(f"unknown page score rule {rule!r} (key, bound, centroid)")
         if not per_head:
-            bound = bound.amax(dim=1, keepdim=True)
-        return bound.masked_fill((self.count == 0).unsqueeze(1), float("-inf"))
+            score = score.amax(dim=1, keepdim=True)
+        return score.masked_fill((self.count == 0).unsqueeze(1), float("-inf"))
 
     def metadata_nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (self.pos, self.count, self.csum, self.kmax, self.kmin))

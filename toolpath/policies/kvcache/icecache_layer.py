@@ -13,10 +13,11 @@ from .sparse_layer import SparseLayer
 class IceLayer(SparseLayer):
     """Sink and recent tokens near, the rest clustered into far pages, selected pages in a near pool."""
 
-    def __init__(self, budget, page_size=16, sink=4, recent=16, far_dir=None, per_query=True):
+    def __init__(self, budget, page_size=16, sink=4, recent=16, far_dir=None, per_query=True, score="key"):
         super().__init__(budget)
         self.page_size, self.sink, self.recent, self.far_dir = page_size, sink, recent, far_dir
         self.per_query = per_query  # each query head chooses its pages (else one choice per KV head)
+        self.score = score  # how a page is ranked for a query (ClusterIndex.scores)
         self.length = 0
         self.index = None
         self.bytes_moved = 0
@@ -144,7 +145,7 @@ class IceLayer(SparseLayer):
     def _choose(self, query):
         """Best pages per chooser (each query head of query [G, Hg, D], or the group as one) whose tokens fit
         the cluster budget: [G, choosers, k], -1 pads."""
-        scores = self.index.scores(query, per_head=self.per_query)  # [G, choosers, capacity]
+        scores = self.index.scores(query, per_head=self.per_query, rule=self.score)  # [G, choosers, capacity]
         if self.near_page is None:
             self._near_pool(scores.shape[1])
         k = min(self.near_page.shape[1] // scores.shape[1], scores.shape[2])
