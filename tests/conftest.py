@@ -43,6 +43,29 @@ def store(home):
     s.close()
 
 
+@pytest.fixture(scope="session")
+def bundled_model_folder(tmp_path_factory):
+    """The bundled GGUF model converted to safetensors once for the whole session (None without the package).
+    Conversion has its own tests (test_local_model.py); others link this folder into their home instead of
+    converting it again, which costs tens of seconds each time."""
+    from toolpath.policies.hf import convert_gguf
+    from toolpath.policies.local import bundled_gguf
+
+    gguf = bundled_gguf()
+    if gguf is None:
+        return None
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TOOLPATH_HOME", str(tmp_path_factory.mktemp("converted-bundled-model")))
+        return convert_gguf(gguf)
+
+
+def link_model(folder: Path | None, home: Path) -> None:
+    """Make a converted model folder part of `home`'s models, where the loader looks for it."""
+    if folder is not None:
+        (home / "models").mkdir(parents=True, exist_ok=True)
+        (home / "models" / folder.name).symlink_to(folder, target_is_directory=True)
+
+
 def toolpath_cli(*args, home=None, env=None, timeout=120, cwd=None):
     """Run the real console entry point in a subprocess, as a user would."""
     e = dict(os.environ)

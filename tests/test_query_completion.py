@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, toolpath_cli, write
+from tests.conftest import ROOT, link_model, toolpath_cli, write
 from tests.tiny_lm import save_tiny_chat_lm
 from toolpath.tools.registry import ToolError, get_tool
 from toolpath.tools.retrieval import image_quality as iq
@@ -231,20 +231,11 @@ def test_the_build_without_the_tiny_clip_says_how_to_make_it(home):
 # ---- the tool with the bundled chat model ------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def chat_home(tmp_path_factory):
+def chat_home(tmp_path_factory, bundled_model_folder):
     # The tool reads the bundled GGUF file directly (tools may not import the policies) unless the `local` policy
-    # converted it already; converting once here spares each CLI call below de-quantizing it again.
+    # converted it already; a converted folder spares each CLI call below de-quantizing it again.
     home = tmp_path_factory.mktemp("chat-home")
-    if bundled_chat_model() is not None:
-        from toolpath.policies.hf import convert_gguf
-        from toolpath.policies.local import bundled_gguf
-
-        mp = pytest.MonkeyPatch()
-        mp.setenv("TOOLPATH_HOME", str(home))
-        try:
-            convert_gguf(bundled_gguf())
-        finally:
-            mp.undo()
+    link_model(bundled_model_folder, home)
     return home
 
 

@@ -15,7 +15,7 @@ import time
 
 import httpx
 import pytest
-from conftest import ROOT, toolpath_cli
+from conftest import ROOT, link_model, toolpath_cli
 
 from toolpath.policies.local import bundled_gguf
 
@@ -63,8 +63,9 @@ def client(server):
 
 
 @pytest.fixture(scope="module")
-def model_home(tmp_path_factory):
-    home = tmp_path_factory.mktemp("serve-home")  # one per module: the GGUF file is converted once
+def model_home(tmp_path_factory, bundled_model_folder):
+    home = tmp_path_factory.mktemp("serve-home")
+    link_model(bundled_model_folder, home)  # converted once for the session
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TOOLPATH_HOME", str(home))
         yield home
