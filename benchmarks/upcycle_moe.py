@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     folder = ensure(args.model, args.steps, say)
     model, tok, init = load(folder)
+    torch.set_num_threads(args.threads)  # again: the loader sets every core (GPTQ's many small steps crawl then)
     first = min(init)
     tail = Tail(model, first)
     chunk = 2

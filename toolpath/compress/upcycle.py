@@ -122,9 +122,9 @@ def train(out: Path, *, layers: int = 2, experts: int = 8, top_k: int = 2, noise
     from .source import load_source
 
     started = time.perf_counter()
-    torch.set_num_threads(threads)
     torch.manual_seed(seed)
     model, tokenizer = load_source(SOURCE)
+    torch.set_num_threads(threads)  # after loading: the loader sets every core, and on shared cores one is faster
     which = upcycled_layers(model, layers)
     init = upcycle(model, which, experts, top_k, noise, seed)
     for p in model.parameters():
