@@ -164,3 +164,18 @@ def test_policy_steps_record_prefilled_and_reused_tokens(tiny, policy, store):
     assert steps and all(s.prefill_tokens + s.reused_tokens == s.tokens_in for s in steps)
     later = [s for s in store.steps(runs[1].run_id) if s["node"] == "policy"]
     assert StepRecord.from_row(later[0]).reused_tokens > 0  # the second episode starts from the first one's prompt
+
+
+def test_loading_keeps_a_thread_count_the_user_set(tiny, monkeypatch):
+    import torch
+
+    from toolpath.policies.hf import HFPolicy
+
+    before = torch.get_num_threads()
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
+    try:
+        HFPolicy.from_path(str(tiny), ModelSpec(name=f"hf:{tiny}", max_new_tokens=8))
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

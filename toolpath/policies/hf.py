@@ -310,7 +310,8 @@ class HFPolicy:
             raise PolicyError(f"cannot load hf model from {folder}: {err}") from err
         model.eval()
         weights = apply_weights_to_language_side(model, spec) if processor is not None else apply_from_spec(model, spec)
-        torch.set_num_threads(max(1, os.cpu_count() or 1))
+        if not os.environ.get("OMP_NUM_THREADS"):  # a thread count the user set is theirs to keep
+            torch.set_num_threads(max(1, os.cpu_count() or 1))
         policy = cls(model, tok, spec, name or f"hf:{path}", time.perf_counter() - started, processor=processor)
         policy.weights = weights
         return policy
