@@ -138,6 +138,9 @@ def main() -> int:
     ap.add_argument("--toy", action="store_true", help="toy sizes and a tiny random LM: the mechanics only")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    from toolpath.train.heap import reuse_freed_memory
+
+    reuse_freed_memory()  # a training process: freed gradients' pages are kept for the next step (train/heap.py)
     ways = tuple(w.strip() for w in args.ways.split(",") if w.strip())
     if not ways or any(w not in WAYS for w in ways):
         ap.error(f"--ways {args.ways!r}: expected some of {', '.join(WAYS)}")

@@ -63,7 +63,11 @@ def _kind_options(title: str, registry_kind: str) -> None:
 def cmd_models_build(args) -> int:
     """Train a built model (`local:NAME` then loads it): each stage's progress on stderr (toolpath/progress.py)."""
     from ..train import metaembed_training, query_completion_training, tiny_molm, tiny_vlm
+    from ..train.heap import reuse_freed_memory
 
+    # this process only builds: its training steps allocate the same large gradients each time, and fresh pages
+    # for them cost more than the maths (a process-wide allocator setting, so made here, not in the library)
+    reuse_freed_memory()
     module = {"tiny-vlm": tiny_vlm, "tiny-molm": tiny_molm, "metaembed": metaembed_training,
               "query-completion": query_completion_training}
     build = module[args.name]

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from .heap import reuse_freed_memory
 from .steps import optimizer_step
 
 ASSISTANT_HEAD = "<|im_start|>assistant\n"
@@ -125,7 +124,6 @@ def train_connector(groups: list[dict], batch_loss: Callable[[random.Random], tu
     of each step and its running loss."""
     import torch
 
-    reuse_freed_memory()  # the same large gradients every step: fresh pages each time cost more than the maths
     # fused: one pass over each parameter instead of the foreach path's several temporaries of its size
     opt = torch.optim.AdamW(groups, weight_decay=0.0, fused=True)
     sched = warmup_cosine(opt, steps)
