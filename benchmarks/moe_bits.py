@@ -144,13 +144,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
+    print_table(rows)
+    return 0
+
+
+def print_table(rows: list[dict]) -> None:
+    """The allocation rows as the results page's markdown table (random rows with their seeds' range)."""
     print("| allocation | avg bits | (low, mid, high) | held-out ppl | ratio to fp32 |")
     print("|---|---|---|---|---|")
     for r in rows:
         extra = f" (min {r['min']:.2f}, max {r['max']:.2f})" if "min" in r else ""
         counts = str(tuple(r["counts"])) if "counts" in r else ""
         print(f"| {r['row']} | {r['average']:g} | {counts} | {r['ppl']:.2f}{extra} | {r['ratio']:.3f} |")
-    return 0
 
 
 if __name__ == "__main__":

@@ -229,12 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print("| allocation | avg bits | (low, mid, high) | held-out ppl | ratio to fp32 |")
-    print("|---|---|---|---|---|")
-    for r in rows:
-        extra = f" (min {r['min']:.2f}, max {r['max']:.2f})" if "min" in r else ""
-        counts = str(tuple(r["counts"])) if "counts" in r else ""
-        print(f"| {r['row']} | {r['average']:g} | {counts} | {r['ppl']:.2f}{extra} | {r['ratio']:.3f} |")
+    from moe_bits import print_table  # benchmarks/moe_bits.py, beside this script: the same table
+
+    print_table(rows)
     return 0
 
 
