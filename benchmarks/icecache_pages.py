@@ -29,9 +29,10 @@ for path in (ROOT, ROOT / "benchmarks"):
 
 
 def spearman(a, b) -> float:
-    ra, rb = a.argsort().argsort().float(), b.argsort().argsort().float()
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    return float((ra * rb).sum() / (ra.norm() * rb.norm()))
+    """Rank correlation of two 1-D tensors."""
+    from scipy.stats import spearmanr
+
+    return float(spearmanr(a.tolist(), b.tolist()).statistic)
 
 
 def page_mass(probs, score, count, pos, budget: int, always, group: int) -> float:

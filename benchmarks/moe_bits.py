@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import torch
+from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_tiny_moe import ensure  # noqa: E402
@@ -32,14 +33,6 @@ from toolpath.compress.text import calibration_batches, perplexity  # noqa: E402
 
 LEVELS = (1, 2, 3)
 ATTN_BITS = 4
-
-
-def _ranks(values: list[float]) -> list[int]:
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0] * len(values)
-    for rank, i in enumerate(order):
-        ranks[i] = rank
-    return ranks
 
 
 def routing_diagnostic(model, calib: torch.Tensor, init: dict[int, torch.Tensor]) -> dict[int, float]:
@@ -54,9 +47,7 @@ def routing_diagnostic(model, calib: torch.Tensor, init: dict[int, torch.Tensor]
         chosen = torch.topk(layer_logits, 2, dim=-1).indices.reshape(-1)
         share = torch.bincount(chosen, minlength=block.router.shape[0]).float().tolist()
         change = (block.router.norm(dim=1) - init[block.layer].norm(dim=1)).tolist()
-        a, b = _ranks(change), _ranks(share)
-        n = len(a)
-        out[block.layer] = round(1 - 6 * sum((x - y) ** 2 for x, y in zip(a, b)) / (n * (n * n - 1)), 3)
+        out[block.layer] = round(float(spearmanr(change, share).statistic), 3)
     return out
 
 

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 import torch
+from scipy.stats import spearmanr
 
 from toolpath.compress.gptq import _first_layer_inputs, gptq_quantize
 from toolpath.compress.moe_bits import allocate, bits_by_rank, solve_three_level_counts
@@ -54,13 +55,6 @@ def ensure(folder: Path | None, steps: int, log) -> Path:
     if not (folder / "training.json").is_file():
         train(folder, steps=steps, log=log)
     return folder
-
-
-def spearman(a: list[float], b: list[float]) -> float:
-    ra = torch.argsort(torch.argsort(torch.tensor(a))).float()
-    rb = torch.argsort(torch.argsort(torch.tensor(b))).float()
-    n = len(a)
-    return round(float(1 - 6 * torch.sum((ra - rb) ** 2) / (n * (n * n - 1))), 3)
 
 
 class Tail:
@@ -164,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     share = routed_share(tail, calib_inputs)
     blocks = {b.layer: b for b in moe_blocks(model)}
     change = {layer: (blocks[layer].router.norm(dim=1) - init[layer].norm(dim=1)).tolist() for layer in blocks}
-    usage = {layer: spearman(change[layer], share[layer]) for layer in blocks}
+    usage = {layer: round(float(spearmanr(change[layer], share[layer]).statistic), 3) for layer in blocks}
     say(f"router-norm change vs routed share, Spearman per layer: {usage}")
 
     def ppl() -> float:
