@@ -31,6 +31,8 @@ from ..spec import ModelSpec
 from ..state import Message
 from .base import PolicyError, Response
 from .formats import FORMATS
+from .formats.cut_calls import with_cut_call
+from .formats.json import CLOSE, OPEN, JSONFormat
 from .formats.native import NATIVE, family, openai_tools, opener, repaired_template, takes_tools, template_messages
 from .kvcache import held_bytes
 
@@ -490,9 +492,19 @@ class HFPolicy:
             raw = raw.split(PLAIN_TURN, 1)[0].rstrip()  # the model went on to write the next user turn
         for stop in generation.get("stop") or ():  # the caller's own stop sequences end the answer, unshown
             raw = raw.split(stop, 1)[0]
-        parsed = fmt.parse(raw, id_prefix=f"call{sum(1 for m in messages if m.role == 'assistant') + 1}")
+        id_prefix = f"call{sum(1 for m in messages if m.role == 'assistant') + 1}"
+        parsed = fmt.parse(raw, id_prefix=id_prefix)
+        if int(new.shape[0]) >= kwargs["max_new_tokens"] and isinstance(fmt, JSONFormat):
+            parsed = _with_cut_call(fmt, raw, tools, id_prefix) or parsed
         return Response(text=parsed.content, tool_calls=parsed.calls, issues=parsed.issues, answer=parsed.answer,
                         raw=raw, tokens_in=int(n_in), tokens_out=int(new.shape[0]),
                         latency_s=time.perf_counter() - started,
                         cache_bytes=held_bytes(cache) if cache is not None else None, decoding=decoding,
                         prefill_tokens=int(n_in) - reused, reused_tokens=reused)
+
+
+def _with_cut_call(fmt, raw: str, tools: list[dict], id_prefix: str):
+    """The reply read again with its last call closed, when the token limit cut that call after the last
+    argument its tool takes (formats/cut_calls.py); None when there is no such call."""
+    closed = with_cut_call(raw, tools, OPEN, CLOSE)
+    return fmt.parse(closed, id_prefix=id_prefix) if closed is not None else None
