@@ -51,6 +51,9 @@ def tiny_model(seed=0, nq=16, nd=64, dim=16, **options):
         with torch.no_grad():  # open the gates as training would: the meta tokens' states count (they start at 0)
             model.query_gate.fill_(0.5)
             model.doc_gate.fill_(0.7)
+    if model.residual is not None:  # a trained map, as the gates above: at zero every vector is the pooled one
+        with torch.no_grad():
+            model.residual.weight.copy_(0.5 * torch.randn(32, 32, generator=torch.Generator().manual_seed(seed)))
     return model
 
 
@@ -167,9 +170,41 @@ def test_the_first_vector_is_the_encoders_mean_pooling_and_one_vector_appends_no
     model.encoder.register_forward_pre_hook(lambda m, a, kw: calls.append(kw.get("inputs_embeds")), with_kwargs=True)
     model.encode(texts, "query", n=1)
     assert calls == [None]  # the plain forward on the token ids: what MiniLM alone runs
-    # the meta vectors are the meta tokens' own states, not copies of the pooled one
-    vecs = model.encode(texts, "doc")
-    assert not np.allclose(vecs[:, 1], vecs[:, 0], atol=1e-3)
+    # the meta vectors are not copies of the pooled one once the residual map has moved, nor without it
+    for options in ({}, {"pooled_residual": False}):
+        vecs = tiny_model(nq=4, nd=8, dim=32, **options).encode(texts, "doc")
+        assert not np.allclose(vecs[:, 1], vecs[:, 0], atol=1e-3)
+
+
+@needs_tokenizer
+def test_every_budget_ranks_as_one_vector_before_training_and_the_loss_moves_both_sides():
+    import torch
+
+    from toolpath.train.metaembed_training import multivector_loss
+
+    model = tiny_model(nq=4, nd=8)
+    torch.nn.init.zeros_(model.residual.weight)  # as a new model starts
+    queries = ["late interaction", "meta tokens", "budgets of vectors"]
+    docs = ["scoring by the best vector of each", "learnable tokens appended to the input", "how many vectors to read",
+            "an unrelated passage about ash"]
+    q, d = model.encode(queries, "query"), model.encode(docs, "doc")
+    one = np.stack([late_interaction(x, d, 1, 1) for x in q])
+    for nq, nd in ((2, 4), (4, 8)):  # every vector of an item starts as its pooled one: the 1x1 scores, nq times
+        scores = np.stack([late_interaction(x, d, nq, nd) for x in q]) / nq
+        assert np.allclose(scores, one, atol=1e-5)
+        assert (np.argsort(-scores, axis=1) == np.argsort(-one, axis=1)).all()
+    # the loss of a larger budget reaches the shared residual map through the query side, and moving it
+    # separates the document vectors as well (at zero they tie, and MaxSim passes gradient to one of them only)
+    qt, dt = model.tokenize(queries, "query"), model.tokenize(docs[:3], "doc")
+    loss, _ = multivector_loss(model(qt["input_ids"], qt["attention_mask"], "query"),
+                               model(dt["input_ids"], dt["attention_mask"], "doc"), ((4, 8),), 0.03)
+    loss.backward()
+    assert float(model.residual.weight.grad.abs().sum()) > 0
+    with torch.no_grad():
+        model.residual.weight -= 0.05 * model.residual.weight.grad.sign()
+    moved = model.encode(docs, "doc")
+    assert not np.allclose(moved[:, 1:], moved[:, :1], atol=1e-3)
+    assert np.allclose(moved[:, 0], d[:, 0], atol=1e-6)  # the 1x1 vector does not depend on the map
 
 
 @needs_tokenizer

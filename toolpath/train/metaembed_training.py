@@ -48,10 +48,11 @@ class TrainConfig:
     groups: tuple[tuple[int, int], ...] = GROUPS
     group_weights: tuple[float, ...] = ()  # one per group; empty: all 1
     temperature: float = 0.03
-    steps: int = 72
+    steps: int = 360
     batch: int = 24
     lr: float = 3e-3  # meta tokens
     lora_lr: float = 3e-4  # the encoder's LoRA adapters (model.lora_rank) and the projection
+    residual_lr: float = 3e-4  # the meta vectors' residual map (model.pooled_residual), which starts at zero
     warmup: int = 8
     ict_share: float = 0.125  # of each batch: inverse-cloze pairs from training passages
     distill: float = 1.0  # weight of the distillation term (0: contrastive loss only)
@@ -179,6 +180,8 @@ def train(model, pairs, passages, cfg: TrainConfig, seed: int, progress=None, se
               {"params": list(model.proj.parameters()), "lr": cfg.lora_lr}]
     if lora:
         groups.append({"params": lora, "lr": cfg.lora_lr})
+    if model.residual is not None:
+        groups.append({"params": [model.residual.weight], "lr": cfg.residual_lr})
     opt = torch.optim.AdamW(groups, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / cfg.warmup) * max(0.05, 1 - s / max(cfg.steps, 1)))

@@ -5,10 +5,19 @@ Two choices of ours on top of the paper's recipe, for a 22M-parameter encoder tr
 (the paper fine-tunes billion-parameter VLMs on millions): LoRA adapters on the encoder's linear layers
 (`lora_rank`, the only encoder weights that train), and `pooled_first`: vector 0 is the projection of the mean
 of the item's text-token states (the sentence embedding MiniLM was trained to give) and vectors 1.. are the
-meta tokens' states, used directly as the paper uses them. So a 1x1 budget is exactly the encoder's own forward
-pass (no meta token is appended at all) and a larger budget adds meta vectors that the loss on each budget
-trains to add what the pooled vector misses. The projection starts as the identity (dim = the encoder's width),
-so before training vector 0 is MiniLM's embedding.
+meta tokens' states. So a 1x1 budget is exactly the encoder's own forward pass (no meta token is appended at
+all) and a larger budget adds meta vectors that the loss on each budget trains to add what the pooled vector
+misses. The projection starts as the identity (dim = the encoder's width), so before training vector 0 is
+MiniLM's embedding.
+
+`pooled_residual` (with pooled_first): meta vector j is proj(mean + R x meta token j's state), R one linear map
+shared by both sides that starts at zero. Before training every vector of an item is then the pooled one, so
+every budget ranks exactly as 1x1 does, and training moves a budget away from that ranking only where the loss
+pays. Used directly (the paper's way, and the earlier build's), the meta states start unlike the pooled vector:
+a late-interaction sum over 16 of them starts far from the 1x1 ranking and must learn it back from a few
+thousand pairs, and there more vectors ranked worse. R is shared, not per side, because at zero every document
+vector ties with vector 0 and MaxSim passes gradient to one of the tied vectors only: a document-side map alone
+would never move, while the query side's gradient moves the shared map and so separates the document vectors.
 
 An older variant, `mean_residual` (vector j = proj(mean + g_j x meta token j's state), a learned gate g_j
 starting at 0), is still loaded for folders built with it: its gates stayed near 0, every vector of an item
@@ -58,6 +67,7 @@ class MetaEmbedConfig:
     # through those alone (the meta tokens still through all), a cheaper training step on CPU
     mean_residual: bool = False  # older folders: vector j = proj(mean of the text states + gate_j x meta state j)
     pooled_first: bool = True  # vector 0 = proj(mean of the text-token states), vectors 1.. = meta tokens' states
+    pooled_residual: bool = True  # with pooled_first: vector j = proj(mean + R x meta state j), R zero at first
 
     def meta_tokens(self, side: str) -> int:
         n = self.nq if side == "query" else self.nd
@@ -66,7 +76,9 @@ class MetaEmbedConfig:
 
 # Settings a folder saved before they existed was trained with: first a frozen encoder with meta-token states
 # alone, then LoRA with the gated mean residual (whose config.json names lora_rank and mean_residual).
-_OLD_FOLDER_DEFAULTS = {"lora_rank": 0, "lora_layers": 0, "mean_residual": False, "pooled_first": False}
+# A folder without `pooled_residual` used the meta tokens' states directly.
+_OLD_FOLDER_DEFAULTS = {"lora_rank": 0, "lora_layers": 0, "mean_residual": False, "pooled_first": False,
+                        "pooled_residual": False}
 # The transformer layers' linear maps only (a BERT's pooler also has a `dense`, unused here and present or not
 # depending on how the encoder was saved).
 LORA_TARGETS = r".*layer\.({layers})\..*\b(query|key|value|dense)"
@@ -128,6 +140,10 @@ def _module():
                 else:
                     torch.nn.init.orthogonal_(self.proj.weight, generator=g)
                 self.proj.bias.zero_()
+            # The residual map of pooled_residual: zero at first, so every vector starts as the pooled one.
+            self.residual = torch.nn.Linear(hidden, hidden, bias=False) if self.uses_residual else None
+            if self.residual is not None:
+                torch.nn.init.zeros_(self.residual.weight)
             # Gates on the meta tokens' states (mean_residual only): zero at first, so training starts from pooling.
             self.query_gate = torch.nn.Parameter(torch.zeros(config.nq if config.mean_residual else 0))
             self.doc_gate = torch.nn.Parameter(torch.zeros(config.nd if config.mean_residual else 0))
@@ -139,6 +155,10 @@ def _module():
                 inject_adapter_in_model(LoraConfig(r=config.lora_rank, lora_alpha=2 * config.lora_rank,
                                                    lora_dropout=0.0, target_modules=lora_targets(
                                                        encoder.config.num_hidden_layers, config.lora_layers)), encoder)
+
+        @property
+        def uses_residual(self) -> bool:
+            return self.config.pooled_first and self.config.pooled_residual
 
         def lora_parameters(self) -> dict:
             return {n: p for n, p in self.encoder.named_parameters() if "lora_" in n}
@@ -183,7 +203,11 @@ def _module():
             meta = (self.query_meta if side == "query" else self.doc_meta)[:n - 1]
             if len(meta):
                 states, length = self._encode_with_meta(input_ids, attention_mask, meta)
-                out = torch.cat([masked_mean(states[:, :length], attention_mask).unsqueeze(1), states[:, length:]], 1)
+                pooled = masked_mean(states[:, :length], attention_mask).unsqueeze(1)
+                metas = states[:, length:]
+                if self.residual is not None:
+                    metas = pooled + self.residual(metas)
+                out = torch.cat([pooled, metas], 1)
             else:  # one vector: the encoder's own forward pass, nothing appended (what MiniLM alone costs)
                 states = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
                 out = masked_mean(states, attention_mask).unsqueeze(1)
@@ -255,6 +279,8 @@ def _module():
                       "proj.bias": self.proj.bias}
             if self.config.mean_residual:
                 params.update(query_gate=self.query_gate, doc_gate=self.doc_gate)
+            if self.residual is not None:
+                params["residual.weight"] = self.residual.weight
             params.update({f"encoder.{n}": p for n, p in self.lora_parameters().items()})
             return params
 
