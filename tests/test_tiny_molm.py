@@ -139,6 +139,26 @@ def test_the_dynamic_and_fixed_connectors_are_the_same_size_and_give_their_token
         mc.build_connector("mean", size, 0)
 
 
+def test_the_global_read_patch_tokens_differ_from_dynamic_only_in_reading_every_atom():
+    size = mc.ConnectorSize(node_width=8, width=8, heads=2, lm_width=6)
+    dynamic, wide = mc.build_connector("dynamic", size, 0), mc.build_connector("dynamic-global", size, 0)
+    fixed = mc.build_connector("fixed", size, 0)
+    assert mc.parameter_count(wide) == mc.parameter_count(fixed) == mc.parameter_count(dynamic)
+    wide.load_state_dict(dynamic.state_dict())  # the same weights fit: only the mask is the kind's
+    sizes, ids = [5, 3], [[0, 0, 1, 1, 2], [0, 1, 1]]
+    own, member, learned, counts = dynamic.layout(sizes, ids)
+    every, member2, learned2, counts2 = wide.layout(sizes, ids)
+    # the same queries (each patch's mean state and position), the same number of them
+    assert counts == counts2 == [3, 2] and torch.equal(member, member2) and torch.equal(learned, learned2)
+    assert (~own)[0, :3].tolist() == [[True, True, False, False, False], [False, False, True, True, False],
+                                      [False, False, False, False, True]]  # a patch reads its own atoms
+    assert (~every)[0, :3].all() and (~every)[1, :2, :3].all()  # every patch reads the whole molecule
+    assert not (~every)[1, :2, 3:].any()  # and nothing past it (the batch's padding atoms)
+    h = torch.randn(8, 8)
+    assert wide(h, sizes, ids).shape == dynamic(h, sizes, ids).shape == (5, 6)
+    assert not torch.allclose(wide(h, sizes, ids), dynamic(h, sizes, ids))
+
+
 # ---- questions ---------------------------------------------------------------------------------------------
 
 def test_questions_carry_rdkits_answers_and_their_scorers():

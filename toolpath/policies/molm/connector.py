@@ -6,16 +6,21 @@ queries. Both have exactly the same parameters in number and shape, so a compari
   state into that patch's query; the fixed one projects the whole molecule's mean state and adds it to every query;
 - a table of 8 vectors: the fixed connector's 8 queries; the dynamic connector's patch-position embeddings (the
   8th shared by every later patch);
-- one cross-attention from the queries to the node states (the dynamic query sees only its patch's atoms, the
-  fixed queries see every atom), a self-attention block among the queries (so a patch's token knows the rest of
-  the molecule) and the output projection to the LM's width.
+- one cross-attention from the queries to the node states (the dynamic query sees only its patch's atoms; the
+  fixed queries, and "dynamic-global"'s patch queries, see every atom), a self-attention block among the
+  queries (so a patch's token knows the rest of the molecule) and the output projection to the LM's width.
+
+"dynamic-global" is the dynamic connector with EDT-Former's reference mask: the same patch queries (a patch's
+mean state, projected, plus its position), but each reads every atom of the molecule, not only its patch's.
+Only the cross-attention's mask differs from "dynamic", so the parameters are the same.
 
 "edt" is the combination EDT-Former's reference code feeds its Q-Former: the 8 fixed queries followed by one
 query per patch (its atoms' mean state, projected), every query reading every atom. The same modules again, so
 the same parameters; 8 more tokens than "dynamic".
 
 `forward(node_states, sizes, patch_ids)` returns the LM-width vectors of every molecule in order (the rows that
-replace the placeholders), and `tokens(n_atoms, ids)` says how many a molecule gets.
+replace the placeholders), and `tokens(ids)` says how many a molecule gets;
+`layout(sizes, patch_ids)` is the batch's queries and mask.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 FIXED_QUERIES = 8
-KINDS = ("dynamic", "edt", "fixed")
+KINDS = ("dynamic", "dynamic-global", "edt", "fixed")
 
 
 @dataclass(frozen=True)
@@ -56,13 +61,15 @@ def build_connector(kind: str, size: ConnectorSize, seed: int):
 
         def tokens(self, ids: list[int]) -> int:
             patches = ids[-1] + 1 if ids else 0
-            return {"fixed": FIXED_QUERIES, "dynamic": patches, "edt": FIXED_QUERIES + patches}[self.kind]
+            return {"fixed": FIXED_QUERIES, "dynamic": patches, "dynamic-global": patches,
+                    "edt": FIXED_QUERIES + patches}[self.kind]
 
-        def forward(self, h, sizes: list[int], patch_ids: list[list[int]]):
-            nodes = nn.utils.rnn.pad_sequence(torch.split(self.node_norm(h), sizes), batch_first=True)  # [B, N, d]
-            n_max, counts = nodes.shape[1], [self.tokens(ids) for ids in patch_ids]
+        def layout(self, sizes: list[int], patch_ids: list[list[int]]):
+            """(blocked, member, learned, counts) for a batch of molecules: blocked[b, q, n] says that query q of
+            molecule b may not read atom n; member[b, q] averages the atoms whose mean state makes query q;
+            learned[b, q] picks the table row query q adds; counts[b] is molecule b's number of queries."""
+            n_max, counts = max(sizes), [self.tokens(ids) for ids in patch_ids]
             q_max = max(counts)
-            # blocked[b, q, n]: query q of molecule b may not read atom n
             blocked = torch.ones(len(sizes), q_max, n_max, dtype=torch.bool)
             member = torch.zeros(len(sizes), q_max, n_max)
             # learned[q]: query q adds its table row (the fixed queries; the dynamic kind's patch positions)
@@ -74,16 +81,23 @@ def build_connector(kind: str, size: ConnectorSize, seed: int):
                     member[b, :FIXED_QUERIES, :n] = 1.0 / n
                     learned[b, torch.arange(FIXED_QUERIES), torch.arange(FIXED_QUERIES)] = 1.0
                     first = FIXED_QUERIES
-                if self.kind in ("dynamic", "edt") and ids:
+                if self.kind != "fixed" and ids:
                     rows = first + torch.tensor(ids)
                     if self.kind == "dynamic":
                         blocked[b, rows, torch.arange(n)] = False
-                        learned[b, rows, (rows - first).clamp_max(FIXED_QUERIES - 1)] = 1.0
-                    else:
+                    else:  # the reference's mask: every patch query reads the whole molecule
                         blocked[b, first:counts[b], :n] = False
+                    if self.kind != "edt":
+                        learned[b, rows, (rows - first).clamp_max(FIXED_QUERIES - 1)] = 1.0
                     member[b, rows, torch.arange(n)] = 1.0
                     member[b] /= member[b].sum(-1, keepdim=True).clamp_min(1.0)
                 blocked[b, counts[b]:, 0] = False  # padding queries read one atom (never used) so no row is empty
+            return blocked, member, learned, counts
+
+        def forward(self, h, sizes: list[int], patch_ids: list[list[int]]):
+            nodes = nn.utils.rnn.pad_sequence(torch.split(self.node_norm(h), sizes), batch_first=True)  # [B, N, d]
+            blocked, member, learned, counts = self.layout(sizes, patch_ids)
+            q_max = blocked.shape[1]
             queries = self.query_in(member @ nodes) + learned @ self.table
             heads = blocked.repeat_interleave(self.size.heads, 0)
             read, _ = self.cross(queries, nodes, nodes, attn_mask=heads, need_weights=False)
