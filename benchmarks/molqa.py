@@ -1,5 +1,5 @@
 """EDT-Former's ablation on the tiny graph-LM, in one run: the same pretrained encoder and SmolLM2-135M, trained for
-the same steps on the same dialogs with the same seed, three ways, then asked the same held-out questions.
+the same steps on the same dialogs with the same seed, several ways, then asked the same held-out questions.
 
     python benchmarks/molqa.py [--json] [--steps N] [--pretrain-steps N] [--eval-molecules M] [--seed S] [--toy]
                                [--ways dynamic,fixed,text] [--encoder FILE] [--built FOLDER]
@@ -137,7 +137,7 @@ def main() -> int:
     ap.add_argument("--pretrain-steps", type=int, help="encoder pretraining steps (default: the build's)")
     ap.add_argument("--eval-molecules", type=int, help="held-out molecules asked (default: the build's)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--ways", default=",".join(WAYS), help="the ways trained, comma-separated (default: all four)")
+    ap.add_argument("--ways", default=",".join(WAYS), help="the ways trained, comma-separated (default: all)")
     ap.add_argument("--encoder", type=Path, help="a file for the pretrained encoder: read if it exists, else written")
     ap.add_argument("--built", type=Path, help="a tiny-molm folder built with this run's configuration and seed: "
                     "its connector is the dynamic way (not trained again) and its encoder every way's")
