@@ -17,10 +17,10 @@ each choice deliberate:
   costs that fall convexly with bits, as quantization error does, this greedy choice is optimal.
 - Keys and values are allocated separately, each at the requested average (the cache's bytes split evenly).
 - Each layer is allocated on its own: every layer then holds the same bytes, so a long context costs the
-  same per layer as KIVI at the same bits. One budget across all layers was measured and is worse (SmolLM2-135M,
-  two held-out 384-token windows: perplexity 33.1 against 18.3 per layer, kivi-2 21.6; it starved the first
-  layers' values): the costs are local to a layer (its logits' or its output's error) and say nothing of how
-  an error grows through the layers above, so they do not compare between layers.
+  same per layer as KIVI at the same bits. One budget across all layers was measured and is worse (it starved
+  the first layers' values; docs/results/kvcache.md): the costs are local to a layer (its logits' or its
+  output's error) and say nothing of how an error grows through the layers above, so they do not compare
+  between layers.
 - Channels of one class are quantized together: keys per channel over groups of G tokens (as KIVI), values
   per token over groups of about G channels of one class, sorted by magnitude so a group's range fits its
   channels. The codes of all classes share one bit stream per token (no per-class padding to a byte).
@@ -28,7 +28,9 @@ each choice deliberate:
   heads put a large share of their attention on it, so its errors are read at full weight, and its key is an
   outlier that would stretch its group's ranges. It costs its fp16 bytes once per sequence. `classes` chooses
   the sides that get channel classes (the other side stores every channel at `bits` as KIVI does): the
-  benchmark's ablation of the values' classes against KIVI's values.
+  benchmark's ablation of the values' classes against KIVI's values. `values` chooses how values are grouped for
+  their scales: per token over channels of one class (the default, as KIVI), or per channel over groups of
+  tokens as the keys are, each channel's cost then measured (calibrate.py) rather than the per-token proxy.
 - A fp8 step costs 4 bits more than 4-bit integers; when the last bits of the budget cannot pay for one, they
   go to cheaper steps, so with fp8 the average may fall short of `bits` by under 4 bits per layer in total.
 """
@@ -53,6 +55,9 @@ class Options(QuantizedOptions):
     classes: Literal["both", "keys", "values", "none"] = Field(
         "both", description="which side gets channel classes; the other stores every channel at `bits` as KIVI "
                             "does (an ablation: 'keys' measures the classes' values against KIVI's)")
+    values: Literal["token", "channel"] = Field(
+        "token", description="how values are grouped for their scales: per token over groups of channels (as "
+                             "KIVI), or per channel over groups of tokens (as the keys)")
 
 
 def allocate(costs: dict[str, list[float]], bits: float, fp8: bool = False) -> list[int]:
@@ -170,11 +175,15 @@ def attach(model: Any, options: Options):
                             g, per_token=False)
         else:
             kc = ChannelCodec(options.bits, g)
-        if options.classes in ("both", "values"):
+        by_token = options.values == "token"
+        if options.classes in ("both", "values") and by_token:
             vc = MixedCodec(allocate(layer["values"], options.bits, options.fp8), prof["kv_heads"],
                             prof["head_dim"], g, per_token=True, order=layer["value_rms"])
+        elif options.classes in ("both", "values"):
+            vc = MixedCodec(allocate(layer["values_by_channel"], options.bits, options.fp8), prof["kv_heads"],
+                            prof["head_dim"], g, per_token=False)
         else:
-            vc = TokenCodec(options.bits, g)
+            vc = (TokenCodec if by_token else ChannelCodec)(options.bits, g)
         layers.append(SinkLayer(kc, vc, g, options.residual, options.sinks))
     return KVCache(layers)
 
