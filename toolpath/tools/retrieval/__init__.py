@@ -47,7 +47,7 @@ def rank_passages(root: Path, query: str, budget: str, n: int, what: str = "retr
     if not index.items:
         return [], index.notes
     qvec = model.encode([query], "query", n=nq)[0]  # the first nq meta tokens are all a budget of nq needs
-    scores = late_interaction(qvec, index.vectors, nq, nd)
+    scores = late_interaction(qvec, index.vectors, nq, nd, first=index.first_vectors if nd == 1 else None)
     order = np.argsort(-scores, kind="stable")[:n]
     return [dict(index.items[i], score=float(scores[i])) for i in order], index.notes
 

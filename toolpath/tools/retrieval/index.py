@@ -36,7 +36,7 @@ class VectorIndex:
 
     def __init__(self, folder: Path, items: list[dict], notes: list[str]):
         self.folder, self.items, self.notes = folder, items, notes
-        self._vectors = None
+        self._vectors = self._first = None
 
     @property
     def vectors(self):
@@ -46,6 +46,15 @@ class VectorIndex:
         if self._vectors is None and self.items:
             self._vectors = np.load(self.folder / VECTORS, mmap_mode="r")
         return self._vectors
+
+    @property
+    def first_vectors(self):
+        """Each item's first vector in float32, read once (scoring.first_vectors): a one-vector budget's index."""
+        from .scoring import first_vectors
+
+        if self._first is None and self.vectors is not None:
+            self._first = first_vectors(self.vectors)
+        return self._first
 
     def nbytes_per_item(self) -> int:
         return 0 if self.vectors is None else int(self.vectors[0].nbytes)
