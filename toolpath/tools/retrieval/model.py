@@ -175,7 +175,8 @@ def _module():
             """Fold the LoRA adapters into the encoder's weights and put each adapted layer's own module back in
             place of peft's wrapper: the same outputs, and a query pays for the plain encoder only (the wrappers'
             per-layer dispatch cost about a fifth of a short query's encoding on CPU). The model is then for
-            inference: its adapters no longer exist apart from the weights, so it cannot be saved."""
+            inference: its adapters no longer exist apart from the weights, so it cannot be saved; the unused pooler
+            is dropped too."""
             from peft.tuners.lora import LoraLayer
 
             for parent in list(self.encoder.modules()):
@@ -183,6 +184,9 @@ def _module():
                     if isinstance(child, LoraLayer):
                         child.merge()
                         setattr(parent, name, child.get_base_layer())
+            if getattr(self.encoder, "pooler", None) is not None:
+                # A BERT's pooler (a dense layer on [CLS]) runs on every forward and no vector here uses it.
+                self.encoder.pooler = None
             self.merged = True
 
         def forward(self, input_ids, attention_mask, side: str, n: int | None = None):
@@ -249,7 +253,8 @@ def _module():
             n = (self.config.nq if side == "query" else self.config.nd) if n is None else n
             out = np.zeros((len(texts), n, self.config.dim), dtype=np.float32)
             order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-            self.eval()
+            if self.training:  # eval() walks every module: a noticeable part of one short query's encoding
+                self.eval()
             with torch.inference_mode():
                 for start in range(0, len(order), batch):
                     idx = order[start:start + batch]
