@@ -5,11 +5,13 @@ Configuration:
     TOOLPATH_RETRIEVE_CORPUS=/path/to/folder   the collection: .txt .md .html .htm .jsonl files (read and cut into
                                                passages as `search` does) and .png .jpg .jpeg .webp .bmp .gif images
 
-Text: every passage is encoded once into Nd = 64 unit vectors (the states of 64 learnable meta tokens appended
-to the bundled MiniLM, projected; model.py), stored in a memory-mapped index under $TOOLPATH_HOME/search/
-(index.py: reused across processes, updated for new and changed files only). A query is encoded into its
+Text: every passage is encoded once into Nd = 64 unit vectors (its mean-pooled MiniLM state, then that state
+plus a learned map of each of 63 learnable meta tokens' states, projected; model.py), stored in a
+memory-mapped index under $TOOLPATH_HOME/search/ (index.py: reused across processes, updated for new and
+changed files only). A query is encoded into its
 first nq of Nq = 16 vectors, and a passage scores by late interaction over its first nd vectors: for each
-query vector the best passage vector, summed (scoring.py). The budget "NQxND" is chosen per call: 1x1 is a
+query vector the best passage vector, summed (scoring.py; with one passage vector, a float32 matrix-vector
+product over first vectors the index keeps in memory). The budget "NQxND" is chosen per call: 1x1 is a
 single-vector search, 16x64 the most precise; nothing is re-encoded when it changes. The model is trained here
 (`toolpath models build metaembed`, toolpath/train/metaembed_training.py) and not shipped.
 

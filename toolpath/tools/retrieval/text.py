@@ -27,7 +27,7 @@ def trained_model(what: str = "retrieve"):
     folder = model_folder()
     if not (folder / M.WEIGHTS).is_file() or not (folder / "config.json").is_file():
         raise ToolError(f"{what}: no trained MetaEmbed model at {folder}; build it with `{BUILD_COMMAND}` "
-                        "(about 20 minutes on 2 CPU cores)")
+                        "(about 45 minutes on 2 CPU cores)")
     fp = M.fingerprint(folder)
 
     def read():
