@@ -7,6 +7,7 @@ which option the transcript names, and the word error rate. No agent: the conten
 Every setting is measured on the same clips in the same run, against `baseline` (transcribe's own settings).
 `options prompt` and `options hotwords` give Whisper the item's four options, as an agent may through
 transcribe's `prompt`: that biases the transcript towards the options, so it is reported apart from the rest.
+`closed set` answers with the option `which_was_said` scores likeliest against the audio (no transcript rule).
 Accuracy is given with numbers in words read as digits (the rule's matching) and without.
 """
 
@@ -35,18 +36,21 @@ SETTINGS = {
     "padding 1 s": {"pad": 1.0},
     "options prompt": {"prompt": "options"},
     "options hotwords": {"hotwords": "options"},
+    # not a transcript rule: the option which_was_said scores likeliest against the audio (closed_set.py)
+    "closed set": {"closed_set": True},
 }
 
 
 def _decode(setting: dict, choices: list[str]) -> dict:
     listed = ", ".join(choices) + "."
-    return {k: (listed if v == "options" else v) for k, v in setting.items()}
+    return {k: (listed if v == "options" else v) for k, v in setting.items() if k != "closed_set"}
 
 
 def measure(records, names: list[str]) -> dict:
     from mmsu import content_pick, word_error_rate
 
     from toolpath.tools.audio.clips import read_clip, resampled
+    from toolpath.tools.audio.closed_set import rank_options
     from toolpath.tools.audio.whisper import RATE, transcribe_samples
 
     clips = {r.id: resampled(read_clip(Path(r.data["audio"][0])), RATE) for r in records}
@@ -57,9 +61,14 @@ def measure(records, names: list[str]) -> dict:
         refs, hyps, misses = [], [], []
         for r in records:
             heard = transcribe_samples(clips[r.id], **_decode(SETTINGS[name], r.data["choices"]))["text"]
-            pick = content_pick(r.data["choices"], heard)
+            if SETTINGS[name].get("closed_set"):
+                likeliest = rank_options(clips[r.id], r.data["choices"], heard)[0]["option"]
+                pick = "ABCD"[r.data["choices"].index(likeliest)]
+                right_raw += pick == r.data["answer"]
+            else:
+                pick = content_pick(r.data["choices"], heard)
+                right_raw += content_pick(r.data["choices"], heard, numbers=False) == r.data["answer"]
             right += pick == r.data["answer"]
-            right_raw += content_pick(r.data["choices"], heard, numbers=False) == r.data["answer"]
             refs.append(r.data["transcripts"][0])
             hyps.append(heard)
             if pick != r.data["answer"]:

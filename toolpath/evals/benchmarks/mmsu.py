@@ -21,7 +21,8 @@ Two sources of items:
 
 Scoring: the shared `choice` scorer (scorers.py) with the item's options: `official` reads the option letter
 only; `toolpath` also takes a reply that names no letter but quotes exactly one option's text in full.
-The agent gets the clips as inputs.audio (audio_1, …) and the speech tools `transcribe` and `speech_features`.
+The agent gets the clips as inputs.audio (audio_1, …) and the speech tools `transcribe`, `which_was_said` and
+`speech_features`.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from . import Benchmark, BenchmarkDataError, Record, Score, pick, read_json_line
 DATA_ENV, ITEMS_ENV, AGENT_ENV = "TOOLPATH_MMSU_DATA", "TOOLPATH_MMSU_ITEMS", "TOOLPATH_MMSU_AGENT"
 LETTERS = "ABCD"
 CHOICES = tuple(f"choice_{c}" for c in "abcd")
-TOOLS = ["transcribe", "speech_features", "final_answer"]
+TOOLS = ["transcribe", "which_was_said", "speech_features", "final_answer"]
 MAX_NEW_TOKENS = 128
 
 
@@ -176,8 +177,9 @@ class MMSU(Benchmark):
         options = "\n".join(f"{c}. {t}" for c, t in zip(LETTERS, record.data["choices"], strict=True))
         n = len(record.data["audio"])
         names = [f"audio_{i}" for i in range(1, n + 1)]
-        listen = ("Listen to audio_1 first with one call: transcribe for what is said, or speech_features for "
-                  "how it is said (speed, pitch, tune, stress)" if n == 1 else
+        listen = ("Listen to audio_1 first with one call: which_was_said with the options' texts for which of "
+                  "them is said, transcribe for all that is said, or speech_features for how it is said (speed, "
+                  "pitch, tune, stress)" if n == 1 else
                   f"Listen to the {n} clips first: call speech_features once with audio "
                   f"{json.dumps(names)}; it compares them")
         return (f"{listen}.\n\n{record.data['question']}\n{options}\n\n"

@@ -1,4 +1,5 @@
-"""`transcribe` and `speech_features`: the speech tools, each reading a task's audio by name (audio_1, …)."""
+"""`transcribe`, `speech_features` and `which_was_said`: the speech tools, each reading a task's audio by name
+(audio_1, …)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,35 @@ def speech_features(audio: str | list[str], ctx: ToolContext, use_transcript: bo
         # figures a comparison does not use (the stressed word is in each summary). They stay in `data`.
         shown = {**result, "clips": [{k: v for k, v in r.items() if k != "words"} for r in results]}
         return ToolResult(content=_json(shown), data=result)
+    return ToolResult(content=_json(result), data=result)
+
+
+@tool(timeout=180.0, cost=2.0, quality=0.85, tags=("audio",), pure=True)
+def which_was_said(audio: str, options: list[str | int | float], ctx: ToolContext) -> ToolResult:
+    """Which of the given words or phrases the speaker says (the options of a question, names, numbers): each is
+    scored against the audio by the transcriber, likeliest first. Closer than reading a transcript when the
+    transcriber mishears the word. For clips up to about 30 seconds.
+
+    Args:
+        audio: the audio's name, e.g. audio_1 (or its file name)
+        options: the words or phrases to choose among, e.g. ["red", "white", "blue", "yellow"]
+    """
+    from .closed_set import check_length, check_options, rank_options
+
+    options = check_options(options, "which_was_said")
+    clip = episode_clip(ctx, audio, "which_was_said")
+    samples = resampled(clip, whisper.RATE)
+    try:
+        check_length(samples)
+    except ToolError as err:
+        raise ToolError(f"which_was_said: {audio}: {err}") from None
+    heard = whisper.transcribe_samples(samples)
+    ranked = rank_options(samples, options, heard["text"])
+    best, runner = ranked[0], ranked[1]
+    summary = (f"{audio} most likely says \"{best['option']}\" (as in \"{best['sentence']}\"); next is "
+               f"\"{runner['option']}\", {runner['below_best']:.1f} log-probability lower. The plain transcript: "
+               f"\"{heard['text']}\".")
+    result = {"summary": summary, "likeliest": best["option"], "options": ranked, "transcript": heard["text"]}
     return ToolResult(content=_json(result), data=result)
 
 
