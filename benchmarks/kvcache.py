@@ -35,9 +35,7 @@ KINDS = {"kivi-2": ("kivi", {"bits": 2}), "kivi-4": ("kivi", {"bits": 4}), "chan
          # no full-precision sink token, and KIVI with the same sink (what the sink alone gives KIVI)
          "chanmix-2-kivi-values": ("chanmix", {"bits": 2, "classes": "keys"}),
          "chanmix-2-no-sink": ("chanmix", {"bits": 2, "sinks": 0}),
-         "kivi-2-sink": ("chanmix", {"bits": 2, "classes": "none"}),
-         # values grouped per channel (their classes from the per-channel cost) instead of per token
-         "chanmix-2-channel-values": ("chanmix", {"bits": 2, "values": "channel"})}
+         "kivi-2-sink": ("chanmix", {"bits": 2, "classes": "none"})}
 
 
 def fp16_bytes_per_token(model) -> int:

@@ -70,38 +70,3 @@ def test_chanmix_without_sinks_decodes_as_the_plain_quantized_layer(home):
     assert torch.equal(logits_through(model, ids, cache), logits_through(model, ids, plain))
     with pytest.raises(ValueError, match="kv_cache.classes"):
         kvcache.attach(model, "chanmix", {"bits": 2, "classes": "queries"})
-
-
-@pytest.mark.parametrize("classes", ["both", "keys"])
-def test_values_grouped_per_channel_are_quantized_as_the_keys_are(home, classes):
-    from toolpath.policies.kvcache.chanmix import MixedCodec
-
-    model = tiny_llama()
-    prof = calibrated(model, home)
-    assert len(prof["layers"][0]["values_by_channel"]["2"]) == 2 * 16
-    cache = kvcache.attach(model, "chanmix", {"bits": 2, "classes": classes, "values": "channel"})
-    codec = cache.layers[0].value_codec
-    if classes == "both":
-        assert isinstance(codec, MixedCodec) and not any(isinstance(c, quant.TokenCodec) for *_, c in codec.classes)
-    else:
-        assert isinstance(codec, quant.ChannelCodec)
-    ids = torch.randint(0, 128, (1, 70), generator=torch.Generator().manual_seed(6))
-    full = logits_through(model, ids, kvcache.attach(model, "chanmix", {"bits": 16}))
-    assert (logits_through(model, ids, cache) - full).abs().max() < 1.0
-
-
-def test_a_profile_missing_a_cost_gets_it_and_keeps_the_saved_ones(home):
-    import json
-
-    from toolpath.policies.kvcache import calibrate
-
-    model = tiny_llama()
-    prof = calibrated(model, home)
-    path = calibrate.profile_path(model)
-    for layer in prof["layers"]:
-        del layer["values_by_channel"]
-        layer["keys"]["2"] = [7.0] * len(layer["keys"]["2"])  # as a profile measured elsewhere would differ
-    path.write_text(json.dumps(prof))
-    again = calibrated(model, home)
-    assert all(layer["keys"]["2"] == [7.0] * 32 and "values_by_channel" in layer for layer in again["layers"])
-    assert calibrate.profile(model) == again

@@ -17,8 +17,6 @@ The cost of channel d at b bits (the quantity the allocation in chanmix.py minim
   channels of one class by magnitude, so the group range is taken as proportional to the channel's own RMS.
   Measuring the error instead (per-token quantization of the calibration values in magnitude-sorted groups)
   was tried and allocated worse (docs/results/kvcache.md).
-- values grouped per channel (chanmix's `values: channel`): w_d x MSE_d(b), MSE_d(b) measured by quantizing the
-  calibration values per channel over groups of G tokens, as the keys are (a channel's own range, not a proxy).
 - fp8 (8 bits in the tables): measured like the integer levels, through float8_e4m3fn with a per-channel scale.
 """
 
@@ -36,7 +34,6 @@ from ...pydoc_text import calibration_text
 LEVELS = (1, 2, 3, 4, 8)  # 8: float8_e4m3fn
 CALIBRATION_TOKENS = 1024
 VERSION = 1
-LAYER_KEYS = ("keys", "values", "values_by_channel", "value_rms")  # each a layer's costs or statistics
 
 
 def model_id(model: Any) -> str:
@@ -76,25 +73,17 @@ def calibration_ids(tokenizer) -> Any:
 
 def profile(model: Any, ids=None, group: int = 32) -> dict:
     """The model's saved profile, or a new one measured on `ids` (token ids [1, n]; default: the calibration
-    text's first CALIBRATION_TOKENS tokens) and saved. A saved profile without one of a layer's LAYER_KEYS (one
-    measured before that cost was) gets the missing ones measured; the costs it has are kept as saved, so caches
-    attached before and after allocate alike."""
+    text's first CALIBRATION_TOKENS tokens) and saved."""
     path = profile_path(model)
-    saved = None
     if path.is_file():
         data = json.loads(path.read_text())
         if data.get("version") == VERSION and data.get("group") == group:
-            if all(key in layer for layer in data["layers"] for key in LAYER_KEYS):
-                return data
-            saved = data
+            return data
     if ids is None:
         ids = calibration_ids(_tokenizer_for(model))
     with Progress(f"chanmix calibration of {path.stem} (first use only, saved to {path})",
                   model.config.get_text_config().num_hidden_layers, "layers") as line:
         data = measure(model, ids, group, progress=line)
-    if saved is not None:
-        for layer, fresh in zip(saved["layers"], data["layers"]):
-            fresh.update(layer)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data))
@@ -152,29 +141,20 @@ def measure(model: Any, ids, group: int = 32, progress: Progress | None = None) 
     for i in range(layers):
         keys = cache.layers[i].keys.float()[:1]  # [1, kv_heads, n, head_dim]
         values = cache.layers[i].values.float()[:1]
-        key_cost, value_cost, value_channel_cost = {}, {}, {}
+        key_cost, value_cost = {}, {}
         wo = weight_of(attn[i].o_proj).detach().float()  # [hidden, heads * head_dim]
         w = wo.pow(2).sum(0).reshape(kv_heads, heads // kv_heads, head_dim).sum(1).flatten()
         rms2 = values.pow(2).mean(dim=(0, 2)).flatten()  # [kv_heads * head_dim]
         for b in LEVELS:
             codec = FP8Codec(group) if b == 8 else ChannelCodec(b, group)
-            key_cost[str(b)] = (query_ms[i] * _channel_mse(codec, keys)).tolist()
-            value_channel_cost[str(b)] = (w * _channel_mse(codec, values)).tolist()
+            err = (codec.decode(codec.encode(keys), head_dim, torch.float32) - keys).pow(2).mean(dim=(0, 2)).flatten()
+            key_cost[str(b)] = (query_ms[i] * err).tolist()
             if b == 8:  # e4m3's relative step near the top of its range: 2^-3
                 value_cost[str(b)] = (w * rms2 * (2.0 ** -3) ** 2 / 12).tolist()
             else:
                 value_cost[str(b)] = (w * rms2 / ((1 << b) - 1) ** 2).tolist()
-        out_layers.append({"keys": key_cost, "values": value_cost, "values_by_channel": value_channel_cost,
-                           "value_rms": rms2.sqrt().tolist()})
+        out_layers.append({"keys": key_cost, "values": value_cost, "value_rms": rms2.sqrt().tolist()})
         if progress:
             progress.update()
     return {"version": VERSION, "model": model_id(model), "group": group, "tokens": n, "kv_heads": kv_heads,
             "head_dim": head_dim, "text": "pydoc_data.topics, sorted keys, first 80 %", "layers": out_layers}
-
-
-def _channel_mse(codec: Any, x: Any) -> Any:
-    """Each flattened channel's mean squared error [kv_heads * head_dim] when `x` [1, kv_heads, n, head_dim] is
-    quantized per channel by `codec` as the cache quantizes it."""
-    import torch
-
-    return (codec.decode(codec.encode(x), x.shape[-1], torch.float32) - x).pow(2).mean(dim=(0, 2)).flatten()

@@ -23,14 +23,14 @@ each choice deliberate:
   between layers.
 - Channels of one class are quantized together: keys per channel over groups of G tokens (as KIVI), values
   per token over groups of about G channels of one class, sorted by magnitude so a group's range fits its
-  channels. The codes of all classes share one bit stream per token (no per-class padding to a byte).
+  channels. Values grouped per channel over G tokens as the keys are (each channel's cost then measured, not
+  the proxy) were measured and are worse on both models tried, though their plain squared error is lower
+  (docs/results/kvcache.md). The codes of all classes share one bit stream per token (no per-class padding to a byte).
 - The sequence's first token (`sinks`, default 1) stays in full precision, keys and values (sink_layer.py): most
   heads put a large share of their attention on it, so its errors are read at full weight, and its key is an
   outlier that would stretch its group's ranges. It costs its fp16 bytes once per sequence. `classes` chooses
   the sides that get channel classes (the other side stores every channel at `bits` as KIVI does): the
-  benchmark's ablation of the values' classes against KIVI's values. `values` chooses how values are grouped for
-  their scales: per token over channels of one class (the default, as KIVI), or per channel over groups of
-  tokens as the keys are, each channel's cost then measured (calibrate.py) rather than the per-token proxy.
+  benchmark's ablation of the values' classes against KIVI's values.
 - A fp8 step costs 4 bits more than 4-bit integers; when the last bits of the budget cannot pay for one, they
   go to cheaper steps, so with fp8 the average may fall short of `bits` by under 4 bits per layer in total.
 """
@@ -55,9 +55,6 @@ class Options(QuantizedOptions):
     classes: Literal["both", "keys", "values", "none"] = Field(
         "both", description="which side gets channel classes; the other stores every channel at `bits` as KIVI "
                             "does (an ablation: 'keys' measures the classes' values against KIVI's)")
-    values: Literal["token", "channel"] = Field(
-        "token", description="how values are grouped for their scales: per token over groups of channels (as "
-                             "KIVI), or per channel over groups of tokens (as the keys)")
 
 
 def allocate(costs: dict[str, list[float]], bits: float, fp8: bool = False) -> list[int]:
@@ -175,15 +172,11 @@ def attach(model: Any, options: Options):
                             g, per_token=False)
         else:
             kc = ChannelCodec(options.bits, g)
-        by_token = options.values == "token"
-        if options.classes in ("both", "values") and by_token:
+        if options.classes in ("both", "values"):
             vc = MixedCodec(allocate(layer["values"], options.bits, options.fp8), prof["kv_heads"],
                             prof["head_dim"], g, per_token=True, order=layer["value_rms"])
-        elif options.classes in ("both", "values"):
-            vc = MixedCodec(allocate(layer["values_by_channel"], options.bits, options.fp8), prof["kv_heads"],
-                            prof["head_dim"], g, per_token=False)
         else:
-            vc = (TokenCodec if by_token else ChannelCodec)(options.bits, g)
+            vc = TokenCodec(options.bits, g)
         layers.append(SinkLayer(kc, vc, g, options.residual, options.sinks))
     return KVCache(layers)
 
