@@ -13,7 +13,8 @@ Reported per method and set: recall@1/5/10 (with one relevant passage, the share
 the top k) with 95 % bootstrap intervals for @1 and @5, each budget's recall@5 minus MiniLM's (a paired
 interval), nDCG@10, bytes read per item, milliseconds per query (encoding it, one query at a time with the
 encoders taking turns; scoring the whole collection); the goals, each met or not. A recall-vs-budget plot (PNG)
-of the python set is written to --plot.
+of the python set is written to --plot. The spread section says how different an item's vectors are (extra
+vectors that copy each other add bytes and no ranking).
 
 Needs the trained model (`toolpath models build metaembed`, under $TOOLPATH_HOME/models/metaembed).
 
@@ -262,8 +263,29 @@ def _plot(rows: dict, path: str) -> str:
     return str(Path(path).resolve())
 
 
+def spread_section(args, shared: dict) -> dict:
+    """How different an item's vectors are, on the first --spread-items held-out Python queries and passages:
+    the mean cosine between two meta vectors (1..) of one item, and between a meta vector and the pooled vector 0.
+    Near 1 among themselves, the extra vectors are copies, and a larger budget reads more bytes for the same
+    ranking."""
+    import numpy as np
+
+    model, data = shared["model"], shared["sets"]["python"]
+    n = args.spread_items
+    out = {}
+    for side, texts in (("query", data["queries"][:n]), ("doc", data["texts"][:n])):
+        v = model.encode(texts, side)
+        meta = v[:, 1:]
+        k = meta.shape[1]
+        among = (np.einsum("ijc,ikc->i", meta, meta) - k) / max(k * (k - 1), 1)  # off-diagonal mean per item
+        out[side] = {"items": len(texts), "meta_among_themselves": round(float(among.mean()), 4),
+                     "meta_vs_pooled": round(float((meta * v[:, :1]).sum(-1).mean()), 4)}
+    log(f"vector spread: {out}")
+    return out
+
+
 # The query-completion part adds its section here ("completion": its function), run after the budgets.
-SECTIONS = {"budgets": budgets_section}
+SECTIONS = {"budgets": budgets_section, "spread": spread_section}
 
 
 def main() -> int:
@@ -278,6 +300,7 @@ def main() -> int:
     ap.add_argument("--package-passages", type=int, default=1500,
                     help="passages of the held-out packages searched (their targets always among them)")
     ap.add_argument("--timed-queries", type=int, default=50, help="queries encoded one at a time for the ms figures")
+    ap.add_argument("--spread-items", type=int, default=60, help="held-out items the spread section encodes")
     ap.add_argument("--section", action="append", choices=sorted(SECTIONS), help="run only these (default: all)")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()

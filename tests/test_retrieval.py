@@ -212,6 +212,17 @@ def test_every_budget_ranks_as_one_vector_before_training_and_the_loss_moves_bot
 
 
 @needs_tokenizer
+def test_meta_tokens_can_start_as_distinct_words():
+    model = tiny_model(nq=4, nd=8, meta_init="vocab")
+    words = model.encoder.get_input_embeddings().weight
+    meta = model.doc_meta.detach()
+    rows = [int((words == m).all(1).nonzero()[0]) for m in meta]  # each meta token is one word's embedding
+    assert len(set(rows)) == len(rows) and not set(rows) & set(model.tokenizer.all_special_ids)
+    with pytest.raises(ValueError, match="meta_init"):
+        tiny_model(meta_init="random")
+
+
+@needs_tokenizer
 def test_a_folder_of_the_gated_build_loads_as_it_was_trained(tmp_path):
     gated = tiny_model(nq=4, nd=8, mean_residual=True, pooled_first=False)
     M.save(gated, tmp_path)

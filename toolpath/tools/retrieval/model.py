@@ -68,6 +68,7 @@ class MetaEmbedConfig:
     mean_residual: bool = False  # older folders: vector j = proj(mean of the text states + gate_j x meta state j)
     pooled_first: bool = True  # vector 0 = proj(mean of the text-token states), vectors 1.. = meta tokens' states
     pooled_residual: bool = True  # with pooled_first: vector j = proj(mean + R x meta state j), R zero at first
+    meta_init: str = "cls"  # meta tokens start as: "cls" ([CLS] plus a little noise) or "vocab" (distinct words)
 
     def meta_tokens(self, side: str) -> int:
         n = self.nq if side == "query" else self.nd
@@ -129,7 +130,17 @@ def _module():
             cls_id = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else 0
             base = words[cls_id].float()
 
+            if config.meta_init not in ("cls", "vocab"):
+                raise ValueError(f"meta_init must be 'cls' or 'vocab', got {config.meta_init!r}")
+            special = torch.tensor(sorted(set(tokenizer.all_special_ids)))
+            ordinary = torch.ones(len(words), dtype=torch.bool)
+            ordinary[special] = False
+            ordinary_ids = ordinary.nonzero().squeeze(1)
+
             def init(n):
+                if config.meta_init == "vocab":  # distinct words: the tokens' states start apart, not as copies
+                    ids = ordinary_ids[torch.randperm(len(ordinary_ids), generator=g)[:n]]
+                    return torch.nn.Parameter(words[ids].float().clone())
                 return torch.nn.Parameter(base.expand(n, -1) + 0.02 * torch.randn(n, hidden, generator=g))
 
             self.query_meta, self.doc_meta = init(config.meta_tokens("query")), init(config.meta_tokens("doc"))
