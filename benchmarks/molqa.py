@@ -8,7 +8,9 @@ the same steps on the same dialogs with the same seed, several ways, then asked 
 - dynamic-global: the same patch queries, each reading every atom (the reference's mask), not only its patch's;
 - edt: the 8 fixed queries followed by one per patch, all reading every atom (EDT-Former's reference connector);
 - fixed: a Q-Former-like connector with 8 learned queries, exactly as many parameters as the dynamic one;
-- text: no graph at all, the molecule's SMILES written before the question (the LM's embeddings train alone).
+- text: no graph at all, the molecule's SMILES written before the question (the LM's embeddings train alone);
+- prior: no model and no molecule: per question kind, the one reply that scores best on the training molecules'
+  questions. A way that does not beat it has learned the answers' distribution, not read the molecule.
 
 Reported: each way's held-out accuracy (all, yes/no, numeric; toolpath's scorers; a bootstrap interval of all,
 and of each pair's per-question difference), the connectors' parameter
@@ -32,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-WAYS = ("dynamic", "dynamic-global", "edt", "fixed", "text")
+WAYS = ("dynamic", "dynamic-global", "edt", "fixed", "text", "prior")
 
 
 def log(text: str) -> None:
@@ -56,6 +58,41 @@ def built_dynamic(folder: Path, cfg, seed: int):
         raise ValueError(f"{report_file}: built with seed {report.get('seed')} and another configuration "
                          f"({', '.join(differs) or 'connector_kind'}) than this run's")
     return mm.load(folder), report["connector"]
+
+
+def prior_figures(facts: list, sample: list, per_molecule: int, seed: int, candidates: int = 20) -> dict:
+    """The prior way's figures, as tiny_molm.evaluate gives a model's: each held-out question answered with its
+    kind's best constant reply, chosen among the kind's commonest training answers (and, for measured
+    quantities, their median) by the mean score on training questions drawn as the held-out ones are."""
+    import random
+    import statistics
+    from collections import Counter, defaultdict
+
+    from toolpath.evals import scorers
+    from toolpath.evals.benchmarks import molqa_data as qa
+
+    rng, by_kind = random.Random(seed + 1), defaultdict(list)  # not the held-out sample's draw
+    for questions in facts:
+        for q in qa.pick(rng, list(questions), per_molecule):
+            by_kind[q.kind].append(q)
+
+    def mean_score(reply: str, questions: list) -> float:
+        return sum(getattr(scorers, q.scorer)(reply, q.answer, {}) for q in questions) / len(questions)
+
+    best = {}
+    for kind, questions in by_kind.items():
+        replies = [a for a, _ in Counter(q.answer for q in questions).most_common(candidates)]
+        if questions[0].scorer == "mra":
+            replies.append(f"{statistics.median(float(q.answer) for q in questions):.1f}")
+        best[kind] = max(replies, key=lambda r: mean_score(r, questions))
+    # a kind never asked in training is a rare group: its questions come with yes and no at even odds
+    rows = [(q, getattr(scorers, q.scorer)(best.get(q.kind, "no"), q.answer, {})) for _, q in sample]
+    out = {}
+    for name, keep in (("all", lambda q: True), ("yes_no", lambda q: q.scorer == "short_answer"),
+                       ("numeric", lambda q: q.scorer != "short_answer")):
+        kept = [x for q, x in rows if keep(q)]
+        out[name] = {"questions": len(kept), "accuracy": round(sum(kept) / len(kept), 4) if kept else None}
+    return out | {"scores": [x for _, x in rows], "replies": best}
 
 
 def run(cfg, seed: int, lm_folder: Path, ways=WAYS, cache: Path | None = None, built: Path | None = None) -> dict:
@@ -82,6 +119,17 @@ def run(cfg, seed: int, lm_folder: Path, ways=WAYS, cache: Path | None = None, b
     log(f"encoder: held-out next-atom accuracy {held['accuracy']}; patches {out['patches']}")
     for way in ways:
         text = way == "text"
+        if way == "prior":
+            started = time.monotonic()
+            figures = prior_figures(facts, sample, cfg.eval_per_molecule, seed)
+            scores[way] = figures["scores"]
+            out["ways"][way] = {"accuracy": figures["all"]["accuracy"], "accuracy_ci": mean_figure(scores[way])["ci"],
+                                "yes_no": figures["yes_no"]["accuracy"], "numeric": figures["numeric"]["accuracy"],
+                                "questions": figures["all"]["questions"], "connector_parameters": 0,
+                                "graph_tokens_per_molecule": 0, "final_loss": None,
+                                "train_seconds": round(time.monotonic() - started, 1), "replies": figures["replies"]}
+            log(f"{way}: {out['ways'][way]} scores {json.dumps(scores[way])}")
+            continue
         if built and way == "dynamic":
             model, trained = built_model, built_stats
         else:
@@ -106,7 +154,8 @@ def run(cfg, seed: int, lm_folder: Path, ways=WAYS, cache: Path | None = None, b
                                  for a, b in (("dynamic", "fixed"), ("dynamic-global", "fixed"),
                                               ("dynamic-global", "dynamic"), ("edt", "fixed"), ("edt", "dynamic"),
                                               ("dynamic", "text"), ("dynamic-global", "text"), ("edt", "text"),
-                                              ("fixed", "text"))
+                                              ("fixed", "text"), ("dynamic", "prior"), ("dynamic-global", "prior"),
+                                              ("edt", "prior"), ("fixed", "prior"), ("text", "prior"))
                                  if a in scores and b in scores}
     out["scores"] = scores  # per question, the same questions in the same order for every way
     return out
@@ -128,6 +177,8 @@ def goals(out: dict) -> dict:
     return {"dynamic_beats_fixed_by_3_points": gap >= 3 if both else None, "dynamic_minus_fixed_points": gap,
             "edt_minus_fixed_points": edt_gap, "dynamic_global_minus_fixed_points": global_gap,
             "both_beat_text": min(acc["dynamic"], acc["fixed"]) > base if both and base is not None else None,
+            "minus_prior_points": {way: round(100 * (acc[way] - acc["prior"]), 2) for way in acc
+                                   if "prior" in acc and way != "prior"} or None,
             "token_count_spearman_at_least_0.8": rho is not None and rho >= 0.8, "spearman": rho}
 
 

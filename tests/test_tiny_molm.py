@@ -180,6 +180,17 @@ def test_group_questions_come_with_yes_and_no_equally_often():
     assert len({q.kind for q in qa.pick(rng, facts, 10)}) == 10
 
 
+def test_the_prior_way_answers_each_kind_with_its_best_training_reply():
+    from benchmarks.molqa import prior_figures
+
+    facts = [qa.facts(s) for s in ("CCO", "CCCO", "CCCCO", "c1ccccc1O")]
+    sample = [(s, q) for s in ("CCN", "c1ccccc1N") for q in qa.facts(s) if q.kind in ("has_ring", "aromatic")]
+    figures = prior_figures(facts, sample, per_molecule=20, seed=0)
+    assert figures["replies"]["has_ring"] == "no" and figures["replies"]["aromatic"] == "no"  # 3 of 4 say no
+    assert figures["scores"] == [1.0, 1.0, 0.0, 0.0]  # right about the chain, wrong about the ring: it never looks
+    assert figures["all"]["questions"] == 4 and figures["yes_no"]["accuracy"] == 0.5
+
+
 def test_molecules_split_by_molecule_and_seed():
     smiles = qa.nci_smiles(200) + ["OCC"]  # a duplicate of ethanol's canonical form, written differently
     train, held = qa.split(smiles + ["CCO"], 0.2, seed=1)
