@@ -169,17 +169,19 @@ class MMSU(Benchmark):
 
     def instruction(self, record: Record) -> str:
         """The question, its options, what to call and the form of the answer. A small model answered a
-        two-clip question after hearing one clip, so several clips are named in one speech_features call,
-        which compares them. Told it could call either tool on one clip, it called both, then repeated the second
-        call; one call is asked for. Asked for the letter alone, it wrote "A" whatever the tool had said; asked for the
-        option's text as well, it chose by meaning more often (docs/results/mmsu.md), and the letter it writes
-        is what official scoring reads."""
+        two-clip question after hearing one clip, so several clips are named in one speech_features call, which
+        compares them. Asked for which_was_said "with the options' texts", it made up a list of animals, so the
+        options are given as the list to pass. Told it could call either tool on one clip, it called both, then
+        repeated the second call; one call is asked for. Asked for the letter alone, it wrote "A" whatever the
+        tool had said; asked for the option's text as well, it chose by meaning more often
+        (docs/results/mmsu.md), and the letter it writes is what official scoring reads."""
         options = "\n".join(f"{c}. {t}" for c, t in zip(LETTERS, record.data["choices"], strict=True))
         n = len(record.data["audio"])
         names = [f"audio_{i}" for i in range(1, n + 1)]
-        listen = ("Listen to audio_1 first with one call: which_was_said with the options' texts for which of "
-                  "them is said, transcribe for all that is said, or speech_features for how it is said (speed, "
-                  "pitch, tune, stress)" if n == 1 else
+        listen = ("Listen to audio_1 first with one call: which_was_said with options "
+                  f"{json.dumps(record.data['choices'])} when the question is which of them is said, transcribe "
+                  "for all that is said, or speech_features for how it is said (speed, pitch, tune, stress)"
+                  if n == 1 else
                   f"Listen to the {n} clips first: call speech_features once with audio "
                   f"{json.dumps(names)}; it compares them")
         return (f"{listen}.\n\n{record.data['question']}\n{options}\n\n"

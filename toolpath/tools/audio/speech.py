@@ -84,11 +84,11 @@ def which_was_said(audio: str, options: list[str | int | float], ctx: ToolContex
         raise ToolError(f"which_was_said: {audio}: {err}") from None
     heard = whisper.transcribe_samples(samples)
     ranked = rank_options(samples, options, heard["text"])
-    best, runner = ranked[0], ranked[1]
-    summary = (f"{audio} most likely says \"{best['option']}\" (as in \"{best['sentence']}\"); next is "
-               f"\"{runner['option']}\", {runner['below_best']:.1f} log-probability lower. The plain transcript: "
-               f"\"{heard['text']}\".")
-    result = {"summary": summary, "likeliest": best["option"], "options": ranked, "transcript": heard["text"]}
+    best = ranked[0]
+    # The summary names one option only: a small model passes the first sentence of a result on as its answer.
+    summary = (f"{audio} most likely says \"{best['option']}\" (as in \"{best['sentence']}\"), "
+               f"{ranked[1]['below_best']:.1f} log-probability above the next option.")
+    result = {"summary": summary, "likeliest": best["option"], "transcript": heard["text"], "options": ranked}
     return ToolResult(content=_json(result), data=result)
 
 
