@@ -56,8 +56,7 @@ def _encoded(samples):
     import numpy as np
 
     model = whisper.model()
-    silence = np.zeros(int(PAD_SECONDS * RATE), dtype=np.float32)
-    mel = model.feature_extractor(np.concatenate([silence, samples, silence]))
+    mel = model.feature_extractor(whisper.padded(samples))
     frames = min(mel.shape[-1], 3000)
     mel = np.pad(mel, ((0, 0), (0, max(0, 3000 - mel.shape[-1]))))[:, :3000]
     view = ctranslate2.StorageView.from_array(np.ascontiguousarray(mel[None], dtype=np.float32))

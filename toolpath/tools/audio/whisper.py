@@ -102,18 +102,23 @@ PAD_SECONDS = 0.5
 DECODE = {"beam_size": 5, "condition_on_previous_text": False, "vad_filter": False}
 
 
+def padded(samples, pad: float = PAD_SECONDS):
+    """The samples with `pad` seconds of silence before and after, as every decode of a clip reads them."""
+    import numpy as np
+
+    silence = np.zeros(int(pad * RATE), dtype=np.float32)
+    return np.concatenate([silence, samples, silence])
+
+
 def transcribe_samples(samples, prompt: str | None = None, pad: float = PAD_SECONDS, **decode) -> dict:
     """{text, words: [{word, start, end}], language, seconds} for 16 kHz mono float samples.
 
     `prompt` is text Whisper reads as if said just before the clip (its initial prompt): words the caller
     expects to hear (names, options) are then heard as those words more readily; it biases, so it is only
     ever what the caller passes. `decode` overrides DECODE (faster-whisper's transcribe keywords)."""
-    import numpy as np
-
-    silence = np.zeros(int(pad * RATE), dtype=np.float32)
     seconds = len(samples) / RATE
     settings = {**DECODE, **decode, **({"initial_prompt": prompt.strip()} if prompt and prompt.strip() else {})}
-    segments, info = model().transcribe(np.concatenate([silence, samples, silence]), language="en",
+    segments, info = model().transcribe(padded(samples, pad), language="en",
                                         word_timestamps=True, **settings)
     words, texts = [], []
     for seg in segments:
